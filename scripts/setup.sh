@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Creates .venv and installs the project, the small model, the chat data package and the
+# browser used by the board's tests. Safe to run again (it only adds what is missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+# torch first and pinned: an unpinned torch would pull a several-GB CUDA build.
+python -m pip install -q "torch==2.13.0"
+python -m pip install -q -e ".[dev]"
+python -m pip install -q --no-deps -r requirements-extra.txt
+# Debian's chromium for the board's browser tests (skipped by the tests where it is absent).
+if ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: chromium could not be installed; browser tests will be skipped"
+  fi
+fi
+echo "setup done: $(python --version), $(python -c 'import torch; print("torch", torch.__version__)')"

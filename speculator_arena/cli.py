@@ -1,0 +1,64 @@
+"""The `arena` command. Each domain registers its own subcommands (see COMMAND_MODULES).
+
+Why registration instead of one big parser: the scoring, engine, pools, runner and board
+domains each own their commands next to their code, and importing one never imports the
+heavy dependencies (torch, streamlit) of another until its command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+
+COMMAND_MODULES = (
+    "speculator_arena.protocol.commands",
+    "speculator_arena.scoring.commands",
+    "speculator_arena.checkpoints.commands",
+    "speculator_arena.pools.commands",
+    "speculator_arena.runners.commands",
+    "speculator_arena.dashboards.commands",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="arena", description="SpeculatorArena platform")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMAND_MODULES:
+        try:
+            if importlib.util.find_spec(name) is None:
+                continue
+        except ModuleNotFoundError:  # its package does not exist in this build
+            continue
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        rc = args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
+        # Bad input gets one clear line, not a traceback; ARENA_DEBUG=1 shows the traceback.
+        import os
+
+        if os.environ.get("ARENA_DEBUG"):
+            raise
+        print(f"arena {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return int(rc or 0)
+
+
+def print_json(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""Typed resources. Configuration comes from environment variables here and nowhere else."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from speculator_arena.warehouse import Warehouse, arena_home
+
+
+class WarehouseResource(dg.ConfigurableResource):
+    """The warehouse under ARENA_HOME (a path; object storage URLs are read by DuckDB directly)."""
+
+    home: str = ""
+
+    def get(self) -> Warehouse:
+        return Warehouse(self.home or None)
+
+    @property
+    def path(self) -> str:
+        return str(arena_home(self.home or None))
+
+
+def default_resources() -> dict:
+    return {"warehouse": WarehouseResource(home=str(arena_home()))}

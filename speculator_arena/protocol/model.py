@@ -1,0 +1,333 @@
+"""Pydantic model of a protocol version and the per-task view that code reads limits from.
+
+Why a model and not a dict: a typo in a limit's name must fail at load time, not silently
+score every evaluation with a default. Why per-task resolution: the public tasks share most
+values, while the embedded `local-smollm2` task overrides pass times and probe counts; code
+asks `protocol.task(task_id)` and never merges by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+WORKLOADS = ("solo", "team", "busy")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineEnvironment(_Strict):
+    gpu_memory_utilization: float = Field(gt=0, le=1)
+    probe_gpu_memory_utilization: float = Field(gt=0, le=1)
+    prefix_caching: int
+    variables: list[str]
+    image: dict[str, str]
+    enable_thinking: bool
+
+
+class Sampling(_Strict):
+    temperature: float = Field(ge=0)
+    top_p: float = Field(gt=0, le=1)
+    top_k: int = Field(ge=0)
+    seed_per_request: bool
+
+
+class Window(_Strict):
+    overhead_fraction: float = Field(ge=0)
+    overhead_tokens: int = Field(ge=0)
+    cut_to_fraction: float = Field(gt=0, lt=1)
+
+
+class ThinkTime(_Strict):
+    cap_seconds: float = Field(gt=0)
+    scale_c: float = Field(gt=0)
+
+
+class Workload(_Strict):
+    interleave: int = Field(ge=1)
+    pass_seconds: float = Field(gt=0)
+    speed: Literal["request_time", "busy_window"]
+
+
+class GreedyProbe(_Strict):
+    prompts: int = Field(ge=1)
+    temperature: float = 0.0
+    max_tokens: int = Field(ge=1)
+    concurrency: int = 1
+
+
+class LikelihoodProbe(_Strict):
+    replies: int = Field(ge=2)
+    context_tokens: int = Field(ge=1)
+    reply_chars: int = Field(ge=1)
+
+
+class FidelityProbe(_Strict):
+    texts: int = Field(ge=1)
+
+
+class Gates(_Strict):
+    z: float = Field(gt=0)
+    greedy_agreement: GreedyProbe
+    sampled_likelihood: LikelihoodProbe
+    first_choice: dict[str, Any] = Field(default_factory=dict)
+    target_fidelity: FidelityProbe
+    length: dict[str, float]
+    memory: dict[str, float]
+    answering: dict[str, float]
+
+
+class TaskGates(_Strict):
+    """Per-task overrides of probe sizes (the embedded task uses fewer probes)."""
+
+    greedy_agreement: GreedyProbe | None = None
+    sampled_likelihood: LikelihoodProbe | None = None
+    target_fidelity: FidelityProbe | None = None
+
+
+class FailureRule(_Strict):
+    min_excess: int = Field(ge=0)
+    share_of_requests: float = Field(ge=0)
+
+
+class StartStop(_Strict):
+    health_timeout_seconds: float = Field(gt=0)
+    sigterm_grace_seconds: float = Field(gt=0)
+
+
+class DeviceIdle(_Strict):
+    max_gib: float = Field(gt=0)
+    within_seconds: float = Field(gt=0)
+    memory_sample_interval_seconds: float = Field(gt=0)
+
+
+class Submission(_Strict):
+    inline_engine_max_chars: int
+    repository_engine_max_mib: int
+    speculator_max_share_of_target_bytes: float
+    speculator_allowed_files: list[str]
+    kinds: list[str]
+
+
+class Limits(_Strict):
+    """Calibrated limits of section 10. `None` means "none": that gate always passes."""
+
+    fidelity_ceiling: float = Field(ge=0)
+    likelihood_bound: float = Field(ge=0)
+    first_choice_bound: float = Field(ge=0)
+    greedy_agreement_floor: float | None = Field(default=None, ge=0, le=1)
+
+
+class Reference(_Strict):
+    name: str
+    kind: str
+    engine: str
+    speculator: str | None = None
+
+
+class Task(_Strict):
+    public: bool
+    model: str
+    revision: str
+    gpu: str
+    max_model_len: int = Field(gt=0)
+    language_model_only: bool
+    dtype: str
+    lanes: dict[str, int]
+    kv_cache_tokens: int
+    mean_session_footprint_tokens: int
+    limits: Limits
+    speed_noise: dict[str, float | None]
+    references: list[Reference]
+    workloads: dict[str, Workload] | None = None
+    passes_per_workload: int | None = None
+    grace_seconds: float | None = None
+    max_tokens_cap: int | None = None
+    think_time: ThinkTime | None = None
+    gates: TaskGates | None = None
+    start_stop: StartStop | None = None
+    device_idle: DeviceIdle | None = None
+
+    @model_validator(mode="after")
+    def _every_workload_has_lanes(self) -> "Task":
+        if set(self.lanes) != set(WORKLOADS):
+            raise ValueError(f"lanes must name exactly {WORKLOADS}, got {sorted(self.lanes)}")
+        return self
+
+
+class Protocol(_Strict):
+    version: int = Field(ge=1)
+    published: str
+    notes: str = ""
+    engine_environment: EngineEnvironment
+    sampling: Sampling
+    window: Window
+    think_time: ThinkTime
+    workloads: dict[str, Workload]
+    passes_per_workload: int = Field(ge=1)
+    warmup_waves: int = Field(ge=0)
+    grace_seconds: float = Field(ge=0)
+    gates: Gates
+    failure_rule: FailureRule
+    start_stop: StartStop
+    device_idle: DeviceIdle
+    submission: Submission
+    quotas: dict[str, dict[str, int]]
+    dev_test_gap: float = Field(ge=0, lt=1)
+    tasks: dict[str, Task]
+
+    @model_validator(mode="after")
+    def _workloads_complete(self) -> "Protocol":
+        if set(self.workloads) != set(WORKLOADS):
+            raise ValueError(f"workloads must be exactly {WORKLOADS}, got {sorted(self.workloads)}")
+        return self
+
+    def task(self, task_id: str) -> "TaskProtocol":
+        if task_id not in self.tasks:
+            raise KeyError(f"protocol v{self.version} has no task {task_id!r}; tasks: {sorted(self.tasks)}")
+        return TaskProtocol.resolve(self, task_id)
+
+    def public_tasks(self) -> list[str]:
+        return [t for t, spec in self.tasks.items() if spec.public]
+
+    def as_document(self) -> dict[str, Any]:
+        """What `GET /api/protocol` serves and `arena protocol --json` prints."""
+        doc = self.model_dump(mode="json")
+        doc["digest"] = protocol_digest(self.version)
+        return doc
+
+
+class TaskProtocol(_Strict):
+    """Every value one task's evaluation needs, with the task's overrides applied."""
+
+    protocol_version: int
+    task_id: str
+    task: Task
+    engine_environment: EngineEnvironment
+    sampling: Sampling
+    window: Window
+    think_time: ThinkTime
+    workloads: dict[str, Workload]
+    lanes: dict[str, int]
+    passes_per_workload: int
+    warmup_waves: int
+    grace_seconds: float
+    max_tokens_cap: int | None
+    gates: Gates
+    limits: Limits
+    failure_rule: FailureRule
+    start_stop: StartStop
+    device_idle: DeviceIdle
+    dev_test_gap: float
+
+    @classmethod
+    def resolve(cls, p: Protocol, task_id: str) -> "TaskProtocol":
+        t = p.tasks[task_id]
+        gates = p.gates
+        if t.gates is not None:
+            gates = gates.model_copy(
+                update={k: v for k, v in t.gates.model_dump(exclude_none=True).items()
+                        if k in ("greedy_agreement", "sampled_likelihood", "target_fidelity")}
+            )
+            # model_copy(update=) keeps plain dicts; re-validate so nested models are models.
+            gates = Gates.model_validate(gates.model_dump())
+        return cls(
+            protocol_version=p.version,
+            task_id=task_id,
+            task=t,
+            engine_environment=p.engine_environment,
+            sampling=p.sampling,
+            window=p.window,
+            think_time=t.think_time or p.think_time,
+            workloads=t.workloads or p.workloads,
+            lanes=t.lanes,
+            passes_per_workload=t.passes_per_workload or p.passes_per_workload,
+            warmup_waves=p.warmup_waves,
+            grace_seconds=t.grace_seconds if t.grace_seconds is not None else p.grace_seconds,
+            max_tokens_cap=t.max_tokens_cap,
+            gates=gates,
+            limits=t.limits,
+            failure_rule=p.failure_rule,
+            start_stop=t.start_stop or p.start_stop,
+            device_idle=t.device_idle or p.device_idle,
+            dev_test_gap=p.dev_test_gap,
+        )
+
+    @property
+    def max_num_seqs(self) -> int:
+        return max(self.lanes.values())
+
+
+def _versions_dirs() -> list:
+    """The shipped versions, then `ARENA_PROTOCOL_DIR` (where operators stage a new version).
+
+    A staged file may add a version but never replace a shipped one: versions are immutable.
+    """
+    dirs = [resources.files("speculator_arena.protocol") / "versions"]
+    extra = os.environ.get("ARENA_PROTOCOL_DIR")
+    if extra:
+        dirs.append(Path(extra))
+    return dirs
+
+
+def _version_files() -> dict[int, Any]:
+    found: dict[int, Any] = {}
+    for d in _versions_dirs():
+        if not d.is_dir():
+            continue
+        for entry in d.iterdir():
+            m = re.fullmatch(r"v(\d+)\.yaml", entry.name)
+            if m:
+                found.setdefault(int(m.group(1)), entry)
+    return found
+
+
+def available_versions() -> list[int]:
+    return sorted(_version_files())
+
+
+def _raw_text(version: int) -> str:
+    path = _version_files().get(version)
+    if path is None:
+        raise KeyError(f"no protocol version {version}; available: {available_versions()}")
+    return path.read_text(encoding="utf-8")
+
+
+def protocol_digest(version: int) -> str:
+    """sha256 of the version's canonical JSON: what the warehouse pins scores to."""
+    data = yaml.safe_load(_raw_text(version))
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def load_protocol(version: int | None = None) -> Protocol:
+    """Load and validate a protocol version (the latest when `version` is None)."""
+    if version is None:
+        version = available_versions()[-1]
+    return _load_text(version, _raw_text(version))
+
+
+@lru_cache(maxsize=32)
+def _load_text(version: int, text: str) -> Protocol:
+    data = yaml.safe_load(text)
+    proto = Protocol.model_validate(data)
+    if proto.version != version:
+        raise ValueError(f"v{version}.yaml declares version {proto.version}")
+    return proto
+
+
+def load_protocol_file(path: str) -> Protocol:
+    """Validate a candidate protocol document from a path (operators draft new versions this way)."""
+    with open(path, encoding="utf-8") as fh:
+        return Protocol.model_validate(yaml.safe_load(fh))

@@ -1,0 +1,209 @@
+"""Writing raw rows atomically and opening the DuckDB views over them.
+
+Why files and not DuckDB tables: Parquet parts written as temp-file-then-rename can never be
+half-written, a runner that dies leaves whole files or none, and the DuckDB file holds only
+views, so it can be rebuilt from the Parquet at any time and opened read-only by any number
+of readers (the board, analysts) while a runner writes.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterable, Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from speculator_arena.warehouse.schema import TABLES
+
+
+class WarehouseError(RuntimeError):
+    """A write that could not complete; nothing already stored was changed."""
+
+
+def arena_home(home: str | os.PathLike | None = None) -> Path:
+    """`ARENA_HOME` (default `./arena_home`), the one place configuration of the home is read."""
+    return Path(home or os.environ.get("ARENA_HOME") or "arena_home").resolve()
+
+
+def _safe_id(value: str) -> str:
+    if not value or any(c in value for c in "/\\=\0") or value in (".", ".."):
+        raise ValueError(f"unsafe identifier for a partition: {value!r}")
+    return value
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Warehouse:
+    """One ARENA_HOME: `raw/<table>/evaluation_id=<id>/*.parquet` plus `arena.duckdb` (views)."""
+
+    def __init__(self, home: str | os.PathLike | None = None):
+        self.home = arena_home(home)
+        self.raw = self.home / "raw"
+        self.db_path = self.home / "arena.duckdb"
+
+    # ---- writing -------------------------------------------------------------------------
+    def partition_dir(self, table: str, evaluation_id: str) -> Path:
+        if table not in TABLES:
+            raise KeyError(f"unknown table {table!r}; tables: {sorted(TABLES)}")
+        return self.raw / table / f"evaluation_id={_safe_id(evaluation_id)}"
+
+    def write_rows(
+        self,
+        table: str,
+        evaluation_id: str,
+        rows: Iterable[Mapping[str, Any]] | pa.Table,
+        *,
+        part: str | None = None,
+        replace: bool = False,
+    ) -> Path | None:
+        """Write rows as one new Parquet part, atomically.
+
+        `part` names the file (a rewrite of the same part replaces it atomically, which is how
+        the evaluation's status row changes); `replace=True` drops the partition's other parts
+        after the new one is in place. Rows are validated against the table's schema first.
+        """
+        schema = TABLES[table]
+        if isinstance(rows, pa.Table):
+            tbl = rows
+        else:
+            rows = list(rows)
+            if not rows:
+                return None
+            for r in rows:
+                r_eval = r.get("evaluation_id", evaluation_id)
+                if r_eval != evaluation_id:
+                    raise ValueError(f"row for {r_eval!r} written to partition {evaluation_id!r}")
+            cols = {name: [r.get(name, evaluation_id if name == "evaluation_id" else None) for r in rows]
+                    for name in schema.names}
+            unknown = set().union(*(r.keys() for r in rows)) - set(schema.names)
+            if unknown:
+                raise ValueError(f"{table}: unknown columns {sorted(unknown)}")
+            tbl = pa.table(cols, schema=schema)
+        # evaluation_id lives in the path (hive partitioning); keep it out of the file body.
+        body = tbl.cast(schema).drop_columns(["evaluation_id"])
+        dest_dir = self.partition_dir(table, evaluation_id)
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        name = f"{part or uuid.uuid4().hex}.parquet"
+        dest = dest_dir / name
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=dest_dir)
+        os.close(fd)
+        try:
+            pq.write_table(body, tmp)
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, dest)
+            _fsync_dir(dest_dir)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            hint = " (disk full)" if exc.errno == errno.ENOSPC else ""
+            raise WarehouseError(f"could not write {table} rows of {evaluation_id}{hint}: {exc}") from exc
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        if replace:
+            for other in dest_dir.glob("*.parquet"):
+                if other.name != name:
+                    other.unlink()
+        return dest
+
+    def drop_evaluation(self, evaluation_id: str) -> None:
+        """Remove every raw row of one evaluation (an operator's explicit act, never automatic)."""
+        for table in TABLES:
+            d = self.partition_dir(table, evaluation_id)
+            if d.exists():
+                shutil.rmtree(d)
+
+    def read_table(self, table: str, evaluation_id: str | None = None) -> pa.Table:
+        """Read one raw table (or one evaluation's rows) straight from Parquet, with the id column."""
+        schema = TABLES[table]
+        root = self.raw / table if evaluation_id is None else self.partition_dir(table, evaluation_id)
+        files = sorted(root.rglob("*.parquet")) if root.exists() else []
+        files = [f for f in files if not f.name.startswith(".tmp-")]
+        if not files:
+            return schema.empty_table()
+        parts = []
+        for f in files:
+            t = pq.read_table(f)
+            eid = f.parent.name.split("=", 1)[1]
+            t = t.append_column("evaluation_id", pa.array([eid] * t.num_rows, pa.string()))
+            parts.append(t.select(schema.names).cast(schema))
+        return pa.concat_tables(parts)
+
+    # ---- reading -------------------------------------------------------------------------
+    def glob(self, table: str) -> str:
+        return str(self.raw / table / "*" / "*.parquet")
+
+    def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+        """Open DuckDB with every view of sql/ defined over the Parquet.
+
+        Writers (the scorer, `arena` commands) refresh the views in `arena.duckdb`; readers open
+        it read-only. When the file does not exist yet, a reader gets an in-memory database with
+        the same views so that an empty warehouse is explained rather than an error.
+        """
+        self.home.mkdir(parents=True, exist_ok=True)
+        if read_only and not self.db_path.exists():
+            con = duckdb.connect(":memory:")
+            self._define_views(con, temporary=True)
+            return con
+        con = duckdb.connect(str(self.db_path), read_only=read_only)
+        if read_only:
+            # Views in the file point at the Parquet by absolute path; define temporary ones too
+            # so a warehouse that moved (copied to an analyst's laptop) still opens.
+            self._define_views(con, temporary=True)
+        else:
+            self._define_views(con, temporary=False)
+        return con
+
+    def _define_views(self, con: duckdb.DuckDBPyConnection, *, temporary: bool) -> None:
+        """The raw_* views are generated from the schemas (identifiers and paths of our own, no
+        user input); every derived view is a file of sql/."""
+        kw = "TEMPORARY VIEW" if temporary else "VIEW"
+        for table, schema in TABLES.items():
+            files = [f for f in (self.raw / table).glob("*/*.parquet") if not f.name.startswith(".tmp-")]
+            if files:
+                src = f"read_parquet('{self.glob(table)}', hive_partitioning = true, union_by_name = true)"
+                cols = ", ".join(f'"{n}"' for n in schema.names)
+                con.execute(f"CREATE OR REPLACE {kw} raw_{table} AS SELECT {cols} FROM {src}")
+            else:
+                cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
+                con.execute(f"CREATE OR REPLACE {kw} raw_{table} AS SELECT {cols} WHERE false")
+        for stmt in sql_statements():
+            con.execute(stmt.replace("CREATE OR REPLACE VIEW", f"CREATE OR REPLACE {kw}"))
+
+
+def _duck_type(t: pa.DataType) -> str:
+    if pa.types.is_list(t):
+        return _duck_type(t.value_type) + "[]"
+    return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[t]
+
+
+def sql_statements() -> list[str]:
+    """Every view under sql/, in file-name order (files are numbered by layer)."""
+    root = resources.files("speculator_arena") / "sql"
+    if not root.is_dir():
+        return []
+    files = sorted((f for f in root.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+    return [f.read_text(encoding="utf-8") for f in files]
+
+
+def sql_text(name: str) -> str:
+    """One SQL file of sql/ (queries the scorer and the board run with parameters)."""
+    return (resources.files("speculator_arena") / "sql" / name).read_text(encoding="utf-8")

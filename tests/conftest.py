@@ -1,0 +1,25 @@
+"""Shared fixtures: a temporary ARENA_HOME per test, the shared data folder."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("ARENA_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
+
+
+@pytest.fixture
+def arena_home(tmp_path, monkeypatch) -> Path:
+    home = tmp_path / "arena_home"
+    monkeypatch.setenv("ARENA_HOME", str(home))
+    return home
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"shared data not found at {SHARED_DATA}; set ARENA_SHARED_DATA")
+    return SHARED_DATA

@@ -1,0 +1,62 @@
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from speculator_arena.protocol import available_versions, load_protocol
+from speculator_arena.protocol.model import Protocol
+
+
+def test_v1_holds_the_published_values():
+    p = load_protocol(1)
+    assert p.sampling.temperature == 0.7 and p.sampling.top_p == 0.8 and p.sampling.top_k == 20
+    assert p.engine_environment.gpu_memory_utilization == 0.90
+    assert p.gates.memory["slack_gib"] == 4.0
+    assert p.quotas == {"participant": {"dev": 20, "test": 3}, "study_agent": {"dev": 6, "test": 1}}
+    q8 = p.task("qwen3-8b")
+    assert q8.lanes == {"solo": 1, "team": 8, "busy": 20}
+    assert q8.workloads["busy"].pass_seconds == 240
+    assert q8.limits.greedy_agreement_floor == 0.5
+    assert p.task("qwen35-27b").limits.greedy_agreement_floor is None
+    assert p.task("qwen35-27b").task.language_model_only is True
+
+
+def test_local_task_overrides_only_itself():
+    p = load_protocol(1)
+    local = p.task("local-smollm2")
+    assert not local.task.public
+    assert local.workloads["solo"].pass_seconds < 150
+    assert local.gates.greedy_agreement.prompts < 64
+    # the public tasks keep the protocol's own values
+    assert p.task("qwen3-8b").gates.greedy_agreement.prompts == 64
+    assert "local-smollm2" not in p.public_tasks()
+
+
+def test_a_typo_in_a_limit_fails_validation():
+    data = load_protocol(1).model_dump(mode="json")
+    data["tasks"]["qwen3-8b"]["limits"]["fidelity_cieling"] = 1.0
+    with pytest.raises(Exception, match="fidelity_cieling"):
+        Protocol.model_validate(data)
+
+
+def test_staged_version_cannot_replace_a_shipped_one(tmp_path, monkeypatch):
+    data = load_protocol(1).model_dump(mode="json")
+    data["dev_test_gap"] = 0.5
+    (tmp_path / "v1.yaml").write_text(yaml.safe_dump(data))
+    data["version"] = 2
+    (tmp_path / "v2.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))
+    assert available_versions()[-2:] == [1, 2]
+    assert load_protocol(1).dev_test_gap == 0.10
+    assert load_protocol(2).dev_test_gap == 0.5
+
+
+def test_cli_protocol_json_is_the_document():
+    out = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "protocol", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    doc = json.loads(out)
+    assert doc["version"] == 1
+    assert doc["tasks"]["qwen3-8b"]["revision"] == "b968826d9c46dd6066d109eabc6255188de91218"
+    assert len(doc["digest"]) == 64
