@@ -72,6 +72,7 @@ REQUESTS = pa.schema([
     ("sent_at", F64),
     ("first_token_at", F64),        # first chunk with text; null if none
     ("last_token_at", F64),         # last chunk with text; null if none
+    ("ended_at", F64),              # when the stream ended ([DONE], error, or cut at the grace end)
     ("prompt_tokens", I64),         # counted by the client with the target's tokenizer
     ("usage_prompt_tokens", I64),   # from `usage`
     ("cached_tokens", I64),         # usage.prompt_tokens_details.cached_tokens
