@@ -23,3 +23,13 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"shared data not found at {SHARED_DATA}; set ARENA_SHARED_DATA")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smollm2_target(tmp_path_factory) -> Path:
+    """The sealed local-smollm2 target directory (SmolLM2-135M-Instruct, float32 safetensors,
+    tokenizer and chat template), prepared once per test session. The first build on a machine
+    converts the GGUF (~20 s); later sessions copy it from the checkpoint cache in about a second."""
+    from speculator_arena.checkpoints import prepare_checkpoint
+
+    return prepare_checkpoint("local-smollm2", home=tmp_path_factory.mktemp("smollm2_home"))

@@ -237,8 +237,8 @@ class TaskProtocol(_Strict):
         gates = p.gates
         if t.gates is not None:
             gates = gates.model_copy(
-                update={k: v for k, v in t.gates.model_dump(exclude_none=True).items()
-                        if k in ("greedy_agreement", "sampled_likelihood", "target_fidelity")}
+                update={k: getattr(t.gates, k) for k in ("greedy_agreement", "sampled_likelihood", "target_fidelity")
+                        if getattr(t.gates, k) is not None}
             )
             # model_copy(update=) keeps plain dicts; re-validate so nested models are models.
             gates = Gates.model_validate(gates.model_dump())

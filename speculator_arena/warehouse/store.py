@@ -16,13 +16,15 @@ import uuid
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from speculator_arena.warehouse.schema import TABLES
+
+if TYPE_CHECKING:  # the runner writes rows on machines without DuckDB (the GPU image)
+    import duckdb
 
 
 class WarehouseError(RuntimeError):
@@ -158,6 +160,8 @@ class Warehouse:
         it read-only. When the file does not exist yet, a reader gets an in-memory database with
         the same views so that an empty warehouse is explained rather than an error.
         """
+        import duckdb
+
         self.home.mkdir(parents=True, exist_ok=True)
         if read_only and not self.db_path.exists():
             con = duckdb.connect(":memory:")
@@ -196,11 +200,16 @@ def _duck_type(t: pa.DataType) -> str:
 
 
 def sql_statements() -> list[str]:
-    """Every view under sql/, in file-name order (files are numbered by layer)."""
+    """Every view under sql/, in file-name order (files are numbered by layer).
+
+    Only numbered files (`10_staged_*.sql`, ...) are views; unnumbered files are queries with
+    parameters, run by their owners through `sql_text()`.
+    """
     root = resources.files("speculator_arena") / "sql"
     if not root.is_dir():
         return []
-    files = sorted((f for f in root.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+    files = sorted((f for f in root.iterdir() if f.name.endswith(".sql") and f.name[:2].isdigit()),
+                   key=lambda f: f.name)
     return [f.read_text(encoding="utf-8") for f in files]
 
 

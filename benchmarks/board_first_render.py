@@ -1,0 +1,225 @@
+"""Benchmark: the board's first render with 10,000 evaluations in the warehouse.
+
+    python benchmarks/board_first_render.py                  # 10,000 evaluations, 435 accounts
+    python benchmarks/board_first_render.py --evaluations 2000 --accounts 100 --keep /tmp/wh
+
+What it builds: a temporary warehouse of `--evaluations` complete paired evaluations of the
+embedded task at the synthetic "small" scale (every raw table; at most 3 lanes and 10-second
+passes). Writing each one with `write_synthetic_evaluation` takes about 0.1 s here, so only
+`--templates` of them are generated; every other evaluation's raw partitions are hard links to
+a template's files (its own evaluation row is written: account, split, label, created_at), so
+each is a whole evaluation with real rows, and scores repeat with the templates. Accounts use
+their full quota (20 dev and 3 test per task: 10,000 / 23 ≈ 435 accounts), the heavy case for
+the board, which scores each account's last finished evaluations on both splits.
+
+What it measures, each in a fresh Python process (cold Streamlit caches, nothing imported):
+- `board`: AppTest's first run of the app (the board page) against the warehouse, then a rerun
+  (cached) and a rerun after the cache's time-to-live expired (the memo re-reads nothing);
+- `baseline`: the same first run against an empty warehouse (the app's own cost);
+- the board's parts: listing evaluations, choosing what to score, scoring it;
+- optionally (`--browser`) the time from opening the page in headless Chromium to the leader's
+  SpecScore showing, against a freshly started `streamlit run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TASK = "local-smollm2"
+QUOTA = (20, 3)  # dev, test evaluations per account and task (protocol section 8)
+
+
+def build(home: Path, n: int, accounts: int, templates: int, seed: int = 0) -> dict:
+    """Write the warehouse; return what was written (counts, seconds)."""
+    import numpy as np
+
+    from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.schema import TABLES
+    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
+
+    t0 = time.monotonic()
+    wh = Warehouse(home)
+    rng = np.random.default_rng(seed)
+    tpl_ids = []
+    for k in range(templates):
+        sp = {w: float(np.round(rng.uniform(0.9, 2.0), 3)) for w in ("solo", "team", "busy")}
+        eid = f"tpl-{k:03d}"
+        write_synthetic_evaluation(wh, eid, task_id=TASK, account_id="templates", label=eid, speedups=sp,
+                                   seed=seed * 1000 + k, created_at=1.7e9 + k)
+        tpl_ids.append(eid)
+    t_tpl = time.monotonic() - t0
+    print(f"  {templates} template evaluations written in {t_tpl:.1f} s", file=sys.stderr, flush=True)
+
+    tables = [t for t in TABLES if t != "evaluations"]
+    per_account = sum(QUOTA)
+    for i in range(n):
+        eid = f"ev-{i:05d}"
+        acct, j = divmod(i, per_account)
+        acct %= accounts
+        split = "dev" if j < QUOTA[0] else "test"
+        tpl = tpl_ids[int(rng.integers(templates))]
+        for table in tables:
+            src = wh.partition_dir(table, tpl)
+            if not src.is_dir():
+                continue
+            dest = wh.partition_dir(table, eid)
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in src.glob("*.parquet"):
+                try:
+                    os.link(f, dest / f.name)
+                except OSError:
+                    shutil.copyfile(f, dest / f.name)
+        wh.write_rows("evaluations", eid, [{
+            "task_id": TASK, "split": split, "protocol_version": 1, "submission_id": eid,
+            "account_id": f"acct-{acct:04d}", "is_reference": False, "label": f"sub-{acct:04d}-{j:02d}",
+            "solution_kind": "other", "status": "measured", "created_at": 1.8e9 + 60.0 * i,
+            "updated_at": 1.8e9 + 60.0 * i + 30, "provenance": json.dumps({"template": tpl})}], part="evaluation")
+        if (i + 1) % max(1, n // 10) == 0:
+            print(f"  {i + 1}/{n} evaluations ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+    # the templates are evaluations of the warehouse too (an operator account's)
+    return {"evaluations": n + templates, "templates": templates, "accounts": accounts,
+            "build_seconds": round(time.monotonic() - t0, 1)}
+
+
+CHILD = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+from streamlit.testing.v1 import AppTest
+t_import = time.perf_counter() - t0
+at = AppTest.from_file(sys.argv[1], default_timeout=600)
+at.query_params.update({"task": sys.argv[2], "split": "dev"})
+t1 = time.perf_counter()
+at.run()
+first = time.perf_counter() - t1
+t2 = time.perf_counter()
+at.run()
+second = time.perf_counter() - t2
+import streamlit as st
+st.cache_data.clear()  # what a TTL expiry does; the server's memo (cache_resource) stays
+t3 = time.perf_counter()
+at.run()
+expired = time.perf_counter() - t3
+leader = [m.value for m in at.metric if m.label == "Leading SpecScore"]
+print(json.dumps({"import_s": t_import, "first_render_s": first, "second_render_s": second,
+                  "after_ttl_expiry_s": expired,
+                  "exceptions": [str(e.value) for e in at.exception], "leader": leader,
+                  "rows": sum(m.value.count("\n") - 1 for m in at.markdown if m.value.startswith("| # |"))}))
+"""
+
+PARTS = r"""
+import json, sys, time
+from speculator_arena.dashboards import data
+home, task = sys.argv[1], sys.argv[2]
+t = time.perf_counter(); idx = data.evaluations_index(home); t_index = time.perf_counter() - t
+t = time.perf_counter(); ids = data.board_candidates(idx, task); t_pick = time.perf_counter() - t
+t = time.perf_counter(); frames = data.board_scores(home, task, None, index=idx); t_score = time.perf_counter() - t
+print(json.dumps({"index_s": t_index, "evaluations_listed": len(idx), "pick_s": t_pick, "scored": len(ids),
+                  "score_and_rank_s": t_score}))
+"""
+
+
+def child(code: str, *args: str, home: Path) -> dict:
+    env = dict(os.environ, ARENA_HOME=str(home), ARENA_BOARD_TTL="600")
+    out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-4000:])
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith('{"')]  # other output may follow
+    if not lines:
+        raise RuntimeError(f"no result line in the child's output:\n{out.stdout[-2000:]}")
+    return json.loads(lines[-1])
+
+
+def browser_first_render(home: Path, expect: str) -> dict:
+    """Seconds from page.goto to the leader's SpecScore visible, on a freshly started server."""
+    import socket
+
+    from playwright.sync_api import sync_playwright
+
+    from speculator_arena.dashboards.commands import streamlit_command
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, ARENA_HOME=str(home))
+    proc = subprocess.Popen(streamlit_command(port), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        import httpx
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/_stcore/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
+                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--disable-quic", "--no-first-run"])
+            page = b.new_page()
+            t = time.perf_counter()
+            page.goto(f"http://127.0.0.1:{port}/?task={TASK}&split=dev")
+            page.get_by_text(expect, exact=True).first.wait_for(timeout=120_000)
+            first = time.perf_counter() - t
+            t = time.perf_counter()
+            page.reload()
+            page.get_by_text(expect, exact=True).first.wait_for(timeout=120_000)
+            again = time.perf_counter() - t
+            b.close()
+        return {"browser_first_render_s": first, "browser_reload_s": again}
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--evaluations", type=int, default=10_000)
+    ap.add_argument("--accounts", type=int, default=435)
+    ap.add_argument("--templates", type=int, default=40)
+    ap.add_argument("--keep", type=Path, default=None, help="build (or reuse) the warehouse here and keep it")
+    ap.add_argument("--browser", action="store_true", help="also time the first render in headless Chromium")
+    ap.add_argument("--budget", type=float, default=2.0, help="seconds the first render must stay under")
+    args = ap.parse_args()
+
+    tmp = None
+    if args.keep is not None and (args.keep / "raw" / "evaluations").is_dir():
+        home, built = args.keep, {"reused": str(args.keep)}
+    else:
+        home = args.keep or Path(tempfile.mkdtemp(prefix="board-bench-")) / "arena_home"
+        tmp = None if args.keep else home.parent
+        built = build(home, args.evaluations, args.accounts, args.templates)
+    empty = Path(tempfile.mkdtemp(prefix="board-bench-empty-"))
+    try:
+        app = str(REPO / "speculator_arena" / "dashboards" / "app.py")
+        result = {"warehouse": built}
+        result["parts"] = child(PARTS, str(home), TASK, home=home)
+        result["board"] = child(CHILD, app, TASK, home=home)
+        result["baseline_empty"] = child(CHILD, app, TASK, home=empty)
+        if args.browser and Path("/usr/bin/chromium").exists():
+            expect = result["board"]["leader"][0]
+            result["browser"] = browser_first_render(home, expect)
+        first = result["board"]["first_render_s"]
+        result["verdict"] = {"first_render_s": round(first, 3), "budget_s": args.budget,
+                             "within_budget": first < args.budget,
+                             "over_baseline_s": round(first - result["baseline_empty"]["first_render_s"], 3)}
+        print(json.dumps(result, indent=1))
+        return 0 if first < args.budget else 1
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""Benchmark: score N synthetic protocol-scale evaluations with score_warehouse, and compare
+with a plain Python per-row loop computing the same per-pass speeds, ratios and SpecScore.
+
+    python benchmarks/score_benchmark.py --n 1000 [--home /tmp/arena-bench] [--reuse]
+
+The warehouse is written once (reused with --reuse when it already holds N evaluations).
+The plain loop reads each evaluation's rows with pyarrow into Python lists (one evaluation at
+a time, so memory stays bounded) and does everything else in Python: counted requests, the
+solo speed, the busy-window sweep, the failure rule, medians and the geometric mean. Both
+must agree to 1e-9 on every workload ratio and SpecScore. Results: docs/benchmarks/scoring.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from speculator_arena.protocol import load_protocol
+from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.scoring import score_warehouse
+from speculator_arena.scoring.statistics import busy_window
+from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.synthetic import write_synthetic_warehouse
+
+
+def _rows(wh: Warehouse, table: str, eid: str, columns) -> list[dict]:
+    d = wh.partition_dir(table, eid)
+    out = []
+    for f in sorted(d.glob("*.parquet")):
+        out.extend(pq.read_table(f, columns=columns).to_pylist())
+    return out
+
+
+def plain_python(wh: Warehouse, version: int | None = None) -> dict[str, dict]:
+    """Per-row loop: {evaluation_id: {"r_solo": ..., "r_team": ..., "r_busy": ..., "specscore": ...}}."""
+    proto = load_protocol(version)
+    out = {}
+    ids = sorted(p.name.split("=", 1)[1] for p in (wh.raw / "evaluations").iterdir())
+    for n, eid in enumerate(ids):
+        ev = _rows(wh, "evaluations", eid, ["task_id"])[0]
+        tp = proto.task(ev["task_id"])
+        passes = {(p["pass_id"], p["engine"]): p for p in _rows(
+            wh, "passes", eid, ["pass_id", "engine", "workload", "lanes", "ends_at", "grace_ends_at", "status"])}
+        reqs: dict = {}
+        for r in _rows(wh, "requests", eid, ["pass_id", "engine", "sent_at", "last_token_at", "ended_at", "output_tokens",
+                                             "max_tokens", "done", "chunk_times", "chunk_tokens"]):
+            if r["pass_id"].startswith("warmup"):
+                continue
+            reqs.setdefault((r["pass_id"], r["engine"]), []).append(r)
+        speeds, failures, counts = {}, {}, {}
+        for key, rs in reqs.items():
+            p = passes[key]
+            counted = [r for r in rs if r["done"] and r["output_tokens"] <= r["max_tokens"]
+                       and r["sent_at"] < p["ends_at"] and r["ended_at"] <= p["grace_ends_at"]]
+            failures[key] = len(rs) - len(counted)
+            counts[key] = len(rs)
+            if tp.workloads[p["workload"]].speed == "request_time":
+                secs = sum(r["last_token_at"] - r["sent_at"] for r in counted)
+                speeds[key] = sum(r["output_tokens"] for r in counted) / secs if secs > 0 else None
+            else:
+                intervals = [(r["sent_at"], r["last_token_at"] if r["last_token_at"] is not None else r["ended_at"])
+                             for r in rs]
+                chunks = [(t, k) for r in counted for t, k in zip(r["chunk_times"], r["chunk_tokens"])]
+                secs, toks = busy_window(intervals, p["lanes"], chunks)
+                speeds[key] = toks / secs if secs > 0 else None
+        res = {}
+        for w in WORKLOADS:
+            ratios = []
+            for i in range(tp.passes_per_workload):
+                pid = f"{w}-{i}"
+                c, s = (pid, "candidate"), (pid, "stock")
+                if c not in passes or s not in passes or speeds.get(s) is None:
+                    ratios.append(None)
+                    continue
+                excess = failures.get(c, 0) - failures.get(s, 0)
+                limit = max(tp.failure_rule.min_excess, tp.failure_rule.share_of_requests * max(counts[c], counts[s]))
+                ratios.append(0.0 if excess > limit else (speeds[c] or 0.0) / speeds[s])
+            res[f"r_{w}"] = None if None in ratios else statistics.median(ratios)
+        rs = [res[f"r_{w}"] for w in WORKLOADS]
+        res["specscore"] = None if None in rs else math.prod(rs) ** (1 / 3)
+        out[eid] = res
+        if (n + 1) % max(1, len(ids) // 10) == 0:
+            print(f"  plain loop: {n + 1}/{len(ids)}", file=sys.stderr, flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--home", default="/tmp/arena-score-benchmark")
+    ap.add_argument("--reuse", action="store_true", help="reuse the warehouse at --home when it holds N evaluations")
+    ap.add_argument("--task", default="qwen3-8b")
+    args = ap.parse_args(argv)
+    wh = Warehouse(Path(args.home))
+    have = len(list((wh.raw / "evaluations").glob("evaluation_id=*"))) if (wh.raw / "evaluations").exists() else 0
+    if not (args.reuse and have == args.n):
+        if have:
+            raise SystemExit(f"{args.home} already holds {have} evaluations; remove it or pass --reuse with --n {have}")
+        t = time.perf_counter()
+        write_synthetic_warehouse(wh, args.n, task_ids=(args.task,), scale="protocol")
+        print(f"wrote {args.n} synthetic evaluations in {time.perf_counter() - t:.1f} s", flush=True)
+    req_rows = pq.ParquetDataset(str(wh.raw / "requests")).read(columns=["engine"]).num_rows
+    print(f"warehouse: {args.n} evaluations, {req_rows} timed requests", flush=True)
+
+    t = time.perf_counter()
+    scores = score_warehouse(wh)
+    t_scorer = time.perf_counter() - t
+    print(f"score_warehouse: {t_scorer:.2f} s (speeds, ratios, every gate, figures, board inputs)", flush=True)
+
+    t = time.perf_counter()
+    plain = plain_python(wh)
+    t_plain = time.perf_counter() - t
+    print(f"plain Python per-row loop: {t_plain:.2f} s (speeds, ratios, SpecScore only)", flush=True)
+
+    ev = scores.evaluations.set_index("evaluation_id")
+    worst = 0.0
+    for eid, res in plain.items():
+        for k in ("r_solo", "r_team", "r_busy", "specscore"):
+            a, b = ev.at[eid, k], res[k]
+            if b is None or math.isnan(a):
+                raise SystemExit(f"disagreement on {eid} {k}: scorer {a}, plain {b} ({ev.at[eid, 'specscore_reason']})")
+            worst = max(worst, abs(a - b))
+    if worst > 1e-9:
+        raise SystemExit(f"scorer and plain loop disagree by {worst}")
+    print(f"agreement: every r_w and SpecScore of {len(plain)} evaluations within {worst:.1e}")
+    print(f"ratio plain / scorer: {t_plain / t_scorer:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

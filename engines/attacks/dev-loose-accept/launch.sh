@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Development engine (speculator_arena.engine.serve). Uses only the variables of protocol section 3
+# (TARGET, TOKENIZER, PORT, SERVED_NAME, MAX_MODEL_LEN, MAX_NUM_SEQS, GPU_MEMORY_UTILIZATION,
+# PREFIX_CACHING) plus its own DEV_ENGINE_* choices, set here. ARENA_PYTHON picks the interpreter.
+set -euo pipefail
+if [ "${1:-}" != "serve" ]; then echo "usage: launch.sh serve" >&2; exit 2; fi
+# ATTACK (protocol section 9), for proving the gates: n-gram drafts (point masses, q(x) = 1) are
+# accepted whenever p(x)/q(x) >= 0.3, i.e. whenever the target gives them 30% or more, instead of
+# with probability p(x): likely continuations are taken too often, unlikely ones never, and
+# replies move toward greedy. Never a reference; the arena must catch it.
+export DEV_ENGINE_SPEC=ngram DEV_ENGINE_SPEC_K=4 DEV_ENGINE_NGRAM_MAX=4 DEV_ENGINE_NGRAM_MIN=2
+export DEV_ENGINE_LOOSE_THRESHOLD=0.3
+export DEV_ENGINE_ATTACK=loose_accept
+exec "${ARENA_PYTHON:-python3}" -m speculator_arena.engine.serve

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Development engine (speculator_arena.engine.serve). Uses only the variables of protocol section 3
+# (TARGET, TOKENIZER, PORT, SERVED_NAME, MAX_MODEL_LEN, MAX_NUM_SEQS, GPU_MEMORY_UTILIZATION,
+# PREFIX_CACHING) plus its own DEV_ENGINE_* choices, set here. ARENA_PYTHON picks the interpreter.
+set -euo pipefail
+if [ "${1:-}" != "serve" ]; then echo "usage: launch.sh serve" >&2; exit 2; fi
+# N-gram prompt lookup, 4 tokens per round (point-mass drafts, verified losslessly).
+export DEV_ENGINE_SPEC=ngram DEV_ENGINE_SPEC_K=4 DEV_ENGINE_NGRAM_MAX=4 DEV_ENGINE_NGRAM_MIN=2
+exec "${ARENA_PYTHON:-python3}" -m speculator_arena.engine.serve

@@ -1,0 +1,184 @@
+"""Dagster assets of the session pools, one partition per task.
+
+pool_sources -> pool_structure -> pool_dev, pool_test -> pool_warmup; pool_sources -> pool_probes;
+all -> pool_data_card. Each asset writes its files under `$ARENA_HOME/pools/<task>/` and returns
+metadata only (row counts, digests, and markdown previews of PUBLIC text), so no hidden text
+can reach the Dagster event log. Checks: public and hidden disjoint, every turn fits the
+window, no session in two passes, busy lanes within the cache.
+"""
+
+
+import json
+from pathlib import Path
+
+import dagster as dg
+
+from speculator_arena.dagster_project.resources import WarehouseResource
+from speculator_arena.pools import build as B
+from speculator_arena.pools import checks as C
+from speculator_arena.pools.settings import operator_key
+from speculator_arena.protocol import load_protocol
+
+POOL_TASKS = dg.StaticPartitionsDefinition(sorted(load_protocol().tasks))
+GROUP = "pools"
+REPO_DATA_CARDS = Path(__file__).resolve().parents[2] / "data_cards"
+
+
+class PoolConfig(dg.Config):
+    """Where the sources are (default: ARENA_SHARED_DATA, else ../shared/data) and optional
+    operator inputs (production structure statistics; AgentX cc-traces in the Weka format)."""
+
+    data_dir: str = ""
+    production_stats: str = ""
+    cc_traces: str = ""
+    write_repo_data_card: bool = False
+
+
+_CTX: dict[tuple, B.BuildContext] = {}
+
+
+def _ctx(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> B.BuildContext:
+    """One BuildContext per (task, data, home) in this process, so the sources and the
+    tokenizer are loaded once per build rather than once per asset."""
+    key = (context.partition_key, config.data_dir, warehouse.path, config.cc_traces)
+    if key not in _CTX:
+        _CTX[key] = B.BuildContext(context.partition_key, config.data_dir or None, warehouse.path,
+                                   cc_traces=config.cc_traces or None, progress=context.log.info)
+    ctx = _CTX[key]
+    ctx.progress = context.log.info
+    return ctx
+
+
+def _preview(sessions: list[dict], k: int = 3, chars: int = 160) -> str:
+    lines = ["| session | family | app | turns | first turn |", "|---|---|---|---|---|"]
+    for s in sessions[:k]:
+        first = s["turns"][0]["content"][:chars].replace("\n", " ").replace("|", "\\|")
+        lines.append(f"| {s['session_id']} | {s['family']} | {s['app']} | {len(s['turns'])} | {first} |")
+    return "\n".join(lines)
+
+
+@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP)
+def pool_sources(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Every source read, with its commit, license, record count and truncation note."""
+    ctx = _ctx(context, config, warehouse)
+    man = B.sources_manifest(ctx)
+    B.write_atomic(ctx.root / "sources.json", json.dumps(man, indent=1))
+    table = "\n".join(["| source | records | license | note |", "|---|---|---|---|"] +
+                      [f"| {s['name']} | {s['records']} | {s['license']} | {s['truncation'] or ''} |" for s in man["sources"]])
+    return dg.MaterializeResult(metadata={"chat_conversations": man["chat_conversations"],
+                                          "agent_trajectories": man["agent_trajectories"],
+                                          "dagster/row_count": man["chat_conversations"] + man["agent_trajectories"],
+                                          "sources": dg.MetadataValue.md(table)})
+
+
+@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_sources])
+def pool_structure(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Session structure per family, fitted from the public traces (or the operators' file)."""
+    ctx = _ctx(context, config, warehouse)
+    doc = B.fit_and_store_structure(ctx, config.production_stats or None)
+    rows = ["| family | statistic | n | p50 | p90 | source |", "|---|---|---|---|---|---|"]
+    from speculator_arena.pools.structure import quantile
+
+    for fam, stats in doc["families"].items():
+        for k, d in stats.items():
+            rows.append(f"| {fam} | {k} | {d['n']} | {quantile(d, 0.5):.4g} | {quantile(d, 0.9):.4g} | {d['source']} |")
+    return dg.MaterializeResult(metadata={"digest": doc["digest"], "production": doc.get("production", False),
+                                          "statistics": dg.MetadataValue.md("\n".join(rows))})
+
+
+@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_structure],
+          check_specs=[dg.AssetCheckSpec("every_turn_fits_window", asset="pool_dev")])
+def pool_dev(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
+    """The public pool: diverse real conversations and trajectories, cut to structure."""
+    ctx = _ctx(context, config, warehouse)
+    man = B.build_split(ctx, "dev")
+    sessions = B.read_jsonl(ctx.root / "dev" / "sessions.jsonl")
+    yield dg.MaterializeResult(metadata={"dagster/row_count": man["sessions"], "turns": man["turns"],
+                                         "fidelity_texts": man["fidelity"], "families": dg.MetadataValue.json(man["families"]),
+                                         "mean_footprint_tokens": man["mean_footprint_tokens"],
+                                         "diversity": dg.MetadataValue.json(man["diversity"] or {}),
+                                         "preview": dg.MetadataValue.md(_preview(sessions))})
+    ok, meta = C.every_turn_fits(ctx, ctx.root / "dev")
+    yield dg.AssetCheckResult(check_name="every_turn_fits_window", passed=ok, metadata=meta)
+
+
+@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_structure],
+          check_specs=[dg.AssetCheckSpec("every_turn_fits_window", asset="pool_test")])
+def pool_test(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
+    """The hidden pool (only with the operators' key); metadata holds counts, never text."""
+    ctx = _ctx(context, config, warehouse)
+    key = operator_key()
+    if key is None:
+        context.log.warning("no ARENA_POOL_KEY: the hidden test pool is not built")
+        yield dg.MaterializeResult(metadata={"built": False, "reason": "no operator key (ARENA_POOL_KEY)"})
+        yield dg.AssetCheckResult(check_name="every_turn_fits_window", passed=True, metadata={"hidden_pool": "not built"})
+        return
+    man = B.build_split(ctx, "test", key=key, paraphrases=B.load_paraphrases())
+    yield dg.MaterializeResult(metadata={"built": True, "dagster/row_count": man["sessions"], "turns": man["turns"],
+                                         "paraphrased_turns": man["paraphrased_turns"], "key_id": man["key_id"],
+                                         "families": dg.MetadataValue.json(man["families"])})
+    ok, meta = C.every_turn_fits(ctx, ctx.root / "hidden" / "test")
+    yield dg.AssetCheckResult(check_name="every_turn_fits_window", passed=ok, metadata=meta)
+
+
+@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_dev, pool_test],
+          check_specs=[dg.AssetCheckSpec("public_hidden_disjoint", asset="pool_warmup"),
+                       dg.AssetCheckSpec("no_session_in_two_passes", asset="pool_warmup")])
+def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
+    """Warm-up sessions apart from every pass, per split; then the cross-split checks."""
+    from speculator_arena.pools.api import Pool
+
+    ctx = _ctx(context, config, warehouse)
+    key = operator_key()
+    out = [B.build_warmup(ctx, "dev")]
+    if key is not None and (ctx.root / "hidden" / "test" / "used_sources.json").is_file():
+        out.append(B.build_warmup(ctx, "test", key=key, paraphrases=B.load_paraphrases()))
+    yield dg.MaterializeResult(metadata={"dagster/row_count": sum(o["warmup"] for o in out),
+                                         "per_split": dg.MetadataValue.json(out)})
+    ok, meta = C.public_hidden_disjoint(ctx)
+    yield dg.AssetCheckResult(check_name="public_hidden_disjoint", passed=ok, metadata=meta)
+    # The probe file is built by pool_probes; the pass check needs only sessions and warm-ups.
+    results = {}
+    passed = True
+    for split in ("dev", "test") if len(out) > 1 else ("dev",):
+        folder = ctx.root / "dev" if split == "dev" else ctx.root / "hidden" / split
+        pool = Pool(ctx.task_id, split, folder, ctx.root)
+        ok, meta = C.no_session_in_two_passes(pool)
+        passed &= ok
+        results[split] = {"repeats": meta["repeats"], "evaluations_checked": meta["evaluations_checked"]}
+    yield dg.AssetCheckResult(check_name="no_session_in_two_passes", passed=passed, metadata={"splits": dg.MetadataValue.json(results)})
+
+
+@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_sources])
+def pool_probes(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    """Greedy-agreement probe prompts: Spec-Bench questions by diverse selection."""
+    ctx = _ctx(context, config, warehouse)
+    man = B.build_probes(ctx)
+    rows = B.read_jsonl(ctx.root / "probes.jsonl")
+    prev = "\n".join(f"- `{r['prompt_id']}` ({r['category']}): {r['messages'][0]['content'][:120]}" for r in rows[:5])
+    return dg.MaterializeResult(metadata={"dagster/row_count": man["probes"], "diversity": dg.MetadataValue.json(man["diversity"]),
+                                          "preview": dg.MetadataValue.md(prev)})
+
+
+@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_warmup, pool_probes],
+          check_specs=[dg.AssetCheckSpec("busy_lanes_fit_cache", asset="pool_data_card",
+                                         blocking=False)])
+def pool_data_card(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
+    """The generated data card (markdown, JSON, PNG) in the pool folder (and data_cards/)."""
+    from speculator_arena.pools.datacard import build_data_card
+
+    ctx = _ctx(context, config, warehouse)
+    dirs = [ctx.root / "data_card"] + ([REPO_DATA_CARDS] if config.write_repo_data_card else [])
+    card = build_data_card(ctx, dirs)
+    div = card["diversity"]
+    yield dg.MaterializeResult(metadata={
+        "path": str(dirs[0] / f"{ctx.task_id}.md"),
+        "diversity_probes": dg.MetadataValue.json(div["probes"]),
+        "diversity_public_pool": dg.MetadataValue.json(div["public_pool_chat"] or {}),
+        "cache_hit_targets": dg.MetadataValue.json(card["cache_hit_targets"])})
+    b = card["busy_lanes"]
+    yield dg.AssetCheckResult(check_name="busy_lanes_fit_cache", passed=b["ok"],
+                              severity=dg.AssetCheckSeverity.WARN, metadata={k: v for k, v in b.items() if k != "ok"})
+
+
+POOL_ASSETS = [pool_sources, pool_structure, pool_dev, pool_test, pool_warmup, pool_probes, pool_data_card]

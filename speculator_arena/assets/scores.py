@@ -1,0 +1,55 @@
+"""The `scores` asset: every stored evaluation scored under one protocol version per partition.
+
+Why an asset: re-scoring under a new version is a materialization of a new partition, with
+its run history and metadata in Dagster, and nothing about the runs themselves changes. The
+asset's stored output is only the convenience copy under `$ARENA_HOME/scores/v<N>/`; the
+scores are recomputed from raw rows every time (ADR-0009).
+"""
+
+
+import dagster as dg
+
+from speculator_arena.dagster_project.resources import WarehouseResource
+from speculator_arena.protocol import available_versions
+
+protocol_partitions = dg.StaticPartitionsDefinition([str(v) for v in available_versions()])
+
+
+@dg.asset(
+    partitions_def=protocol_partitions,
+    group_name="scores",
+    description="SpecScore, ratios, gates and figures of every stored evaluation under protocol version <partition>.",
+)
+def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+    from speculator_arena.scoring.board import board_rows
+    from speculator_arena.scoring.registry import score_and_record, scores_dir
+
+    version = int(context.partition_key)
+    wh = warehouse.get()
+    result = score_and_record(wh, version)
+    ev = result.evaluations
+    previews = []
+    for task in sorted(ev["task_id"].dropna().unique()):
+        for split in ("test", "dev"):
+            rows = board_rows(result, task, split)
+            if rows.empty:
+                continue
+            previews.append(f"**{task} / {split}**\n\n| # | label | SpecScore | note |\n|---|---|---|---|")
+            for r in rows.head(10).itertuples():
+                rank = "" if r.rank is None or str(r.rank) == "<NA>" else str(r.rank)
+                score = "-" if r.specscore != r.specscore else f"{r.specscore:.4f}"
+                note = r.specscore_reason if isinstance(r.specscore_reason, str) else ""
+                previews.append(f"| {rank} | {r.label} | {score} | {note} |")
+            previews.append("")
+    return dg.MaterializeResult(metadata={
+        "protocol_version": version,
+        "protocol_digest": result.protocol_digest,
+        "evaluations": dg.MetadataValue.int(len(ev)),
+        "with_specscore": dg.MetadataValue.int(int(ev["specscore"].notna().sum())),
+        "blank_with_reason": dg.MetadataValue.int(int(ev["specscore"].isna().sum())),
+        "passes": dg.MetadataValue.int(len(result.passes)),
+        "gate_rows": dg.MetadataValue.int(len(result.gates)),
+        "figure_rows": dg.MetadataValue.int(len(result.figures)),
+        "convenience_copy": dg.MetadataValue.path(str(scores_dir(wh, version) / "evaluations.parquet")),
+        "ranking": dg.MetadataValue.md("\n".join(previews) or "(no evaluations stored)"),
+    })

@@ -1,0 +1,61 @@
+"""Streamlit caches around `data`: one place that decides what is cached and for how long.
+
+Why a time-to-live and not a cache that lives forever: the warehouse grows while the board
+runs (a runner writes new evaluations, an evaluation's status changes), and a viewer must see
+that within `ARENA_BOARD_TTL` seconds (default 30) without restarting the server. Keys are
+the warehouse path and the arguments, so one server can show several warehouses.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import streamlit as st
+
+from speculator_arena.dashboards import data
+from speculator_arena.dashboards.memo import BoardMemo
+from speculator_arena.warehouse.store import arena_home
+
+TTL = float(os.environ.get("ARENA_BOARD_TTL", "30"))
+
+
+def home() -> str:
+    return str(arena_home())
+
+
+@st.cache_resource(show_spinner=False)
+def memo(home: str) -> BoardMemo:
+    """One memo per warehouse for the server's life (see memo.py: it re-reads only changed files)."""
+    return BoardMemo(home)
+
+
+@st.cache_data(ttl=TTL, show_spinner=False)
+def state(home: str) -> data.WarehouseState:
+    return data.warehouse_state(home)
+
+
+@st.cache_data(ttl=TTL, show_spinner="Listing evaluations…")
+def index(home: str) -> pd.DataFrame:
+    return memo(home).index()
+
+
+@st.cache_data(ttl=TTL, show_spinner="Scoring the board from raw rows…")
+def board(home: str, task_id: str, protocol_version: int | None) -> data.ScoreFrames:
+    return memo(home).board(task_id, protocol_version)
+
+
+@st.cache_data(ttl=TTL, show_spinner="Scoring the evaluation from raw rows…")
+def evaluation_scores(home: str, evaluation_id: str, protocol_version: int | None) -> data.ScoreFrames:
+    return data.evaluation_scores(home, evaluation_id, protocol_version, index=index(home))
+
+
+@st.cache_data(ttl=TTL, show_spinner="Reading the evaluation's measurements…")
+def evaluation_raw(home: str, evaluation_id: str) -> data.EvaluationRaw:
+    return data.evaluation_raw(home, evaluation_id)
+
+
+def clear() -> None:
+    """The sidebar's refresh button: read again now (the memo still skips unchanged files)."""
+    for fn in (state, index, board, evaluation_scores, evaluation_raw):
+        fn.clear()

@@ -1,0 +1,321 @@
+"""What the board reads from the warehouse, without Streamlit (so it is testable and reusable).
+
+Three rules shape this module:
+
+- Read-only. Nothing here writes under `ARENA_HOME`. Scores are computed by
+  `speculator_arena.scoring.score_warehouse` from raw rows on every (cached) read; the board
+  never reads score copies under `$ARENA_HOME/scores/`.
+- Scoped. Scoring or querying a few evaluations must not cost what the whole warehouse costs:
+  binding the warehouse's `raw_*` views reads the footer of every Parquet part of every table,
+  several seconds with 10,000 evaluations. So the board lists evaluations from the raw
+  evaluations Parquet alone, picks the ones a page needs, and hands the scorer a *scoped
+  warehouse*: a temporary ARENA_HOME whose raw partitions are symbolic links to exactly those
+  evaluations' partitions. The scorer's SQL and statistics run unchanged on the real rows.
+- Hidden text stays hidden. No query here reads `raw_replies`, probe texts or pool text; the
+  SQL under `dashboards/sql/` returns engine logs and request error texts only for `dev`
+  evaluations (tests/dashboards/test_hidden_text.py checks every page's output).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from speculator_arena.warehouse.schema import TABLES
+from speculator_arena.warehouse.store import Warehouse, arena_home
+
+FINISHED = ("measured", "failed")  # statuses that carry a score (void is refunded, never ranked)
+GIB = 1 << 30
+
+
+class BoardDataError(RuntimeError):
+    """The warehouse could not be read for a reason the page should explain."""
+
+
+def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """No progress bar: DuckDB draws one on stdout for long scans, into the server's log."""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def board_sql(name: str) -> str:
+    """One query of `dashboards/sql/` (board-only queries; the scorer's live in `sql/`)."""
+    return (resources.files("speculator_arena.dashboards") / "sql" / name).read_text(encoding="utf-8")
+
+
+# ---- the warehouse's state ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WarehouseState:
+    home: str
+    exists: bool
+    evaluations: int
+    message: str
+
+
+def warehouse_state(home: str | os.PathLike | None = None) -> WarehouseState:
+    """Whether there is anything to show, and if not, a sentence that says why."""
+    h = arena_home(home)
+    raw = h / "raw" / "evaluations"
+    if not h.exists():
+        return WarehouseState(str(h), False, 0,
+                              f"No warehouse at {h}: set ARENA_HOME to a warehouse directory, or run "
+                              "`arena evaluate` to make one.")
+    n = sum(1 for d in raw.iterdir() if d.is_dir() and any(_parts(d))) if raw.is_dir() else 0
+    if n == 0:
+        return WarehouseState(str(h), True, 0,
+                              f"The warehouse at {h} holds no evaluations yet. Run an evaluation "
+                              "(`arena evaluate ...`) and it appears here once its first rows are written.")
+    return WarehouseState(str(h), True, n, f"{n} evaluation(s) in {h}")
+
+
+def _parts(partition: Path) -> Iterator[Path]:
+    return (f for f in partition.glob("*.parquet") if not f.name.startswith(".tmp-"))
+
+
+# ---- listing evaluations ------------------------------------------------------------------
+
+INDEX_COLUMNS = ["evaluation_id", "task_id", "split", "protocol_version", "submission_id", "account_id",
+                 "is_reference", "label", "solution_kind", "status", "void_reason", "failure_reason",
+                 "created_at", "updated_at"]
+
+
+def evaluations_index(home: str | os.PathLike | None = None) -> pd.DataFrame:
+    """One row per evaluation (identity and status, newest first), from raw Parquet only."""
+    wh = Warehouse(home)
+    root = wh.raw / "evaluations"
+    if not root.is_dir() or not any(root.glob("*/*.parquet")):
+        return pd.DataFrame({c: pd.Series(dtype=_index_dtype(c)) for c in INDEX_COLUMNS})
+    con = quiet(duckdb.connect(":memory:"))
+    try:
+        try:
+            df = con.execute(board_sql("evaluations_index.sql"),
+                             {"glob": wh.glob("evaluations"), "union_by_name": False}).fetchdf()
+        except duckdb.Error:
+            # Parts written under an older schema (a column added since): align them by name.
+            df = con.execute(board_sql("evaluations_index.sql"),
+                             {"glob": wh.glob("evaluations"), "union_by_name": True}).fetchdf()
+    finally:
+        con.close()
+    return df[INDEX_COLUMNS]
+
+
+def _index_dtype(col: str) -> str:
+    return {"protocol_version": "Int64", "is_reference": "bool", "created_at": "float64",
+            "updated_at": "float64"}.get(col, "object")
+
+
+def tasks_present(index: pd.DataFrame) -> list[str]:
+    return sorted(index["task_id"].dropna().unique().tolist())
+
+
+def board_candidates(index: pd.DataFrame, task_id: str, keep: int = 1) -> list[str]:
+    """The evaluations the board must score for one task.
+
+    Each account's last `keep` finished evaluations per split (the one the board ranks; both
+    splits, for the dev/test gap flag), and each reference's last `keep` per label. Scoring only
+    these makes the board's cost grow with the number of accounts, not with the number of
+    evaluations the warehouse holds (docs/benchmarks/board.md).
+    """
+    df = index[(index["task_id"] == task_id) & index["status"].isin(FINISHED)].copy()
+    if df.empty:
+        return []
+    df["group"] = df["account_id"].fillna("") + "\x00" + df["split"].fillna("") + "\x00" + \
+        df["is_reference"].astype(str) + "\x00" + df["label"].where(df["is_reference"], "").fillna("")
+    df = df.sort_values(["created_at", "evaluation_id"], ascending=False, na_position="last")
+    picked = df.groupby("group", sort=False).head(keep)
+    return sorted(picked["evaluation_id"].tolist())
+
+
+# ---- scoped warehouses --------------------------------------------------------------------
+
+@contextmanager
+def scoped_warehouse(home: str | os.PathLike | None, evaluation_ids: Iterable[str],
+                     tables: Iterable[str] | None = None) -> Iterator[Warehouse]:
+    """A temporary, read-only view of the warehouse holding only `evaluation_ids`.
+
+    Its raw parts are symbolic links to the real ones, so nothing is copied and nothing
+    under the real ARENA_HOME is touched; it has no `arena.duckdb`, so connecting to it
+    read-only defines the views in memory.
+    """
+    src = Warehouse(home)
+    ids = sorted(set(evaluation_ids))
+    with tempfile.TemporaryDirectory(prefix="arena-board-scope-") as tmp:
+        scoped = Warehouse(tmp)
+        for table in (tables or TABLES):
+            dest_root = scoped.raw / table
+            dest_root.mkdir(parents=True, exist_ok=True)
+            for eid in ids:
+                part = src.partition_dir(table, eid)
+                if not part.is_dir():
+                    continue
+                # Real directories holding links to each part (not a link to the directory), so
+                # that readers which do not follow directory links (Path.rglob) see them too.
+                dest = dest_root / part.name
+                dest.mkdir()
+                for f in _parts(part):
+                    (dest / f.name).symlink_to(f)
+        yield scoped
+
+
+@contextmanager
+def scoped_connection(home: str | os.PathLike | None, evaluation_ids: Iterable[str]) -> Iterator[duckdb.DuckDBPyConnection]:
+    with scoped_warehouse(home, evaluation_ids) as wh:
+        con = quiet(wh.connect(read_only=True))
+        try:
+            yield con
+        finally:
+            con.close()
+
+
+# ---- scores -------------------------------------------------------------------------------
+
+@dataclass
+class ScoreFrames:
+    """The scorer's output as plain frames (picklable, so Streamlit can cache it)."""
+
+    evaluations: pd.DataFrame
+    passes: pd.DataFrame
+    gates: pd.DataFrame
+    figures: pd.DataFrame
+    boards: dict[str, pd.DataFrame] = field(default_factory=dict)  # split -> board_rows(...)
+    protocol_version: int | None = None
+    protocol_digest: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.evaluations.empty
+
+
+def _scoring():
+    try:
+        from speculator_arena import scoring
+    except ImportError as exc:  # the scoring domain is not installed in this build
+        raise BoardDataError(f"scores cannot be computed: speculator_arena.scoring is unavailable ({exc})") from exc
+    return scoring
+
+
+def _frames(scores: Any) -> dict[str, pd.DataFrame]:
+    out = {}
+    for name in ("evaluations", "passes", "gates", "figures"):
+        df = getattr(scores, name, None)
+        out[name] = df.copy() if isinstance(df, pd.DataFrame) else pd.DataFrame()
+    return out
+
+
+def _score(home: str | os.PathLike | None, ids: list[str], protocol_version: int | None):
+    """Score exactly these evaluations from their raw rows, under `protocol_version`."""
+    scoring = _scoring()
+    with scoped_warehouse(home, ids) as wh:
+        scores = scoring.score_warehouse(wh, protocol_version=protocol_version, evaluation_ids=ids)
+    frames = ScoreFrames(**_frames(scores), protocol_version=getattr(scores, "protocol_version", protocol_version),
+                         protocol_digest=getattr(scores, "protocol_digest", None))
+    return frames, scores
+
+
+def score_scores(home: str | os.PathLike | None, evaluation_ids: Iterable[str], protocol_version: int | None = None):
+    """The scorer's own `Scores` object for exactly these evaluations (what `board_text` takes)."""
+    _, scores = _score(home, sorted(set(evaluation_ids)), protocol_version)
+    return scores
+
+
+def _empty_frames(protocol_version: int | None) -> ScoreFrames:
+    e = pd.DataFrame()
+    return ScoreFrames(e, e, e, e, {}, protocol_version)
+
+
+SPLITS = ("dev", "test")
+
+
+def board_scores(home: str | os.PathLike | None, task_id: str, protocol_version: int | None = None,
+                 index: pd.DataFrame | None = None) -> ScoreFrames:
+    """The board of one task: the scorer's ranked rows over the evaluations the board needs."""
+    index = evaluations_index(home) if index is None else index
+    ids = board_candidates(index, task_id)
+    if not ids:
+        return _empty_frames(protocol_version)
+    frames, scores = _score(home, ids, protocol_version)
+    frames.boards = {split: pd.DataFrame(_scoring().board_rows(scores, task_id, split)) for split in SPLITS}
+    return frames
+
+
+def evaluation_scores(home: str | os.PathLike | None, evaluation_id: str,
+                      protocol_version: int | None = None, index: pd.DataFrame | None = None) -> ScoreFrames:
+    """One evaluation's scores, passes, gates and figures (its page shows how it was scored).
+
+    Scored together with its account's last finished evaluations of the task on both splits,
+    so that the dev/test gap flag (protocol section 8, shown on the submission's page) is the
+    one the board shows; every frame is then cut to this evaluation.
+    """
+    index = evaluations_index(home) if index is None else index
+    me = index[index["evaluation_id"] == evaluation_id]
+    ids = [evaluation_id]
+    if not me.empty:
+        acct, task = me.iloc[0]["account_id"], me.iloc[0]["task_id"]
+        ids += board_candidates(index[(index["account_id"] == acct) & (index["task_id"] == task)], task)
+    frames, _ = _score(home, ids, protocol_version)
+    for name in ("evaluations", "passes", "gates", "figures"):
+        df = getattr(frames, name)
+        if "evaluation_id" in df.columns:
+            setattr(frames, name, df[df["evaluation_id"] == evaluation_id].reset_index(drop=True))
+    return frames
+
+
+# ---- one evaluation's raw measurements (for its page) --------------------------------------
+
+@dataclass
+class EvaluationRaw:
+    """Everything the evaluation page plots or lists besides scores; no text of any reply."""
+
+    row_counts: pd.DataFrame
+    passes: pd.DataFrame
+    throughput: pd.DataFrame
+    memory: pd.DataFrame
+    failures: pd.DataFrame
+    engine_starts: pd.DataFrame
+
+
+def evaluation_raw(home: str | os.PathLike | None, evaluation_id: str, bin_seconds: float = 1.0) -> EvaluationRaw:
+    with scoped_connection(home, [evaluation_id]) as con:
+        def q(name: str, *params) -> pd.DataFrame:
+            return con.execute(board_sql(name), list(params)).fetchdf()
+
+        return EvaluationRaw(
+            row_counts=q("raw_row_counts.sql", evaluation_id),
+            passes=q("passes_memory.sql", evaluation_id),
+            throughput=q("throughput_bins.sql", evaluation_id, float(bin_seconds)),
+            memory=q("memory_samples.sql", evaluation_id),
+            failures=q("request_failures.sql", evaluation_id),
+            engine_starts=q("engine_starts.sql", evaluation_id),
+        )
+
+
+def memory_budget_bytes(total_bytes: float | None, gpu_memory_utilization: float | None,
+                        slack_gib: float) -> float | None:
+    """The memory gate's bound (protocol section 7): utilization × device total + slack."""
+    if total_bytes is None or gpu_memory_utilization is None:
+        return None
+    if any(isinstance(v, float) and math.isnan(v) for v in (total_bytes, gpu_memory_utilization)):
+        return None
+    return float(gpu_memory_utilization) * float(total_bytes) + slack_gib * GIB
+
+
+def provenance(value: str | None) -> dict | str | None:
+    """The evaluation's provenance JSON, or the raw string when it is not JSON."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        return json.loads(value)
+    except (TypeError, ValueError):
+        return value

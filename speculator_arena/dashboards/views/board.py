@@ -1,0 +1,86 @@
+"""The board of one task and split: participants ranked by SpecScore, references apart."""
+
+import streamlit as st
+
+from speculator_arena.dashboards import board_table, cached
+from speculator_arena.dashboards import formatting as fmt
+from speculator_arena.dashboards.data import FINISHED, BoardDataError
+from speculator_arena.dashboards.links import evaluation_md
+
+PAGE_SIZE = 100
+
+
+def unranked_notice(sel) -> None:
+    """Evaluations of this task and split that carry no score yet, so a viewer knows they exist."""
+    idx = cached.index(sel.home)
+    pending = idx[(idx["task_id"] == sel.task_id) & (idx["split"] == sel.split) & ~idx["status"].isin(FINISHED)]
+    if pending.empty:
+        return
+    by_status = ", ".join(f"{n} {s}" for s, n in pending["status"].value_counts().items())
+    with st.expander(f"Not on the board: {len(pending)} evaluation(s) without a score ({by_status})"):
+        st.caption("Queued and running evaluations are ranked once they finish; void ones are refunded and never ranked.")
+        st.markdown("\n".join(f"- {evaluation_md(r.label, r.evaluation_id, sel.protocol_version)}: {fmt.md_escape(r.status)}"
+                              + (f" ({fmt.md_escape(r.void_reason)})" if fmt.text(r.void_reason) else "")
+                              for r in pending.head(50).itertuples()))
+
+
+def main() -> None:
+    sel = st.session_state["selection"]
+    st.title(f"Board: {sel.task_id or 'no task'} ({sel.split})")
+    if sel.state.evaluations == 0 or sel.task_id is None:
+        st.info(sel.state.message)
+        return
+    try:
+        frames = cached.board(sel.home, sel.task_id, sel.protocol_version)
+    except BoardDataError as exc:
+        st.error(str(exc))
+        return
+    rows = frames.boards.get(sel.split)
+    st.caption(f"Scored under protocol v{frames.protocol_version or sel.protocol_version}"
+               + (f" (digest {frames.protocol_digest[:12]})" if frames.protocol_digest else "")
+               + " from the warehouse's raw rows. Each account's last finished evaluation is ranked by "
+                 "SpecScore = (r_solo · r_team · r_busy)^(1/3); one that misses a gate scores 0 and is listed "
+                 "below the ranked ones. References are measured exactly as submissions are and ranked apart.")
+    if rows is None or rows.empty:
+        st.info(f"No finished {sel.split} evaluation of {sel.task_id} yet.")
+        unranked_notice(sel)
+        return
+    participants = rows[rows["section"] == "participants"]
+    references = rows[rows["section"] == "references"]
+    ranked = participants[participants["ranked"].fillna(False).astype(bool)]
+
+    cols = st.columns(3)
+    if not ranked.empty:
+        top = ranked.iloc[0]
+        cols[0].metric("Leading SpecScore", fmt.score(top["specscore"]), help=f"{top['label']} ({top['account_id']})")
+        cols[0].caption(f"Leader: {fmt.md_escape(top['label'])}")
+    else:
+        cols[0].metric("Leading SpecScore", fmt.BLANK)
+    cols[1].metric("Participants ranked", f"{len(ranked)} of {len(participants)}")
+    best_ref = references[references["ranked"].fillna(False).astype(bool)]
+    cols[2].metric("Best reference SpecScore", fmt.score(best_ref.iloc[0]["specscore"]) if not best_ref.empty else fmt.BLANK,
+                   help=None if best_ref.empty else str(best_ref.iloc[0]["label"]))
+
+    st.subheader("Participants")
+    if participants.empty:
+        st.info(f"No participant has a finished {sel.split} evaluation of {sel.task_id} yet.")
+    else:
+        page = 1
+        pages = (len(participants) + PAGE_SIZE - 1) // PAGE_SIZE
+        if pages > 1:
+            page = int(st.number_input(f"Page (of {pages}, {PAGE_SIZE} rows each)", 1, pages, 1))
+        shown = participants.iloc[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
+        st.markdown(board_table.markdown(shown, sel.protocol_version))
+    st.caption("TTFT, TPOT, cache hit and acceptance are the candidate engine's over all counted timed requests; "
+               "acceptance is the engine's own report (vllm:spec_decode_* counters), shown and never scored. "
+               "Dev/test gap: FLAGGED when the last test SpecScore is below (1 − gap) × the last dev SpecScore.")
+
+    st.subheader("References")
+    if references.empty:
+        st.info("No reference speculator has been measured on this task and split yet (see the References page).")
+    else:
+        st.markdown(board_table.markdown(references, sel.protocol_version, label_column="Reference"))
+    unranked_notice(sel)
+
+
+main()

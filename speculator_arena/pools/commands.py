@@ -1,0 +1,75 @@
+"""`arena pools build --task T`: materialize the pool assets in-process, then summarize."""
+
+from __future__ import annotations
+
+import json
+import time
+
+
+def register(sub) -> None:
+    p = sub.add_parser("pools", help="build and inspect session pools")
+    ps = p.add_subparsers(dest="pools_command", required=True)
+    b = ps.add_parser("build", help="materialize the pool assets of one task (Dagster, in-process)")
+    b.add_argument("--task", required=True, help="task id (protocol), e.g. local-smollm2 or qwen3-8b")
+    b.add_argument("--data", default="", help="shared data folder (default: ARENA_SHARED_DATA, else ../shared/data)")
+    b.add_argument("--production-stats", default="", help="operators' production structure statistics (JSON)")
+    b.add_argument("--cc-traces", default="", help="AgentX cc-traces file (Weka format) for the agent structure")
+    b.add_argument("--write-repo-card", action="store_true", help="also write the data card into the repo's data_cards/")
+    b.add_argument("--home", default="", help="ARENA_HOME (default: the environment's)")
+    b.set_defaults(func=_build)
+    s = ps.add_parser("show", help="print a built pool's manifest (counts only)")
+    s.add_argument("--task", required=True)
+    s.add_argument("--split", default="dev", choices=["dev", "test"])
+    s.set_defaults(func=_show)
+
+
+def build_with_dagster(task: str, *, data: str = "", production_stats: str = "", cc_traces: str = "",
+                       write_repo_card: bool = False, home: str = ""):
+    import dagster as dg
+
+    from speculator_arena.assets.pools import POOL_ASSETS, POOL_TASKS
+    from speculator_arena.dagster_project.resources import WarehouseResource
+    from speculator_arena.warehouse import arena_home
+
+    if task not in POOL_TASKS.get_partition_keys():
+        raise KeyError(f"unknown task {task!r}; tasks: {POOL_TASKS.get_partition_keys()}")
+    cfg = {"data_dir": data, "production_stats": production_stats, "cc_traces": cc_traces,
+           "write_repo_data_card": write_repo_card}
+    run_config = {"ops": {a.op.name: {"config": cfg} for a in POOL_ASSETS}}
+    return dg.materialize(POOL_ASSETS, partition_key=task, run_config=run_config,
+                          resources={"warehouse": WarehouseResource(home=str(arena_home(home or None)))},
+                          raise_on_error=True)
+
+
+def _build(args) -> int:
+    from speculator_arena.pools.build import pool_root
+    from speculator_arena.pools.settings import operator_key
+
+    t0 = time.time()
+    print(f"[pools] building {args.task} (Dagster assets, in-process)...", flush=True)
+    if operator_key() is None:
+        print("[pools] no ARENA_POOL_KEY: the hidden test pool will not be built", flush=True)
+    res = build_with_dagster(args.task, data=args.data, production_stats=args.production_stats,
+                             cc_traces=args.cc_traces, write_repo_card=args.write_repo_card, home=args.home)
+    failed = [c for c in res.get_asset_check_evaluations() if not c.passed]
+    for c in res.get_asset_check_evaluations():
+        print(f"[pools] check {c.asset_key.to_user_string()}:{c.check_name}: {'passed' if c.passed else 'FAILED'}")
+    root = pool_root(args.task, args.home or None)
+    dev = json.loads((root / "dev" / "manifest.json").read_text())
+    print(f"[pools] dev: {dev['sessions']} sessions {dev['families']}, {dev['turns']} turns, "
+          f"{dev.get('warmup', 0)} warm-up, {dev['fidelity']} fidelity texts")
+    test = root / "hidden" / "test" / "manifest.json"
+    if test.is_file():
+        t = json.loads(test.read_text())
+        print(f"[pools] test (hidden): {t['sessions']} sessions, {t['paraphrased_turns']} paraphrased turns")
+    print(f"[pools] data card: {root / 'data_card' / (args.task + '.md')}")
+    print(f"[pools] done in {time.time() - t0:.0f} s")
+    return 1 if failed else 0
+
+
+def _show(args) -> int:
+    from speculator_arena.cli import print_json
+    from speculator_arena.pools.api import load_pool
+
+    print_json(load_pool(args.task, args.split).manifest)
+    return 0

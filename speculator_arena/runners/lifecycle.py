@@ -1,0 +1,357 @@
+"""Engine lifecycle (sections 3 and 7): unpack, start as the engine's user, wait for
+`/health`, stop with SIGTERM then SIGKILL, and leave nothing behind for the next engine.
+
+Why an unprivileged user: the engine is untrusted code; run as `arena-engine` it cannot read
+the arena's private directories (the warehouse, the hidden pool), and after a stop every
+process of that user can be killed and every shared-memory file it owns removed, so that
+leftovers cannot slow the stock engine (section 9). When the runner is not root it cannot
+switch users; the start is then recorded `unprivileged: false`, never hidden.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ENGINE_USER = "arena-engine"
+LOG_HEAD = 32_000
+LOG_TAIL = 32_000
+
+# Start-up log lines that report weights or KV blocks in host memory (section 7, "No offload").
+OFFLOAD_PATTERNS = [
+    re.compile(r"cpu_offload_gb['\"]?\s*[=:]\s*(?!0(?:\.0*)?\b)\d", re.I),
+    re.compile(r"\bCPU offload", re.I),
+    re.compile(r"\boffload(?:ed|ing)\b.*\b(?:weights?|layers?|KV|blocks?|cpu|host)\b", re.I),
+    re.compile(r"\b(?:kv|weights?)[_ ]offload", re.I),
+]
+
+
+class EngineStartError(RuntimeError):
+    """The engine directory cannot be started at all (no launch.sh, bad archive)."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def detect_offload(log_text: str) -> tuple[bool, str | None]:
+    for line in log_text.splitlines():
+        for pat in OFFLOAD_PATTERNS:
+            if pat.search(line):
+                return True, line.strip()[:500]
+    return False, None
+
+
+def unpack_engine(src: Path, dest: Path) -> Path:
+    """Copy an engine directory, or extract a `.tar.gz`, into `dest`; return the dir holding launch.sh."""
+    src = Path(src)
+    if src.is_dir():
+        shutil.copytree(src, dest, symlinks=True)
+    elif src.is_file() and src.name.endswith((".tar.gz", ".tgz")):
+        dest.mkdir(parents=True)
+        try:
+            with tarfile.open(src, "r:gz") as tf:
+                tf.extractall(dest, filter="data")
+        except (tarfile.TarError, OSError) as exc:
+            raise EngineStartError(f"engine archive {src} cannot be extracted: {exc}") from exc
+    else:
+        raise EngineStartError(f"engine {src} is neither a directory nor a .tar.gz archive")
+    if (dest / "launch.sh").is_file():
+        return dest
+    subdirs = [d for d in dest.iterdir() if d.is_dir()]
+    if len(subdirs) == 1 and (subdirs[0] / "launch.sh").is_file():
+        return subdirs[0]
+    raise EngineStartError(f"engine {src} has no launch.sh at its top")
+
+
+def ensure_engine_user(name: str = ENGINE_USER) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    r = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                        "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)
+    if r.returncode not in (0, 9):  # 9: exists (a concurrent runner made it)
+        raise RuntimeError(f"useradd {name} failed: {r.stderr.strip()}")
+    return pwd.getpwnam(name)
+
+
+def user_can_read(user: str, paths: list[Path]) -> list[Path]:
+    """The paths the user cannot read (checked as that user, not guessed from mode bits)."""
+    bad = []
+    for p in paths:
+        test = ["test", "-r", str(p)] + (["-a", "-x", str(p)] if Path(p).is_dir() else [])
+        r = subprocess.run(["runuser", "-u", user, "--", *test], capture_output=True)
+        if r.returncode != 0:
+            bad.append(Path(p))
+    return bad
+
+
+def stage_tree(src: Path, dest: Path) -> Path:
+    """Hard-link a read-only checkpoint into the engine's workspace (copy across devices).
+
+    Access to a hard link depends on the file's own mode, not on the directories above the
+    original, so a sealed target under a private directory becomes readable without copying.
+    """
+    for root, _dirs, files in os.walk(src):
+        rel = Path(root).relative_to(src)
+        (dest / rel).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            s, d = Path(root) / f, dest / rel / f
+            try:
+                os.link(s, d)
+            except OSError:
+                shutil.copy2(s, d)
+    return dest
+
+
+def _proc_pids(pgid: int | None = None, uid: int | None = None) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            if pgid is not None:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                fields = stat.rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":
+                    out.append(pid)
+                    continue
+            if uid is not None and Path(f"/proc/{pid}").stat().st_uid == uid:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+                if stat.rsplit(")", 1)[1].split()[0] != "Z":
+                    out.append(pid)
+        except (OSError, IndexError, ValueError):
+            continue
+    return sorted(set(out))
+
+
+@dataclass
+class EngineRun:
+    """One start of an engine: its process, workspace, log, and what its stop found."""
+
+    engine: str                   # candidate | stock
+    purpose: str                  # timed | probe
+    start_index: int
+    src: Path
+    env_vars: dict[str, str]
+    port: int
+    private_root: Path            # where the runner keeps the log (not readable by the engine)
+    drop_privileges: bool = True
+    proc: subprocess.Popen | None = None
+    workspace: Path | None = None
+    user: str = ""
+    uid: int | None = None
+    unprivileged: bool = False
+    privilege_note: str | None = None
+    started_at: float | None = None
+    healthy_at: float | None = None
+    stopped_at: float | None = None
+    stop_signal: str | None = None
+    exit_code: int | None = None
+    died: bool = False
+    log_path: Path | None = None
+    shm_before: set[str] = field(default_factory=set)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # ---- start -------------------------------------------------------------------------
+    def start(self, readable: list[Path]) -> None:
+        """Unpack and launch `launch.sh serve` in its own process group.
+
+        `readable` lists what the engine needs to read (the target, the speculator, the Python
+        that runs it); a target the engine's user cannot reach is hard-linked into its workspace.
+        """
+        root_mode = os.geteuid() == 0 and self.drop_privileges
+        self.workspace = Path(tempfile.mkdtemp(prefix=f"arena-engine-{self.engine}-"))
+        engine_dir = unpack_engine(self.src, self.workspace / "engine")
+        home = self.workspace / "home"
+        tmp = self.workspace / "tmp"
+        home.mkdir()
+        tmp.mkdir()
+        env = dict(self.env_vars)
+        env.update(HOME=str(home), TMPDIR=str(tmp), PORT=str(self.port))
+        kwargs: dict = {}
+        if root_mode:
+            pw = ensure_engine_user()
+            self.user, self.uid = pw.pw_name, pw.pw_uid
+            staged: dict[str, str] = {}
+            for key in ("TARGET", "SPECULATOR"):
+                val = env.get(key)
+                if val and user_can_read(self.user, [Path(val)]):
+                    staged[val] = str(stage_tree(Path(val), self.workspace / key.lower()))
+            for key in ("TARGET", "ARTIFACT", "SPECULATOR", "TOKENIZER", "GENERATION_CONFIG"):
+                if env.get(key) in staged:
+                    env[key] = staged[env[key]]
+            for d in (self.workspace, *self.workspace.rglob("*")):
+                os.lchown(d, pw.pw_uid, pw.pw_gid)
+            os.chmod(self.workspace, 0o700)
+            needed = [p for p in readable if p] + [Path(env[k]) for k in ("TARGET", "SPECULATOR") if env.get(k)]
+            missing = user_can_read(self.user, needed)
+            if missing:
+                self.privilege_note = (f"{self.user} cannot read {', '.join(map(str, missing))}; "
+                                       "the engine ran as the runner's user")
+                root_mode = False
+                self.user, self.uid = pwd.getpwuid(os.geteuid()).pw_name, os.geteuid()
+            else:
+                kwargs = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
+                self.unprivileged = True
+        else:
+            self.user, self.uid = pwd.getpwuid(os.geteuid()).pw_name, os.geteuid()
+            self.privilege_note = ("the runner is not root and cannot switch users" if os.geteuid() != 0
+                                   else "privilege drop disabled")
+        self.log_path = self.private_root / f"engine-{self.engine}-{self.purpose}-{self.start_index}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+        log_fh = open(self.log_path, "wb")
+        self.started_at = time.time()
+        try:
+            self.proc = subprocess.Popen(
+                ["/bin/bash", str(engine_dir / "launch.sh"), "serve"], cwd=str(engine_dir), env=env,
+                stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
+                start_new_session=True, **kwargs)
+        finally:
+            log_fh.close()
+
+    def wait_healthy(self, timeout_s: float, should_stop=lambda: False) -> bool:
+        deadline = time.time() + timeout_s
+        url = self.base_url + "/health"
+        with httpx.Client(timeout=5.0, trust_env=False) as c:
+            while time.time() < deadline and not should_stop():
+                if self.proc.poll() is not None:
+                    self.died = True
+                    return False
+                try:
+                    if c.get(url).status_code == 200:
+                        self.healthy_at = time.time()
+                        return True
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.25)
+        return False
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def pids(self) -> list[int]:
+        if self.proc is None:
+            return []
+        return _proc_pids(pgid=self.proc.pid, uid=self.uid if self.unprivileged else None)
+
+    # ---- stop --------------------------------------------------------------------------
+    def stop(self, sigterm_grace_s: float) -> None:
+        """SIGTERM to the process group, SIGKILL after the grace; then clean up after the user."""
+        if self.proc is None:
+            return
+        pgid = self.proc.pid
+        if self.proc.poll() is not None and not _proc_pids(pgid=pgid):
+            self.stop_signal = "exited"
+        else:
+            try:
+                os.killpg(pgid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            deadline = time.time() + sigterm_grace_s
+            while time.time() < deadline:
+                self.proc.poll()
+                if self.proc.returncode is not None and not _proc_pids(pgid=pgid):
+                    break
+                time.sleep(0.1)
+            if _proc_pids(pgid=pgid) or self.proc.poll() is None:
+                try:
+                    os.killpg(pgid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.stop_signal = "SIGKILL"
+            else:
+                self.stop_signal = "SIGTERM"
+        try:
+            self.exit_code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.exit_code = None
+        self.stopped_at = time.time()
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        """Kill every process of the engine's user, remove its shared memory and workspace."""
+        if self.unprivileged and self.uid is not None:
+            kill_user_processes(self.user, self.uid)
+            remove_shm(owner_uid=self.uid)
+        else:
+            remove_shm(owner_uid=os.geteuid(), only_new=self.shm_before)
+        if self.workspace is not None:
+            shutil.rmtree(self.workspace, ignore_errors=True)
+
+    # ---- record ------------------------------------------------------------------------
+    def log_text(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        data = self.log_path.read_bytes().decode("utf-8", "replace")
+        if len(data) > LOG_HEAD + LOG_TAIL:
+            data = data[:LOG_HEAD] + "\n[... log cut ...]\n" + data[-LOG_TAIL:]
+        return data
+
+    def row(self, evaluation_id: str, *, idle_ok: bool | None, idle_s: float | None) -> dict:
+        log = self.log_text()
+        offload, evidence = detect_offload(log)
+        if self.privilege_note:
+            log = f"[arena] {self.privilege_note}\n" + log
+        return {
+            "evaluation_id": evaluation_id, "engine": self.engine, "purpose": self.purpose,
+            "start_index": self.start_index, "started_at": self.started_at, "healthy_at": self.healthy_at,
+            "stopped_at": self.stopped_at, "exit_code": self.exit_code, "stop_signal": self.stop_signal,
+            "run_as_user": self.user, "unprivileged": self.unprivileged, "offload_detected": offload,
+            "offload_evidence": evidence, "died": self.died, "device_idle_seconds": idle_s,
+            "device_idle_ok": idle_ok, "log_text": log,
+        }
+
+
+def kill_user_processes(user: str, uid: int, within_s: float = 15.0) -> None:
+    """SIGKILL every process of the engine's user until none is left (pkill, by uid)."""
+    deadline = time.time() + within_s
+    while time.time() < deadline:
+        if not _proc_pids(uid=uid):
+            return
+        subprocess.run(["pkill", "-KILL", "-U", str(uid)], capture_output=True)
+        time.sleep(0.1)
+
+
+def remove_shm(owner_uid: int, only_new: set[str] | None = None) -> list[str]:
+    """Remove /dev/shm entries of the engine (by owner, or, without a user of its own, new ones)."""
+    removed = []
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        return removed
+    for entry in shm.iterdir():
+        try:
+            st = entry.lstat()
+        except OSError:
+            continue
+        if st.st_uid != owner_uid or (only_new is not None and entry.name in only_new):
+            continue
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+            removed.append(entry.name)
+        except OSError:
+            pass
+    return removed

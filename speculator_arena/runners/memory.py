@@ -1,0 +1,126 @@
+"""Device memory, read from outside the engine through NVML (section 7).
+
+Why NVML and not the engine's word: the memory gate is about what the engine holds, and only
+the device can say. On a machine without an NVIDIA device there is nothing to read: the
+sampler says so (`available` false with the reason) and stores no rows, never zeros.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+
+GIB = 1 << 30
+
+
+@dataclass
+class Device:
+    """Device 0 of this process's view (CUDA_VISIBLE_DEVICES is honored by index only)."""
+
+    available: bool
+    reason: str | None = None
+    handle: object = None
+    total_bytes: int | None = None
+    name: str | None = None
+
+    @classmethod
+    def open(cls) -> "Device":
+        if os.environ.get("ARENA_NO_NVML"):
+            return cls(False, "NVML disabled by ARENA_NO_NVML")
+        try:
+            import pynvml
+        except ImportError as exc:  # nvidia-ml-py is a dependency; this is a broken install
+            return cls(False, f"pynvml not importable: {exc}")
+        try:
+            pynvml.nvmlInit()
+            if pynvml.nvmlDeviceGetCount() < 1:
+                return cls(False, "NVML found no device")
+            index = 0
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+            if visible.isdigit():
+                index = int(visible)
+            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            info = pynvml.nvmlDeviceGetMemoryInfo(h)
+            name = pynvml.nvmlDeviceGetName(h)
+            return cls(True, None, h, int(info.total), name.decode() if isinstance(name, bytes) else str(name))
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+            return cls(False, f"no NVIDIA device (NVML: {exc})")
+
+    def used_bytes(self) -> int:
+        import pynvml
+
+        return int(pynvml.nvmlDeviceGetMemoryInfo(self.handle).used)
+
+    def process_bytes(self, pids: set[int]) -> int | None:
+        """Bytes held by the given processes; None when NVML does not show per-process use."""
+        import pynvml
+
+        try:
+            procs = pynvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
+        except Exception:
+            return None
+        total = 0
+        seen = False
+        for p in procs:
+            if p.pid in pids and p.usedGpuMemory is not None:
+                total += int(p.usedGpuMemory)
+                seen = True
+        # No match: NVML hides processes of other pid namespaces (containers): unknown, not 0.
+        return total if seen else None
+
+    def wait_idle(self, max_gib: float, within_s: float, poll_s: float = 0.25) -> tuple[bool | None, float | None]:
+        """Wait until the device holds less than `max_gib`; (ok, seconds). (None, None) without a device."""
+        if not self.available:
+            return None, None
+        t0 = time.time()
+        while True:
+            if self.used_bytes() < max_gib * GIB:
+                return True, time.time() - t0
+            if time.time() - t0 >= within_s:
+                return False, time.time() - t0
+            time.sleep(poll_s)
+
+
+@dataclass
+class MemorySampler:
+    """Samples the device every `interval_s` in a thread while a timed pass runs."""
+
+    device: Device
+    interval_s: float
+    pids_fn: object = None  # callable returning the engine's pids now
+    samples: list[dict] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> "MemorySampler":
+        if not self.device.available:
+            return self
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        next_t = time.time()
+        while not self._stop.is_set():
+            try:
+                pids = set(self.pids_fn()) if self.pids_fn else set()
+                self.samples.append({
+                    "sampled_at": time.time(),
+                    "used_bytes": self.device.used_bytes(),
+                    "total_bytes": self.device.total_bytes,
+                    "engine_bytes": self.device.process_bytes(pids) if pids else None,
+                })
+            except Exception:  # a failed read is a missing sample, never a zero
+                pass
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.time()))
+
+    def stop(self) -> list[dict]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        out, self.samples = self.samples, []
+        return out

@@ -1,0 +1,192 @@
+"""Gate probes of section 6, run after the timed passes on a restart of each engine.
+
+- Greedy agreement: the pool's probe prompts at temperature 0, one at a time, built exactly
+  as timed requests are (section 9: an engine must not tell probes from timed traffic).
+- Target fidelity: each engine's `prompt_logprobs` of the pool's fixed texts (a recorded
+  reply after its conversation, sent with `continue_final_message`).
+- Likelihood / first choice: R counted timed replies of each engine, sampled with the same
+  seeded procedure, scored by the stock engine on the system prompt plus the conversation's
+  last `context_tokens` tokens (led by its first user message when they hold none) plus the
+  reply cut to `reply_chars` characters.
+
+Only the reply's own tokens are stored (their log-probabilities and ranks under the target).
+The statistics are the scorer's (speculator_arena.scoring); this module only measures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+
+import httpx
+
+from speculator_arena.runners.stream import post_json, stream_chat
+from speculator_arena.runners.tokens import token_ids
+from speculator_arena.runners.workload import RequestRecord, request_seed
+
+# A runner safeguard, not a protocol value: no single probe request may hang an evaluation.
+PROBE_REQUEST_TIMEOUT_S = 600.0
+
+
+def sample_replies(records: list[RequestRecord], n: int, evaluation_id: str) -> list[RequestRecord]:
+    """R counted replies of one engine, drawn the same seeded way for both engines."""
+    ordered = sorted(records, key=lambda r: (r.request_id.split(":", 1)[1], r.session_id, r.turn))
+    seed = int.from_bytes(hashlib.sha256(f"{evaluation_id}|likelihood".encode()).digest()[:8], "big")
+    rng = random.Random(seed)
+    return rng.sample(ordered, min(n, len(ordered)))
+
+
+def scoring_context(rec: RequestRecord, tokenizer, context_tokens: int) -> list[dict]:
+    """System prompt + the conversation's last `context_tokens` tokens (led by a user message)."""
+    msgs = rec.messages[:rec.n_messages]
+    system = [msgs[0]] if msgs and msgs[0]["role"] == "system" else []
+    conv = msgs[len(system):]
+    kept: list[dict] = []
+    budget = context_tokens
+    for m in reversed(conv):
+        ids = token_ids(tokenizer, m["content"])
+        if len(ids) <= budget:
+            kept.insert(0, m)
+            budget -= len(ids)
+            continue
+        if budget > 0:
+            kept.insert(0, {"role": m["role"], "content": tokenizer.decode(ids[-budget:])})
+        break
+    if not any(m["role"] == "user" for m in kept):
+        first_user = next((m for m in conv if m["role"] == "user"), None)
+        if first_user is not None:
+            kept.insert(0, first_user)
+    return system + kept
+
+
+def parse_prompt_logprobs(resp: dict, n_tokens: int) -> tuple[list[int], list[float], list[int]]:
+    """The last `n_tokens` prompt positions of a vLLM-style `prompt_logprobs` answer.
+
+    Each position maps token ids to {logprob, rank}; the prompt's own token is the entry with
+    the largest rank (with `prompt_logprobs: 1` the other entry, if any, is the top choice).
+    """
+    pl = resp.get("prompt_logprobs")
+    if pl is None and resp.get("choices"):
+        pl = resp["choices"][0].get("prompt_logprobs")
+    if not isinstance(pl, list):
+        raise ValueError("no prompt_logprobs in the answer")
+    if n_tokens > len(pl):
+        raise ValueError(f"prompt_logprobs has {len(pl)} positions, the reply alone has {n_tokens} tokens")
+    ids, lps, ranks = [], [], []
+    for entry in pl[len(pl) - n_tokens:]:
+        if not entry:
+            raise ValueError("a reply position has no log-probability")
+        tid, info = max(entry.items(), key=lambda kv: kv[1].get("rank") or 0)
+        ids.append(int(tid))
+        lps.append(float(info["logprob"]))
+        ranks.append(int(info.get("rank") or 1))
+    return ids, lps, ranks
+
+
+class ProbeRunner:
+    def __init__(self, evaluation_id: str, tokenizer, task, say=print):
+        self.eid, self.tok, self.task, self.say = evaluation_id, tokenizer, task, say
+        self.served_name = task.task.model
+
+    # ---- greedy ------------------------------------------------------------------------
+    def greedy(self, engine: str, base_url: str, prompts, alive) -> list[dict]:
+        return asyncio.run(self._greedy(engine, base_url, prompts, alive))
+
+    async def _greedy(self, engine, base_url, prompts, alive) -> list[dict]:
+        g = self.task.gates.greedy_agreement
+        s = self.task.sampling
+        rows = []
+        async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=30.0), trust_env=False) as client:
+            for i, p in enumerate(prompts):
+                row = {"evaluation_id": self.eid, "engine": engine, "prompt_id": p.prompt_id, "prompt_index": i,
+                       "token_ids": None, "text": None, "answered": False, "error": None}
+                if not alive():
+                    row["error"] = "engine not running"
+                    rows.append(row)
+                    continue
+                body = {
+                    "model": self.served_name, "messages": p.messages, "stream": True,
+                    "stream_options": {"include_usage": True}, "max_tokens": g.max_tokens,
+                    "temperature": g.temperature, "top_p": s.top_p, "top_k": s.top_k,
+                    "seed": request_seed(self.eid, p.prompt_id, 0),
+                    "chat_template_kwargs": {"enable_thinking": False},
+                }
+                res = await stream_chat(client, base_url + "/v1/chat/completions", body,
+                                        deadline=time.time() + PROBE_REQUEST_TIMEOUT_S)
+                if res.done and res.error is None:
+                    row.update(text=res.text, token_ids=token_ids(self.tok, res.text), answered=True)
+                else:
+                    row["error"] = res.error or "no [DONE]"
+                rows.append(row)
+        self.say(f"{engine} greedy probes: {sum(r['answered'] for r in rows)}/{len(rows)} answered")
+        return rows
+
+    def unanswered_greedy(self, engine: str, prompts, reason: str) -> list[dict]:
+        return [{"evaluation_id": self.eid, "engine": engine, "prompt_id": p.prompt_id, "prompt_index": i,
+                 "token_ids": None, "text": None, "answered": False, "error": reason} for i, p in enumerate(prompts)]
+
+    # ---- prompt_logprobs ---------------------------------------------------------------
+    def _score_body(self, messages: list[dict], reply: str, seed: int) -> dict:
+        return {
+            "model": self.served_name,
+            "messages": list(messages) + [{"role": "assistant", "content": reply}],
+            "stream": False, "max_tokens": 1, "temperature": 0.0, "seed": seed,
+            "prompt_logprobs": 1, "add_generation_prompt": False, "continue_final_message": True,
+            "chat_template_kwargs": {"enable_thinking": False},
+        }
+
+    async def _score_all(self, base_url: str, items: list[tuple[list[dict], str, int]], alive):
+        out = []
+        async with httpx.AsyncClient(timeout=httpx.Timeout(PROBE_REQUEST_TIMEOUT_S, connect=30.0),
+                                     trust_env=False) as client:
+            for messages, reply, seed in items:
+                if not alive():
+                    out.append((None, "engine not running"))
+                    continue
+                n = len(token_ids(self.tok, reply))
+                if n == 0:
+                    out.append((None, "empty reply: nothing to score"))
+                    continue
+                resp, err = await post_json(client, base_url + "/v1/chat/completions",
+                                            self._score_body(messages, reply, seed), timeout=PROBE_REQUEST_TIMEOUT_S)
+                if err:
+                    out.append((None, err))
+                    continue
+                try:
+                    out.append((parse_prompt_logprobs(resp, n), None))
+                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                    out.append((None, f"unreadable prompt_logprobs: {exc}"))
+        return out
+
+    def fidelity(self, engine: str, base_url: str, texts, alive) -> list[dict]:
+        items = [(t.messages, t.reply, request_seed(self.eid, t.text_id, 0)) for t in texts]
+        results = asyncio.run(self._score_all(base_url, items, alive))
+        rows = []
+        for t, (res, err) in zip(texts, results):
+            rows.append({"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id,
+                         "token_ids": res[0] if res else None, "token_logprobs": res[1] if res else None,
+                         "answered": res is not None, "error": err})
+        self.say(f"{engine} fidelity probes: {sum(r['answered'] for r in rows)}/{len(rows)} answered")
+        return rows
+
+    def unanswered_fidelity(self, engine: str, texts, reason: str) -> list[dict]:
+        return [{"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id, "token_ids": None,
+                 "token_logprobs": None, "answered": False, "error": reason} for t in texts]
+
+    def scored(self, reply_engine: str, base_url: str, sampled: list[RequestRecord], alive) -> list[dict]:
+        sl = self.task.gates.sampled_likelihood
+        items = []
+        for rec in sampled:
+            ctx = scoring_context(rec, self.tok, sl.context_tokens)
+            items.append((ctx, rec.result.text[:sl.reply_chars], rec.seed))
+        results = asyncio.run(self._score_all(base_url, items, alive))
+        rows = []
+        for k, (rec, (res, err)) in enumerate(zip(sampled, results)):
+            rows.append({"evaluation_id": self.eid, "reply_engine": reply_engine, "scorer_engine": "stock",
+                         "request_id": rec.request_id, "sample_index": k,
+                         "token_logprobs": res[1] if res else None, "token_ranks": res[2] if res else None,
+                         "answered": res is not None, "error": err})
+        self.say(f"stock scored {sum(r['answered'] for r in rows)}/{len(rows)} sampled {reply_engine} replies")
+        return rows

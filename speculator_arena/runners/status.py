@@ -1,0 +1,122 @@
+"""An evaluation's status, persisted, and the runner's own state file.
+
+Status lives in the warehouse's `evaluations` row (rewritten atomically, one part named
+`evaluation`), so the board and the scorer read it where they read everything else. The
+runner also keeps `$ARENA_HOME/runs/<id>/state.json` (atomic rename): its pid and host, the
+phase it is in, and the engine's process group, so that a later runner can tell a live run from
+a dead one and kill what a dead runner left behind.
+
+Statuses: queued -> running -> measured | void | failed.
+- measured: every pass and probe ran; the scorer decides the score (0 when a gate fails).
+- failed: the candidate did not start or died (section 7: it scores 0); stored rows stay.
+- void: the arena's side failed (stock engine, device not idle, runner died): refunded, not scored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+from speculator_arena.warehouse.store import Warehouse
+
+STATUSES = ("queued", "running", "measured", "void", "failed")
+FINAL = ("measured", "void", "failed")
+
+
+class EvaluationStateError(RuntimeError):
+    """An evaluation cannot be started or resumed in its present state."""
+
+
+def runs_dir(wh: Warehouse, evaluation_id: str) -> Path:
+    d = wh.home / "runs" / evaluation_id
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _atomic_json(path: Path, obj: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(obj, fh, indent=1, default=str)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_state(wh: Warehouse, evaluation_id: str, **fields) -> dict:
+    path = runs_dir(wh, evaluation_id) / "state.json"
+    state = read_state(wh, evaluation_id) or {}
+    state.update(fields, updated_at=time.time())
+    _atomic_json(path, state)
+    return state
+
+
+def read_state(wh: Warehouse, evaluation_id: str) -> dict | None:
+    path = wh.home / "runs" / evaluation_id / "state.json"
+    if not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def current_row(wh: Warehouse, evaluation_id: str) -> dict | None:
+    t = wh.read_table("evaluations", evaluation_id)
+    if t.num_rows == 0:
+        return None
+    rows = t.to_pylist()
+    return max(rows, key=lambda r: r["updated_at"] or 0)
+
+
+def write_status(wh: Warehouse, row: dict, status: str, *, void_reason: str | None = None,
+                 failure_reason: str | None = None, provenance: dict | None = None) -> dict:
+    """Rewrite the evaluation's one row with a new status (replace semantics, atomic)."""
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}; statuses: {STATUSES}")
+    new = dict(row)
+    new.update(status=status, updated_at=time.time())
+    if void_reason is not None:
+        new["void_reason"] = void_reason
+    if failure_reason is not None:
+        new["failure_reason"] = failure_reason
+    if provenance is not None:
+        prov = json.loads(new.get("provenance") or "{}")
+        prov.update(provenance)
+        new["provenance"] = json.dumps(prov, sort_keys=True, default=str)
+    wh.write_rows("evaluations", new["evaluation_id"], [new], part="evaluation", replace=True)
+    return new
+
+
+def runner_alive(state: dict | None) -> bool:
+    """Whether the runner recorded in `state` is still running (on this host)."""
+    if not state or "pid" not in state:
+        return False
+    if state.get("host") != socket.gethostname():
+        return True  # another host's runner: cannot tell from here, assume alive
+    try:
+        os.kill(int(state["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A reused pid: the recorded start time of the process must match.
+    try:
+        started = _proc_start(int(state["pid"]))
+    except OSError:
+        return False
+    return state.get("pid_start") is None or started == state.get("pid_start")
+
+
+def _proc_start(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def own_identity() -> dict:
+    pid = os.getpid()
+    try:
+        start = _proc_start(pid)
+    except OSError:
+        start = None
+    return {"pid": pid, "pid_start": start, "host": socket.gethostname()}

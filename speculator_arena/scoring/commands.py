@@ -1,0 +1,61 @@
+"""`arena score`: score every stored evaluation under a protocol version."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("score", help="score every stored evaluation under a protocol version")
+    p.add_argument("--protocol", type=int, default=None, help="protocol version (default: latest)")
+    p.add_argument("--evaluation", action="append", default=None, help="score only this evaluation (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the evaluations' scores as JSON")
+    p.add_argument("--board", action="store_true", help="print every task's board as text")
+    p.add_argument("--split", default="test", choices=("dev", "test"), help="split of the board (with --board)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import math
+
+    from speculator_arena.cli import print_json
+    from speculator_arena.scoring.board import board_text
+    from speculator_arena.scoring.registry import score_and_record, scores_dir
+    from speculator_arena.warehouse import Warehouse
+
+    wh = Warehouse()
+    scores = score_and_record(wh, args.protocol, args.evaluation)
+    ev = scores.evaluations
+    if args.json:
+        cols = ["evaluation_id", "task_id", "split", "label", "account_id", "is_reference", "status", "specscore",
+                "specscore_reason", "r_solo", "r_team", "r_busy", "gates_pass", "failed_gates", "not_measured_gates",
+                "gap_flag"]
+
+        def clean(v):
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                return None
+            try:
+                import pandas as pd
+
+                if v is pd.NA:
+                    return None
+            except ImportError:
+                pass
+            return v.item() if hasattr(v, "item") else v
+
+        print_json({"protocol_version": scores.protocol_version, "protocol_digest": scores.protocol_digest,
+                    "evaluations": [{c: clean(r[c]) for c in cols} for _, r in ev.iterrows()]})
+        return 0
+    if args.board:
+        print(board_text(scores, split=args.split))
+        return 0
+    n = len(ev)
+    scored = int(ev["specscore"].notna().sum())
+    print(f"scored {n} evaluations under protocol v{scores.protocol_version} (digest {scores.protocol_digest[:12]}): "
+          f"{scored} with a SpecScore, {n - scored} blank with a reason")
+    for r in ev.itertuples():
+        val = "-" if math.isnan(r.specscore) else f"{r.specscore:.4f}"
+        why = f"  ({r.specscore_reason})" if isinstance(r.specscore_reason, str) else ""
+        print(f"  {r.evaluation_id:<28} {r.task_id:<14} {r.split:<5} {str(r.label)[:24]:<24} {val:>8}{why}")
+    print(f"convenience copy (not authoritative): {scores_dir(wh, scores.protocol_version) / 'evaluations.parquet'}")
+    return 0

@@ -1,0 +1,50 @@
+"""The protocol values the scorer's SQL needs, as small relations registered on the connection.
+
+Why relations and not literals or string formatting: the queries in sql/ join these like any
+table, so a new protocol version changes a limit by changing data only, and every task's
+limits are applied in one pass over all evaluations.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from speculator_arena.protocol.model import WORKLOADS, Protocol
+
+GIB = 1 << 30
+
+
+def protocol_limits(proto: Protocol) -> pd.DataFrame:
+    rows = []
+    for task_id in proto.tasks:
+        tp = proto.task(task_id)
+        g = tp.gates
+        rows.append(dict(
+            task_id=task_id,
+            public=bool(tp.task.public),
+            z=float(g.z),
+            failure_min_excess=float(tp.failure_rule.min_excess),
+            failure_share=float(tp.failure_rule.share_of_requests),
+            likelihood_bound=float(tp.limits.likelihood_bound),
+            first_choice_bound=float(tp.limits.first_choice_bound),
+            fidelity_ceiling=float(tp.limits.fidelity_ceiling),
+            greedy_floor=(float(tp.limits.greedy_agreement_floor)
+                          if tp.limits.greedy_agreement_floor is not None else None),
+            length_bound=float(g.length["bound"]),
+            memory_slack_bytes=float(g.memory["slack_gib"]) * GIB,
+            gpu_memory_utilization=float(tp.engine_environment.gpu_memory_utilization),
+            max_unanswered_share=float(g.answering["max_unanswered_share"]),
+            dev_test_gap=float(tp.dev_test_gap),
+            passes=int(tp.passes_per_workload),
+        ))
+    return pd.DataFrame(rows)
+
+
+def protocol_workloads(proto: Protocol) -> pd.DataFrame:
+    rows = []
+    for task_id in proto.tasks:
+        tp = proto.task(task_id)
+        for w in WORKLOADS:
+            rows.append(dict(task_id=task_id, workload=w, speed_kind=tp.workloads[w].speed,
+                             passes=int(tp.passes_per_workload)))
+    return pd.DataFrame(rows)

@@ -1,0 +1,96 @@
+"""Pin each protocol version to the digest it was first scored under; keep a convenience copy.
+
+Why: a version is immutable once anything was scored under it. If the document of version N
+changes after scores were published under N, every stored score of N would silently change;
+refusing here forces the change into a new version N+1. The Parquet copy of the evaluations
+frame under `$ARENA_HOME/scores/v<N>/` is for people who want a file: it is not authoritative
+and is rewritten at every scoring (scores are always recomputed from raw rows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from speculator_arena.protocol.model import protocol_digest
+from speculator_arena.warehouse.store import Warehouse
+
+
+class ProtocolChangedError(ValueError):
+    """A protocol version's document differs from the one its stored scores were made under."""
+
+
+def scores_dir(warehouse: Warehouse, version: int) -> Path:
+    return warehouse.home / "scores" / f"v{version}"
+
+
+def check_unchanged(warehouse: Warehouse, version: int) -> str:
+    """Return the version's digest; raise when it differs from the digest first scored under."""
+    digest = protocol_digest(version)
+    pin = scores_dir(warehouse, version) / "protocol.json"
+    if pin.exists():
+        recorded = json.loads(pin.read_text())["digest"]
+        if recorded != digest:
+            raise ProtocolChangedError(
+                f"protocol v{version} changed since it was first scored (digest {recorded[:12]} recorded at "
+                f"{pin}, now {digest[:12]}); versions are immutable once used: publish the change as a new version")
+    return digest
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def record(warehouse: Warehouse, scores) -> Path:
+    """Pin the digest (first time only) and write the convenience copy of the evaluations frame."""
+    d = scores_dir(warehouse, scores.protocol_version)
+    check_unchanged(warehouse, scores.protocol_version)
+    pin = d / "protocol.json"
+    if not pin.exists():
+        _atomic_write(pin, json.dumps({"version": scores.protocol_version, "digest": scores.protocol_digest,
+                                       "first_scored_at": time.time()}, indent=2).encode())
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = scores.evaluations.copy()
+    for c in frame.columns:
+        if frame[c].dtype == object:
+            frame[c] = frame[c].map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v))
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           b"arena_note": b"convenience copy, not authoritative: recompute with arena score",
+                                           b"protocol_digest": scores.protocol_digest.encode()})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    out = d / "evaluations.parquet"
+    _atomic_write(out, sink.getvalue().to_pybytes())
+    _atomic_write(d / "README.txt", (
+        f"Scores under protocol v{scores.protocol_version} (digest {scores.protocol_digest}).\n"
+        "evaluations.parquet is a convenience copy, NOT authoritative: scores are recomputed from the raw rows\n"
+        "by `arena score --protocol N`; protocol.json pins the digest this version was first scored under.\n").encode())
+    return out
+
+
+def score_and_record(warehouse: Warehouse, version: int | None = None, evaluation_ids=None):
+    """Check immutability, score, record. What `arena score` and the `scores` asset call."""
+    from speculator_arena.protocol import load_protocol
+    from speculator_arena.scoring.score import score_warehouse
+
+    version = load_protocol(version).version
+    check_unchanged(warehouse, version)
+    scores = score_warehouse(warehouse, version, evaluation_ids)
+    record(warehouse, scores)
+    return scores

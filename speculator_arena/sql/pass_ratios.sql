@@ -1,0 +1,66 @@
+-- Every pass the protocol expects of each evaluation, with both engines' speeds, the failure
+-- rule and the pass ratio. Parameters: $ids (VARCHAR[] or NULL for all). Registered relations
+-- from the protocol document: protocol_limits (task_id, failure_min_excess, failure_share, ...)
+-- and protocol_workloads (task_id, workload, speed_kind, passes); and busy_windows
+-- (evaluation_id, pass_id, engine, busy_seconds, busy_tokens) from scoring/busy.py, the same
+-- numbers as the view pass_busy.
+WITH ev AS (
+    SELECT evaluation_id, task_id FROM raw_evaluations
+    WHERE $ids IS NULL OR list_contains($ids, evaluation_id)
+),
+expected AS (
+    SELECT ev.evaluation_id, ev.task_id, w.workload, w.speed_kind, g.pass_index,
+           w.workload || '-' || g.pass_index AS pass_id
+    FROM ev JOIN protocol_workloads AS w USING (task_id), range(w.passes) AS g(pass_index)
+),
+speeds AS MATERIALIZED (
+    SELECT r.*, CASE WHEN b.busy_seconds > 0 THEN b.busy_tokens / b.busy_seconds END AS busy_window_speed
+    FROM pass_requests AS r
+    LEFT JOIN busy_windows AS b USING (evaluation_id, pass_id, engine)
+    WHERE r.evaluation_id IN (SELECT evaluation_id FROM ev)
+),
+c AS (SELECT * FROM speeds WHERE engine = 'candidate'),
+s AS (SELECT * FROM speeds WHERE engine = 'stock'),
+paired AS (
+    SELECT x.evaluation_id, x.task_id, x.workload, x.pass_index, x.pass_id,
+           c.pass_status AS candidate_status, s.pass_status AS stock_status,
+           CASE x.speed_kind WHEN 'request_time' THEN c.request_time_speed ELSE c.busy_window_speed END AS candidate_speed,
+           CASE x.speed_kind WHEN 'request_time' THEN s.request_time_speed ELSE s.busy_window_speed END AS stock_speed,
+           c.failures AS candidate_failures, s.failures AS stock_failures,
+           greatest(c.requests, s.requests) AS requests,
+           c.requests AS candidate_requests, s.requests AS stock_requests,
+           l.failure_min_excess, l.failure_share
+    FROM expected AS x
+    JOIN protocol_limits AS l USING (task_id)
+    LEFT JOIN c ON c.evaluation_id = x.evaluation_id AND c.pass_id = x.pass_id
+    LEFT JOIN s ON s.evaluation_id = x.evaluation_id AND s.pass_id = x.pass_id
+),
+ruled AS (
+    SELECT *,
+           coalesce(candidate_failures - stock_failures > greatest(failure_min_excess, failure_share * requests), false)
+               AS zeroed_by_failure_rule,
+           CASE
+               WHEN candidate_status IS NULL THEN 'candidate pass missing'
+               WHEN stock_status IS NULL THEN 'stock pass missing'
+               WHEN candidate_status <> 'complete' THEN 'candidate pass ' || candidate_status
+               WHEN stock_status <> 'complete' THEN 'stock pass ' || stock_status
+           END AS missing_reason
+    FROM paired
+)
+SELECT evaluation_id, task_id, workload, pass_index, pass_id, candidate_speed, stock_speed,
+       CASE
+           WHEN missing_reason IS NOT NULL THEN NULL
+           WHEN zeroed_by_failure_rule THEN 0.0
+           WHEN stock_speed IS NULL OR stock_speed <= 0 THEN NULL
+           WHEN candidate_speed IS NULL THEN 0.0
+           ELSE candidate_speed / stock_speed
+       END AS ratio,
+       CASE
+           WHEN missing_reason IS NOT NULL THEN missing_reason
+           WHEN zeroed_by_failure_rule THEN NULL
+           WHEN stock_speed IS NULL OR stock_speed <= 0 THEN 'stock engine has no speed on this pass (no counted tokens in its window)'
+       END AS ratio_reason,
+       missing_reason,
+       candidate_failures, stock_failures, requests, candidate_requests, stock_requests, zeroed_by_failure_rule
+FROM ruled
+ORDER BY evaluation_id, workload, pass_index

@@ -1,0 +1,165 @@
+"""Fixtures of the board's tests: warehouses (empty, synthetic, one made by a real local
+evaluation) and a helper that opens a page of the real app with Streamlit's AppTest.
+
+The synthetic warehouse is written by the scoring domain's `write_synthetic_evaluation`, whose
+rows are complete paired evaluations; every number a test expects is computed by the scorer
+over the *whole* warehouse, so the board's own scoped reads are checked against it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from speculator_arena.warehouse import Warehouse
+
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "speculator_arena" / "dashboards" / "app.py"
+TASK = "local-smollm2"
+
+# (evaluation_id, keyword arguments of write_synthetic_evaluation)
+SYNTHETIC = [
+    ("ev-alpha", dict(account_id="acct-a", label="alpha", seed=1, created_at=1.8e9 + 10,
+                      speedups={"solo": 1.6, "team": 1.4, "busy": 1.2})),
+    ("ev-alpha-old", dict(account_id="acct-a", label="alpha-old", seed=2, created_at=1.8e9 + 1,
+                          speedups={"solo": 2.5, "team": 2.5, "busy": 2.5})),
+    ("ev-alpha-test", dict(account_id="acct-a", label="alpha", split="test", seed=3, created_at=1.8e9 + 20,
+                           speedups={"solo": 1.15, "team": 1.1, "busy": 1.05})),
+    ("ev-beta", dict(account_id="acct-b", label="beta", seed=4, created_at=1.8e9 + 30,
+                     speedups={"solo": 1.3, "team": 1.2, "busy": 1.1})),
+    ("ev-longer", dict(account_id="acct-d", label="longer", seed=5, created_at=1.8e9 + 40, attack="length",
+                       speedups={"solo": 1.9, "team": 1.8, "busy": 1.7})),
+    ("ev-partial", dict(account_id="acct-c", label="partial", seed=6, created_at=1.8e9 + 50, attack="partial")),
+    ("ev-void", dict(account_id="acct-e", label="voided", seed=7, created_at=1.8e9 + 60, attack="void")),
+    ("ev-ref-ngram", dict(account_id="operators", label="dev-ngram-4", is_reference=True, seed=8,
+                          created_at=1.8e9 + 70, speedups={"solo": 1.25, "team": 1.15, "busy": 1.05})),
+    ("ev-gpu", dict(task_id="qwen3-8b", account_id="acct-g", label="gpu-run", seed=9, created_at=1.8e9 + 80,
+                    speedups={"solo": 1.4, "team": 1.3, "busy": 1.2})),
+]
+
+
+def write_synthetic(home: Path, entries=SYNTHETIC) -> Warehouse:
+    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
+
+    wh = Warehouse(home)
+    for eid, kw in entries:
+        write_synthetic_evaluation(wh, eid, **kw)
+    return wh
+
+
+@pytest.fixture(scope="session")
+def synthetic_home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("board-synthetic") / "arena_home"
+    write_synthetic(home)
+    return home
+
+
+@pytest.fixture
+def empty_home(tmp_path) -> Path:
+    home = tmp_path / "empty_home"
+    home.mkdir()
+    return home
+
+
+@pytest.fixture
+def app(monkeypatch):
+    """open_page(home, page=None, **query) -> a run AppTest of the real app on that page."""
+    from streamlit.testing.v1 import AppTest
+
+    def open_page(home: Path, page: str | None = None, **query) -> AppTest:
+        monkeypatch.setenv("ARENA_HOME", str(home))
+        at = AppTest.from_file(str(APP), default_timeout=180)
+        at.query_params.update({k: str(v) for k, v in query.items()})
+        at.run()
+        if page is not None:
+            at.switch_page(f"views/{page}.py").run()
+        return at
+
+    return open_page
+
+
+def page_text(at) -> str:
+    """Every element's content on the page (markdown, tables, metrics, JSON, code, charts), as text."""
+    out = []
+
+    def walk(node):
+        proto = getattr(node, "proto", None)
+        if proto is not None:
+            out.append(str(proto))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    return "\n".join(out)
+
+
+def scores_of_whole_warehouse(home: Path, protocol_version: int | None = None):
+    """The scorer's own answer over every evaluation: what the board must agree with."""
+    from speculator_arena.scoring import score_warehouse
+
+    return score_warehouse(Warehouse(home), protocol_version=protocol_version)
+
+
+# ---- a warehouse made by a real local evaluation ------------------------------------------
+
+REAL_ENGINE = "engines/dev-ngram"
+
+
+def _run(cmd: list[str], home: Path, what: str, timeout: int) -> str:
+    env = dict(os.environ, ARENA_HOME=str(home), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{what} failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
+    return proc.stdout
+
+
+def _build_real_evaluation(home: Path, target: Path | None) -> str:
+    """The public dev pool of the embedded task, then one paired evaluation of the development
+    engine (n-gram against stock, SmolLM2-135M on CPU) through the runner's documented entry
+    point `python -m speculator_arena.runners.evaluate`; returns its id."""
+    import json
+
+    _run([sys.executable, "-m", "speculator_arena.cli", "pools", "build", "--task", TASK, "--home", str(home)],
+         home, "arena pools build", 1200)
+    cmd = [sys.executable, "-m", "speculator_arena.runners.evaluate", "--task", TASK, "--engine", REAL_ENGINE,
+           "--split", "dev", "--label", "dev-ngram (real)", "--account", "acct-real", "--kind", "ngram",
+           "--home", str(home)] + (["--target", str(target)] if target else [])
+    out = _run(cmd, home, "the real local evaluation", 2400)
+    return json.loads(out[out.index("{"):])["evaluation_id"]
+
+
+@pytest.fixture(scope="session")
+def real_home(tmp_path_factory, request) -> Path:
+    """A warehouse holding one real local evaluation (the runner, the dev engine, SmolLM2).
+
+    `ARENA_BOARD_REAL_HOME` may name a warehouse that already holds one (the lead's demo run, or
+    CI's runner job), so the minutes of a real evaluation are spent once per suite. Otherwise it
+    runs one now; without the runner domain the tests that need it are skipped with the reason.
+    """
+    given = os.environ.get("ARENA_BOARD_REAL_HOME")
+    if given:
+        home = Path(given)
+        if not (home / "raw" / "evaluations").is_dir():
+            pytest.fail(f"ARENA_BOARD_REAL_HOME={given} holds no evaluations")
+        dest = tmp_path_factory.mktemp("board-real") / "arena_home"
+        shutil.copytree(home / "raw", dest / "raw")  # copied, so that nothing of it can change
+        if (home / "pools" / TASK / "data_card").is_dir():
+            shutil.copytree(home / "pools" / TASK / "data_card", dest / "pools" / TASK / "data_card")
+        return dest
+    try:
+        import speculator_arena.runners.evaluate
+        import speculator_arena.runners.harness  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"the runner domain is not available to make a real evaluation: {exc}")
+    home = tmp_path_factory.mktemp("board-real") / "arena_home"
+    try:  # the session's prepared target (tests/conftest.py), shared with the other domains' tests
+        target = request.getfixturevalue("smollm2_target")
+    except pytest.FixtureLookupError:
+        target = None  # the runner prepares it
+    _build_real_evaluation(home, target)
+    return home

@@ -1,0 +1,131 @@
+"""A real headless Chromium loads the served board and an evaluation page; the rendered text must
+show the numbers the warehouse holds (as the scorer computes them). Screenshots are kept under
+test-artifacts/board/ (gitignored; CI uploads them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from speculator_arena.dashboards import formatting as fmt
+from speculator_arena.dashboards.commands import streamlit_command
+
+from .conftest import REPO, scores_of_whole_warehouse
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = REPO / "test-artifacts" / "board"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--disable-quic", "--no-first-run"]
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    """`streamlit run` of the board on a free port, in its own process group (stopped by its id)."""
+
+    def __init__(self, home: Path):
+        import httpx
+
+        self.port = _free_port()
+        env = dict(os.environ, ARENA_HOME=str(home), OMP_NUM_THREADS="1")
+        self.proc = subprocess.Popen(streamlit_command(self.port), env=env, cwd=REPO, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited: {self.proc.stdout.read().decode()[-2000:]}")
+            try:
+                if httpx.get(f"{self.url}/_stcore/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError("streamlit did not answer /_stcore/health within 90 s")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def expect(locator):
+    from playwright.sync_api import expect as pw_expect
+
+    return pw_expect(locator)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pw = pytest.importorskip("playwright.sync_api")
+    with pw.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+def _check_served_board(browser, home: Path, evaluation_id: str, name: str) -> None:
+    scores = scores_of_whole_warehouse(home)
+    ev = scores.evaluations.set_index("evaluation_id")
+    row = ev.loc[evaluation_id]
+    split = row["split"]
+    specscore = fmt.score(row["specscore"])
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    served = Served(home)
+    try:
+        page = browser.new_page(viewport={"width": 1600, "height": 1200})
+        page.goto(f"{served.url}/?task={row['task_id']}&split={split}")
+        page.get_by_text("Participants", exact=True).first.wait_for(timeout=90_000)
+        page.get_by_role("link", name=str(row["label"])).first.wait_for(timeout=90_000)
+        expect(page.locator("body")).to_contain_text(specscore, timeout=90_000)
+        page.screenshot(path=str(ARTIFACTS / f"{name}-board.png"), full_page=True)
+        cells = [c.strip() for c in page.locator("table tr").filter(
+            has=page.get_by_role("link", name=str(row["label"]))).first.locator("td").all_inner_texts()]
+        assert specscore in cells and fmt.ratio(row["r_solo"]) in cells and fmt.ratio(row["r_busy"]) in cells
+
+        page.goto(f"{served.url}/evaluation?evaluation={evaluation_id}")
+        body = page.locator("body")
+        expected = [specscore] + [fmt.ratio(row[f"r_{w}"]) for w in ("solo", "team", "busy")]
+        passes = scores.passes[scores.passes["evaluation_id"] == evaluation_id]
+        expected += [fmt.ratio(r) for r in passes["ratio"].dropna()]
+        for value in expected:  # retried until the page has rendered it (elements stream in)
+            expect(body).to_contain_text(value, timeout=90_000)
+        expect(page.get_by_text("Figures (ADR-0009)").first).to_be_visible(timeout=90_000)
+        page.wait_for_timeout(1500)  # let the charts draw before the screenshot
+        page.screenshot(path=str(ARTIFACTS / f"{name}-evaluation.png"), full_page=True)
+        page.close()
+    finally:
+        served.stop()
+    assert (ARTIFACTS / f"{name}-board.png").stat().st_size > 10_000
+    assert (ARTIFACTS / f"{name}-evaluation.png").stat().st_size > 10_000
+
+
+def test_browser_shows_the_synthetic_warehouse(browser, synthetic_home):
+    _check_served_board(browser, synthetic_home, "ev-alpha", "synthetic")
+
+
+@pytest.mark.slow
+def test_browser_shows_a_real_local_evaluation(browser, real_home):
+    scores = scores_of_whole_warehouse(real_home)
+    eid = scores.evaluations["evaluation_id"].iloc[-1]
+    _check_served_board(browser, real_home, eid, "real")

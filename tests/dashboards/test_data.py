@@ -1,0 +1,176 @@
+"""The board's data layer without Streamlit: scoped reads, what it scores, diffs, the data card."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import yaml
+
+from speculator_arena.dashboards import data
+from speculator_arena.dashboards import formatting as fmt
+from speculator_arena.dashboards.data_card import load_data_card
+from speculator_arena.dashboards.protocol_diff import flatten, protocol_diff
+from speculator_arena.warehouse import Warehouse
+
+from .conftest import TASK, scores_of_whole_warehouse
+
+
+def _snapshot(home):
+    return sorted((p.relative_to(home).as_posix(), p.stat().st_mtime_ns) for p in home.rglob("*"))
+
+
+def test_scoped_scores_equal_the_whole_warehouse_and_touch_nothing(synthetic_home):
+    before = _snapshot(synthetic_home)
+    ids = ["ev-alpha", "ev-longer", "ev-partial"]
+    scoped = data.evaluation_scores(synthetic_home, "ev-alpha")
+    frames, _ = data._score(synthetic_home, ids, None)
+    whole = scores_of_whole_warehouse(synthetic_home)
+    w = whole.evaluations.set_index("evaluation_id")
+    s = frames.evaluations.set_index("evaluation_id")
+    assert sorted(s.index) == sorted(ids)
+    for eid in ids:
+        for col in ("specscore", "r_solo", "r_team", "r_busy"):
+            a, b = s.at[eid, col], w.at[eid, col]
+            assert (pd.isna(a) and pd.isna(b)) or math.isclose(a, b, rel_tol=1e-12), (eid, col, a, b)
+        assert s.at[eid, "specscore_reason"] == w.at[eid, "specscore_reason"] or (
+            pd.isna(s.at[eid, "specscore_reason"]) and pd.isna(w.at[eid, "specscore_reason"]))
+    assert list(scoped.evaluations["evaluation_id"]) == ["ev-alpha"]
+    assert set(scoped.gates["evaluation_id"]) == {"ev-alpha"}
+    # the page's own scoring carries the account's gap flag, as the board's does
+    assert bool(scoped.evaluations["gap_flag"].iloc[0]) == bool(w.at["ev-alpha", "gap_flag"])
+    assert _snapshot(synthetic_home) == before  # read-only: no arena.duckdb, no new file, no mtime changed
+
+
+def test_scoped_warehouse_links_only_the_chosen_partitions(synthetic_home):
+    with data.scoped_warehouse(synthetic_home, ["ev-beta"]) as wh:
+        parts = {p.name for p in (wh.raw / "requests").iterdir()}
+        assert parts == {"evaluation_id=ev-beta"}
+        root = wh.home
+        assert Warehouse(root).read_table("evaluations").column("evaluation_id").to_pylist() == ["ev-beta"]
+    assert not root.exists()
+
+
+def test_board_candidates_are_each_accounts_last_finished_evaluation(synthetic_home):
+    idx = data.evaluations_index(synthetic_home)
+    assert len(idx) == 9 and idx["created_at"].is_monotonic_decreasing
+    ids = data.board_candidates(idx, TASK)
+    assert "ev-alpha" in ids and "ev-alpha-old" not in ids  # older dev evaluation of the same account
+    assert "ev-alpha-test" in ids  # the other split, for the gap flag
+    assert "ev-partial" not in ids and "ev-void" not in ids  # running, and refunded
+    assert "ev-ref-ngram" in ids and "ev-gpu" not in ids  # references kept; other tasks not
+    assert data.board_candidates(idx, "qwen3-8b") == ["ev-gpu"]
+    assert data.board_candidates(idx, "no-such-task") == []
+
+
+def test_board_scores_rank_each_split(synthetic_home):
+    frames = data.board_scores(synthetic_home, TASK)
+    dev = frames.boards["dev"]
+    ranked = dev[(dev["section"] == "participants") & dev["ranked"]]
+    assert list(ranked["evaluation_id"]) == ["ev-alpha", "ev-beta"]
+    assert list(frames.boards["test"]["evaluation_id"]) == ["ev-alpha-test"]
+    assert frames.protocol_digest and frames.protocol_version == 1
+
+
+def test_empty_and_missing_warehouses(tmp_path):
+    missing = tmp_path / "missing"
+    st = data.warehouse_state(missing)
+    assert not st.exists and st.evaluations == 0 and "No warehouse at" in st.message
+    assert not missing.exists()
+    (tmp_path / "empty" / "raw" / "evaluations").mkdir(parents=True)
+    st = data.warehouse_state(tmp_path / "empty")
+    assert st.exists and st.evaluations == 0 and "holds no evaluations yet" in st.message
+    idx = data.evaluations_index(tmp_path / "empty")
+    assert idx.empty and list(idx.columns) == data.INDEX_COLUMNS
+    assert data.board_scores(tmp_path / "empty", TASK).empty
+
+
+def test_evaluation_raw_reads_plots_inputs_without_text(synthetic_home):
+    raw = data.evaluation_raw(synthetic_home, "ev-gpu")
+    req = Warehouse(synthetic_home).read_table("requests", "ev-gpu").to_pandas()
+    req = req[~req["pass_id"].str.startswith("warmup")]
+    # every chunk token lands in one bin: the plot's total is the stored total
+    total = sum(sum(t) for t in req["chunk_tokens"])
+    assert math.isclose(raw.throughput["tokens_per_second"].sum(), total)
+    assert set(raw.throughput["engine"]) == {"candidate", "stock"}
+    mem = Warehouse(synthetic_home).read_table("memory", "ev-gpu")
+    assert len(raw.memory) == mem.num_rows > 0
+    assert (raw.memory["second"] >= -1e-9).all()
+    counts = raw.row_counts.set_index("table")["rows"]
+    assert counts["passes"] == 18
+
+
+def test_memory_budget():
+    assert data.memory_budget_bytes(100 * data.GIB, 0.9, 4.0) == pytest.approx(94 * data.GIB)
+    assert data.memory_budget_bytes(None, 0.9, 4.0) is None
+    assert data.memory_budget_bytes(float("nan"), 0.9, 4.0) is None
+
+
+def test_protocol_diff_names_each_changed_value(tmp_path, monkeypatch):
+    from importlib import resources
+
+    doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / "v1.yaml").read_text())
+    doc["version"] = 2
+    doc["tasks"]["qwen3-8b"]["limits"]["fidelity_ceiling"] = 0.002
+    del doc["quotas"]["study_agent"]
+    (tmp_path / "v2.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))
+    rows = {r["value"]: r for r in protocol_diff(1, 2)}
+    assert rows["tasks.qwen3-8b.limits.fidelity_ceiling"]["v1"] == "0.001"
+    assert rows["tasks.qwen3-8b.limits.fidelity_ceiling"]["v2"] == "0.002"
+    assert rows["quotas.study_agent.dev"]["v2"] == "(absent)"
+    assert set(rows) == {"version", "tasks.qwen3-8b.limits.fidelity_ceiling", "quotas.study_agent.dev",
+                         "quotas.study_agent.test"}
+    assert protocol_diff(1, 1) == []
+    assert flatten({"a": {"b": [1, 2]}}) == {"a.b": [1, 2]}
+
+
+def test_data_card_refuses_paths(tmp_path):
+    for bad in ("../etc", "a/b", "", "hidden"):
+        with pytest.raises(ValueError):
+            load_data_card(bad, tmp_path)
+    assert load_data_card("qwen3-8b", tmp_path) is None or load_data_card("qwen3-8b", tmp_path).source
+
+
+def test_formatting_is_what_the_tests_expect():
+    assert fmt.score(1.23456) == "1.2346" and fmt.ratio(1.23456) == "1.235"
+    assert fmt.score(None) == fmt.score(float("nan")) == fmt.score(pd.NA) == fmt.BLANK
+    assert fmt.ms(0.0123) == "12.3" and fmt.pct(0.5) == "50.0%"
+    assert fmt.md_escape("a|b [x](javascript:y)") == "a\\|b \\[x\\]\\(javascript:y\\)"
+    assert fmt.general(2.5e-7) == "2.500e-07" and fmt.general(0.0123) == "0.0123"
+    assert fmt.flag(True) == "FLAGGED" and fmt.flag(False) == "ok"
+
+
+def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
+    from speculator_arena.dashboards.memo import BoardMemo
+    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
+
+    from .conftest import SYNTHETIC, write_synthetic
+
+    home = tmp_path / "home"
+    wh = write_synthetic(home, [e for e in SYNTHETIC if e[0] in ("ev-alpha", "ev-alpha-test", "ev-beta")])
+    memo = BoardMemo(home)
+    first = memo.board(TASK, None)
+    assert memo.last_refresh == {"index_parts_read": 3, "evaluations_scored": 3}
+    direct = data.board_scores(home, TASK)
+    cols = ["evaluation_id", "rank", "specscore", "r_solo", "r_team", "r_busy", "gap_flag", "failed_gates"]
+    for split in data.SPLITS:
+        pd.testing.assert_frame_equal(first.boards[split][cols], direct.boards[split][cols])
+    memo.board(TASK, None)
+    assert memo.last_refresh == {"index_parts_read": 0, "evaluations_scored": 0}
+    # a new evaluation: only it is read and scored; the gap flag spans memoized and new rows
+    write_synthetic_evaluation(wh, "ev-beta-test", account_id="acct-b", label="beta", split="test", seed=31,
+                               created_at=1.8e9 + 99, speedups={"solo": 1.3, "team": 1.2, "busy": 1.1})
+    again = memo.board(TASK, None)
+    assert memo.last_refresh == {"index_parts_read": 1, "evaluations_scored": 1}
+    test_rows = again.boards["test"].set_index("evaluation_id")
+    assert test_rows.at["ev-beta-test", "gap_flag"] == False
+    assert bool(test_rows.at["ev-alpha-test", "gap_flag"])
+    # a rewritten status row (the evaluation voided after the fact) is seen and re-scored
+    row = wh.read_table("evaluations", "ev-beta").to_pylist()[0]
+    row.update(status="void", void_reason="operator voided it")
+    wh.write_rows("evaluations", "ev-beta", [row], replace=True)
+    after = memo.board(TASK, None)
+    assert memo.last_refresh["index_parts_read"] == 1
+    assert "ev-beta" not in set(after.boards["dev"]["evaluation_id"])  # void: no longer a candidate

@@ -1,0 +1,275 @@
+"""Every page of the board, run by Streamlit's AppTest on an empty and a synthetic warehouse."""
+
+from __future__ import annotations
+
+import pytest
+
+from speculator_arena.dashboards import formatting as fmt
+from speculator_arena.protocol import load_protocol
+from speculator_arena.protocol.model import protocol_digest
+
+from .conftest import TASK, page_text, scores_of_whole_warehouse
+
+PAGES = ["board", "evaluation", "references", "gap", "protocol", "data_card"]
+
+
+def _no_exception(at):
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_explains_an_empty_warehouse(app, empty_home, page):
+    at = app(empty_home, None if page == "board" else page)
+    _no_exception(at)
+    text = page_text(at)
+    if page in ("board", "evaluation", "gap"):
+        assert "holds no evaluations yet" in text
+    elif page == "references":
+        assert "dev-ngram-4" in text or "qwen" in text  # the protocol's list still shows
+    elif page == "protocol":
+        assert protocol_digest(load_protocol().version) in text
+    else:
+        from speculator_arena.dashboards.data_card import load_data_card
+        task = at.sidebar.selectbox[0].value
+        card = load_data_card(task, empty_home)  # the repository's data_cards/ copy, when it has one
+        assert ("No data card has been built" in text) if card is None else (card.source.as_posix() in text)
+
+
+def test_every_page_explains_a_missing_warehouse(app, tmp_path):
+    at = app(tmp_path / "nowhere")
+    _no_exception(at)
+    assert "No warehouse at" in page_text(at)
+    assert not (tmp_path / "nowhere").exists()  # the board created nothing
+
+
+def _board_rows(at) -> list[str]:
+    return [m.value for m in at.markdown if m.value.startswith("| # |")]
+
+
+def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home):
+    at = app(synthetic_home, task=TASK, split="dev")
+    _no_exception(at)
+    scores = scores_of_whole_warehouse(synthetic_home)
+    ev = scores.evaluations.set_index("evaluation_id")
+    participants, references = _board_rows(at)
+    lines = [ln for ln in participants.splitlines()[2:]]
+    # ranked order: alpha (its last dev evaluation, not the older faster one), then beta
+    assert "[alpha](./evaluation?evaluation=ev-alpha&protocol=1)" in lines[0]
+    assert lines[0].startswith("| 1 |")
+    assert fmt.score(ev.at["ev-alpha", "specscore"]) in lines[0]
+    assert f"| {fmt.ratio(ev.at['ev-alpha', 'r_solo'])} |" in lines[0]
+    assert "[beta]" in lines[1] and lines[1].startswith("| 2 |")
+    assert fmt.score(ev.at["ev-beta", "specscore"]) in lines[1]
+    assert "alpha-old" not in participants
+    # a missed gate: below the ranked ones, unranked, scored 0, saying which gate
+    longer = next(ln for ln in lines if "[longer]" in ln)
+    assert lines.index(longer) == 2 and longer.startswith(f"| {fmt.BLANK} |")
+    assert "fail: length" in longer and fmt.score(0.0) in longer
+    # references apart
+    assert "[dev-ngram-4]" in references and fmt.score(ev.at["ev-ref-ngram", "specscore"]) in references
+    assert "[dev-ngram-4]" not in participants
+    # the running and void ones are not ranked but are named
+    text = page_text(at)
+    assert "Not on the board: 2 evaluation(s)" in text
+    metric = {m.label: m.value for m in at.metric}
+    assert metric["Leading SpecScore"] == fmt.score(ev.at["ev-alpha", "specscore"])
+    # TTFT of the candidate, as the scorer computed it, in ms
+    assert fmt.ms(ev.at["ev-alpha", "candidate_ttft_p50"]) in lines[0]
+
+
+def test_board_test_split_shows_the_gap_flag(app, synthetic_home):
+    at = app(synthetic_home, task=TASK, split="test")
+    _no_exception(at)
+    scores = scores_of_whole_warehouse(synthetic_home)
+    ev = scores.evaluations.set_index("evaluation_id")
+    assert bool(ev.at["ev-alpha-test", "gap_flag"])  # 1.1 vs 1.39: far below
+    participants = _board_rows(at)[0]
+    row = next(ln for ln in participants.splitlines() if "ev-alpha-test" in ln)
+    assert "FLAGGED" in row and fmt.score(ev.at["ev-alpha-test", "specscore"]) in row
+
+
+def test_board_of_another_task(app, synthetic_home):
+    at = app(synthetic_home, task="qwen3-8b", split="dev")
+    _no_exception(at)
+    assert "[gpu-run]" in _board_rows(at)[0]
+    assert "alpha" not in _board_rows(at)[0]
+
+
+def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
+    at = app(synthetic_home, "evaluation", evaluation="ev-alpha")
+    _no_exception(at)
+    scores = scores_of_whole_warehouse(synthetic_home)
+    ev = scores.evaluations.set_index("evaluation_id").loc["ev-alpha"]
+    metric = {m.label: m.value for m in at.metric}
+    assert metric["SpecScore"] == fmt.score(ev["specscore"])
+    for w in ("solo", "team", "busy"):
+        assert metric[f"r_{w}"] == fmt.ratio(ev[f"r_{w}"])
+    text = page_text(at)
+    formula = (f"({fmt.ratio(ev['r_solo'])} · {fmt.ratio(ev['r_team'])} · {fmt.ratio(ev['r_busy'])})^(1/3) "
+               f"= **{fmt.score(ev['specscore'])}**")
+    assert formula in text
+    tables = {tuple(t.value.columns): t.value for t in at.table}
+    passes = next(v for k, v in tables.items() if "ratio" in k and "candidate tok/s" in k)
+    want = scores.passes[scores.passes["evaluation_id"] == "ev-alpha"]
+    assert len(passes) == len(want) == 9
+    assert sorted(passes["ratio"]) == sorted(want["ratio"].map(fmt.ratio))
+    gates = next(v for k, v in tables.items() if "verdict" in k)
+    want_g = scores.gates[scores.gates["evaluation_id"] == "ev-alpha"]
+    assert sorted(gates["gate"]) == sorted(want_g["gate"])
+    assert set(gates["verdict"]) <= {"pass", "not measured"}
+    figures = next(v for k, v in tables.items() if "figure" in k and "candidate" in k)
+    tps = scores.figures[(scores.figures["evaluation_id"] == "ev-alpha") & (scores.figures["engine"] == "candidate")
+                         & (scores.figures["figure"] == "output_tokens_per_second")]["value"].iloc[0]
+    assert fmt.general(tps) in set(figures["candidate"])
+    # one throughput chart per workload; memory not measured on the CPU task, with the runner's note
+    assert len(at.get("vega_lite_chart")) == 3
+    assert "Not measured: no NVIDIA device (synthetic)" in text
+    assert "Run under protocol **v1**" in text
+    import json
+
+    from speculator_arena.warehouse import Warehouse
+    stored = json.loads(Warehouse(synthetic_home).read_table("evaluations", "ev-alpha")["provenance"][0].as_py())
+    assert json.loads(at.json[0].value) == stored
+
+
+def test_evaluation_page_plots_memory_against_the_budget(app, synthetic_home):
+    at = app(synthetic_home, "evaluation", evaluation="ev-gpu")
+    _no_exception(at)
+    text = page_text(at)
+    tp = load_protocol().task("qwen3-8b")
+    from speculator_arena.warehouse import Warehouse
+    passes = Warehouse(synthetic_home).read_table("passes", "ev-gpu").to_pandas()
+    total = passes["device_total_bytes"].dropna().iloc[0]
+    budget = tp.engine_environment.gpu_memory_utilization * total + tp.gates.memory["slack_gib"] * (1 << 30)
+    assert f"= {fmt.gib(budget)} (protocol section 7)" in text
+    assert len(at.get("vega_lite_chart")) == 6  # throughput and memory per workload
+
+
+def test_evaluation_page_explains_a_partial_evaluation(app, synthetic_home):
+    at = app(synthetic_home, "evaluation", evaluation="ev-partial")
+    _no_exception(at)
+    assert any("is running" in w.value for w in at.warning)
+    metric = {m.label: m.value for m in at.metric}
+    assert metric["SpecScore"] == fmt.BLANK
+    counts = next(t.value for t in at.table if "rows stored" in t.value.columns)
+    assert int(counts.set_index("raw table").at["passes", "rows stored"]) == 17  # stock's busy-2 missing
+    assert "incomplete" in page_text(at)
+
+
+def test_evaluation_page_explains_a_void_evaluation(app, synthetic_home):
+    at = app(synthetic_home, "evaluation", evaluation="ev-void")
+    _no_exception(at)
+    assert any("Void" in w.value and "did not come back idle" in w.value for w in at.warning)
+
+
+def test_evaluation_page_unknown_id_and_select_box(app, synthetic_home):
+    at = app(synthetic_home, "evaluation", evaluation="no-such-evaluation", task=TASK)
+    _no_exception(at)
+    assert any("No evaluation 'no-such-evaluation'" in e.value for e in at.error)
+    # the select box falls back to the task's newest evaluation and can choose another
+    box = next(s for s in at.selectbox if s.label == "Evaluation")
+    box.select("ev-beta").run()
+    _no_exception(at)
+    assert at.query_params["evaluation"] == ["ev-beta"] or at.query_params["evaluation"] == "ev-beta"
+    assert any(h.value == "beta" for h in at.header)
+
+
+def test_references_page(app, synthetic_home):
+    at = app(synthetic_home, "references", task=TASK, split="dev")
+    _no_exception(at)
+    listed = next(t.value for t in at.table if "reference" in t.value.columns)
+    refs = {r.name for r in load_protocol().tasks[TASK].references}
+    assert set(listed["reference"]) == refs
+    assert listed.set_index("reference").at["dev-ngram-4", "measured on dev"] == "yes"
+    assert listed.set_index("reference").at["dev-self-draft", "measured on dev"] == "not yet"
+    scores = scores_of_whole_warehouse(synthetic_home)
+    ev = scores.evaluations.set_index("evaluation_id")
+    assert fmt.score(ev.at["ev-ref-ngram", "specscore"]) in page_text(at)
+
+
+def test_gap_page(app, synthetic_home):
+    at = app(synthetic_home, "gap", task=TASK)
+    _no_exception(at)
+    table = next(m.value for m in at.markdown if m.value.startswith("| Account |"))
+    row = next(ln for ln in table.splitlines() if "acct-a" in ln)
+    scores = scores_of_whole_warehouse(synthetic_home)
+    ev = scores.evaluations.set_index("evaluation_id")
+    gap = load_protocol().dev_test_gap
+    assert fmt.score(ev.at["ev-alpha", "specscore"]) in row
+    assert fmt.score(ev.at["ev-alpha-test", "specscore"]) in row
+    assert fmt.score((1 - gap) * ev.at["ev-alpha", "specscore"]) in row
+    assert row.rstrip(" |").endswith("FLAGGED")
+    beta = next(ln for ln in table.splitlines() if "acct-b" in ln)
+    assert "needs both splits" in beta
+    assert {m.label: m.value for m in at.metric}["Accounts flagged"].startswith("1 of")
+
+
+def test_protocol_page_and_version_differences(app, synthetic_home, tmp_path, monkeypatch):
+    staged = tmp_path / "versions"
+    staged.mkdir()
+    from importlib import resources
+
+    import yaml
+    doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / "v1.yaml").read_text())
+    doc["version"] = 2
+    doc["gates"]["length"]["bound"] = 0.5
+    (staged / "v2.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged))
+    at = app(synthetic_home, "protocol")
+    _no_exception(at)
+    text = page_text(at)
+    assert protocol_digest(2) in text
+    diff = next(t.value for t in at.table if "value" in t.value.columns and "v1" in t.value.columns)
+    assert list(diff["value"]) == ["gates.length.bound", "version"]
+    assert diff.set_index("value").at["gates.length.bound", "v2"] == "0.5"
+
+    # the board under v2: the longer replies are within the looser length bound and rank first
+    at = app(synthetic_home, task=TASK, split="dev", protocol=2)
+    _no_exception(at)
+    v2 = scores_of_whole_warehouse(synthetic_home, protocol_version=2).evaluations.set_index("evaluation_id")
+    first = _board_rows(at)[0].splitlines()[2]
+    assert "[longer]" in first and fmt.score(v2.at["ev-longer", "specscore"]) in first
+    assert "Scored under protocol v2" in page_text(at)
+
+
+def test_data_card_page_shows_the_public_card_only(app, tmp_path):
+    home = tmp_path / "home"
+    pool = home / "pools" / TASK
+    (pool / "hidden").mkdir(parents=True)
+    (pool / "data_card").mkdir()
+    (pool / "data_card" / f"{TASK}.md").write_text("# Data card of local-smollm2\n\nSources: ShareGPT (public), 123 sessions.\n")
+    (pool / "data_card" / f"{TASK}.json").write_text('{"sessions": 123}')
+    (pool / "hidden" / "data_card.md").write_text("HIDDEN-CARD-MARKER")
+    (pool / "hidden" / "sessions.jsonl").write_text('{"text": "HIDDEN-POOL-MARKER"}')
+    at = app(home, "data_card", task=TASK)
+    _no_exception(at)
+    text = page_text(at)
+    assert "Sources: ShareGPT (public), 123 sessions." in text
+    assert '"sessions": 123' in text or "123" in str([j.value for j in at.json])
+    assert "HIDDEN" not in text
+
+
+def test_board_caches_reads_but_sees_new_evaluations_after_refresh(app, tmp_path):
+    from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
+
+    home = tmp_path / "growing"
+    wh = Warehouse(home)
+    write_synthetic_evaluation(wh, "g-1", account_id="acct-1", label="first", seed=11)
+    at = app(home, task=TASK, split="dev")
+    assert "[first]" in _board_rows(at)[0]
+    write_synthetic_evaluation(wh, "g-2", account_id="acct-2", label="second", seed=12, created_at=1.9e9)
+    at.run()
+    _no_exception(at)
+    assert "[second]" not in _board_rows(at)[0]  # cached within the TTL
+    next(b for b in at.sidebar.button if b.label == "Refresh").click().run()
+    _no_exception(at)
+    assert "[second]" in _board_rows(at)[0]
+
+
+def test_a_link_to_an_evaluation_opens_its_task(app, synthetic_home):
+    at = app(synthetic_home, "evaluation", evaluation="ev-alpha")  # newest task is qwen3-8b
+    assert at.sidebar.selectbox[0].value == TASK
+    assert any(h.value == "alpha" for h in at.header)
+    table = next(t.value for t in at.table if "candidate tok/s" in t.value.columns)
+    assert list(table["workload"]) == ["solo"] * 3 + ["team"] * 3 + ["busy"] * 3

@@ -1,0 +1,65 @@
+"""The CI profile: protocol v1 with the local task's passes and probes shortened, staged as a
+new version through ARENA_PROTOCOL_DIR (the way operators stage versions, and tests use it).
+
+Why staged and not a second task id: pools and checkpoints are built per task id, and the
+embedded task's pool and target are what CI should exercise; only the clock is shorter.
+Limits stay v1's: honest engines must pass them and attacks must fail them as they are.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+CI_OVERRIDES = {
+    "workloads": {
+        "solo": {"interleave": 1, "pass_seconds": 4, "speed": "request_time"},
+        "team": {"interleave": 2, "pass_seconds": 4, "speed": "busy_window"},
+        "busy": {"interleave": 2, "pass_seconds": 4, "speed": "busy_window"},
+    },
+    "grace_seconds": 15,
+    "gates": {
+        "greedy_agreement": {"prompts": 4, "temperature": 0.0, "max_tokens": 24, "concurrency": 1},
+        "sampled_likelihood": {"replies": 16, "context_tokens": 300, "reply_chars": 300},
+        "target_fidelity": {"texts": 4},
+    },
+    "start_stop": {"health_timeout_seconds": 120, "sigterm_grace_seconds": 5},
+}
+
+
+# The attack profile: one pass per workload, enough replies for the likelihood and first-choice
+# checks and enough pairs for the length gate to see a cut; what CI can afford for nine
+# evaluations of the real model on two cores.
+ATTACK_OVERRIDES = {
+    "workloads": {
+        "solo": {"interleave": 1, "pass_seconds": 3, "speed": "request_time"},
+        "team": {"interleave": 2, "pass_seconds": 3, "speed": "busy_window"},
+        "busy": {"interleave": 2, "pass_seconds": 5, "speed": "busy_window"},
+    },
+    "passes_per_workload": 1,
+    "grace_seconds": 60,
+    "max_tokens_cap": 32,
+    "gates": {
+        "greedy_agreement": {"prompts": 3, "temperature": 0.0, "max_tokens": 16, "concurrency": 1},
+        "sampled_likelihood": {"replies": 12, "context_tokens": 300, "reply_chars": 300},
+        "target_fidelity": {"texts": 3},
+    },
+    "start_stop": {"health_timeout_seconds": 180, "sigterm_grace_seconds": 5},
+}
+
+
+def stage_ci_protocol(directory: Path, task_id: str = "local-smollm2", **extra) -> int:
+    """Write v<latest+1>.yaml into `directory`; return its version number."""
+    text = (resources.files("speculator_arena.protocol") / "versions" / "v1.yaml").read_text()
+    doc = yaml.safe_load(text)
+    version = int(doc["version"]) + 1
+    doc["version"] = version
+    doc["notes"] = "CI profile (tests only): v1 with short passes and few probes on the local task"
+    task = doc["tasks"][task_id]
+    for k, v in {**CI_OVERRIDES, **extra}.items():
+        task[k] = v
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"v{version}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return version

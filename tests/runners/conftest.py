@@ -1,0 +1,99 @@
+"""Fixtures of the runner's tests: real engine directories around a stdlib SSE server, real
+sessions from the shared chat data, the real Qwen3 tokenizer from the shared data."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from speculator_arena.pools.model import Session, Turn
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # ci_profile, sse_engine
+# The stdlib server runs under the system Python when there is one: the venv's interpreter may
+# live where the engine's user cannot reach it (here: under /root/.pyenv).
+ENGINE_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+
+
+def make_engine(root: Path, name: str, mode: str = "normal", extra_env: dict | None = None) -> Path:
+    """An engine directory: launch.sh runs sse_engine.py (copied in) with ENGINE_MODE set."""
+    d = root / name
+    d.mkdir(parents=True)
+    shutil.copy(HERE / "sse_engine.py", d / "sse_engine.py")
+    exports = "".join(f"export {k}='{v}'\n" for k, v in (extra_env or {}).items())
+    (d / "launch.sh").write_text(
+        "#!/bin/bash\nset -e\n"
+        f"export ENGINE_MODE='{mode}'\n{exports}"
+        'cd "$(dirname "$0")"\n'
+        f'exec {ENGINE_PYTHON} sse_engine.py\n')
+    return d
+
+
+@pytest.fixture
+def engine_factory(tmp_path):
+    return lambda name, mode="normal", **env: make_engine(tmp_path / "engines", name, mode, env or None)
+
+
+@pytest.fixture(scope="session")
+def qwen_tokenizer_dir(shared_data) -> Path:
+    return shared_data / "tokenizers" / "qwen3"
+
+
+@pytest.fixture(scope="session")
+def chat_sessions(shared_data) -> list[Session]:
+    """Sessions from real ShareGPT conversations (their user turns, short replies asked)."""
+    out = []
+    with open(shared_data / "chat" / "sharegpt_multiturn_500.jsonl") as fh:
+        for i, line in enumerate(fh):
+            if i >= 40:
+                break
+            obj = json.loads(line)
+            users = [m["content"][:400] for m in obj["messages"] if m["role"] == "user"][:4]
+            out.append(Session(session_id=f"s{i}", family="chat", app="chat", system_prompt="You are helpful.",
+                               tools=[], turns=[Turn("user", u, 16, 0.0) for u in users],
+                               footprint_tokens=100, source=obj["id"]))
+    return out
+
+
+@pytest.fixture(scope="session")
+def built_home(tmp_path_factory, shared_data):
+    """One ARENA_HOME with the local task's real pools and sealed target, built once per session.
+
+    Every evaluation test writes its own evaluation ids into it. The pool is built under the
+    shipped protocol (the CI profiles change only clocks and probe counts, not lanes).
+    """
+    import os
+
+    from speculator_arena.checkpoints import prepare_checkpoint
+    from speculator_arena.pools.build import build_all
+
+    home = tmp_path_factory.mktemp("arena_home_runners")
+    old = os.environ.get("ARENA_SHARED_DATA")
+    os.environ["ARENA_SHARED_DATA"] = str(shared_data)
+    try:
+        target = prepare_checkpoint("local-smollm2", home=home)
+        build_all("local-smollm2", data=str(shared_data), home=home, progress=lambda *a, **k: None)
+    finally:
+        if old is None:
+            os.environ.pop("ARENA_SHARED_DATA", None)
+        else:
+            os.environ["ARENA_SHARED_DATA"] = old
+    return {"home": home, "target": target}
+
+
+@pytest.fixture
+def profile(tmp_path, monkeypatch):
+    """Stage a CI protocol profile for this test: profile(**task_overrides) -> version."""
+    from ci_profile import stage_ci_protocol
+
+    def stage(**extra):
+        d = tmp_path / "protocol"
+        v = stage_ci_protocol(d, **extra)
+        monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(d))
+        return v
+
+    return stage

@@ -1,0 +1,121 @@
+"""A tiny real engine for lifecycle tests: a stdlib HTTP server speaking the engine contract.
+
+Run as `python3 sse_engine.py` by an engine directory's launch.sh, on $PORT. What it does is
+set by ENGINE_MODE (the test writes it into launch.sh):
+- normal: answers /health, streams replies made of the last user message's words, serves
+  `prompt_logprobs`, /metrics;
+- never_healthy: listens but /health answers 503 forever;
+- die_after=N: exits hard after N chat requests (an engine that dies mid-pass);
+- hog_shm: also writes a file in /dev/shm (that the runner must remove after the stop);
+- ignore_term: ignores SIGTERM (the runner must SIGKILL it);
+- overlong: replies longer than max_tokens.
+It also records, in its log, whether it could read a path given in PROBE_READ (the arena's
+private warehouse must not be readable by the engine's user).
+"""
+
+import json
+import os
+import signal
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODE = os.environ.get("ENGINE_MODE", "normal")
+COUNT = {"chat": 0}
+CHUNK_DELAY = float(os.environ.get("ENGINE_CHUNK_DELAY", "0.01"))
+
+
+def reply_words(body):
+    last = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    words = (last[-1]["content"] if last else "hello").split() or ["hello"]
+    n = max(1, min(int(body.get("max_tokens", 16)) // 4, 12))
+    if "overlong" in MODE:  # ignores max_tokens: the arena must not count such replies
+        n = 4 * int(body.get("max_tokens", 16))
+    return [(" " if i else "") + words[i % len(words)][:12] for i in range(n)]
+
+
+class H(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def _send(self, code, obj, ctype="application/json"):
+        data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/health":
+            self._send(503 if MODE == "never_healthy" else 200, {"ok": MODE != "never_healthy"})
+        elif self.path == "/metrics":
+            text = (f"# TYPE arena_test_requests_total counter\narena_test_requests_total {COUNT['chat']}\n"
+                    "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
+                    f"vllm:spec_decode_num_accepted_tokens_total{{model=\"m\"}} {3 * COUNT['chat']}\n")
+            self._send(200, text.encode(), "text/plain; version=0.0.4")
+        else:
+            self._send(404, {"error": "not found"})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        COUNT["chat"] += 1
+        if MODE.startswith("die_after=") and COUNT["chat"] > int(MODE.split("=")[1]):
+            os._exit(3)
+        if body.get("prompt_logprobs") is not None:
+            msgs = body["messages"]
+            n = sum(len(m["content"].split()) for m in msgs) + 8
+            pl = [None] + [{str(100 + i): {"logprob": -0.5 - (i % 3) * 0.1, "rank": 1 + (i % 4 == 0)},
+                           "7": {"logprob": -0.1, "rank": 1}} for i in range(n * 4)]
+            self._send(200, {"id": "x", "object": "chat.completion", "prompt_logprobs": pl,
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": "."},
+                                          "finish_reason": "length"}]})
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+        def emit(obj):
+            line = ("data: " + (obj if isinstance(obj, str) else json.dumps(obj)) + "\n\n").encode()
+            self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+            self.wfile.flush()
+
+        words = reply_words(body)
+        for w in words:
+            time.sleep(CHUNK_DELAY)
+            emit({"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
+        emit({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        emit({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 999,
+                                       "prompt_tokens_details": {"cached_tokens": 4}}})
+        emit("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def main():
+    probe = os.environ.get("PROBE_READ")
+    if probe:
+        try:
+            os.listdir(probe)
+            print(f"PROBE_READ {probe}: readable", flush=True)
+        except OSError as exc:
+            print(f"PROBE_READ {probe}: denied ({exc.__class__.__name__})", flush=True)
+    print(f"uid={os.getuid()} TARGET={os.environ.get('TARGET')} MAX_NUM_SEQS={os.environ.get('MAX_NUM_SEQS')} "
+          f"GPU_MEMORY_UTILIZATION={os.environ.get('GPU_MEMORY_UTILIZATION')}", flush=True)
+    if "offload" in MODE:
+        print("INFO: cpu_offload_gb=8 (weights offloaded to CPU)", flush=True)
+    if "hog_shm" in MODE:
+        with open(f"/dev/shm/arena-test-{os.getpid()}", "wb") as fh:
+            fh.write(b"x" * 1024)
+    if "ignore_term" in MODE:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    srv = ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H)
+    srv.daemon_threads = True
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

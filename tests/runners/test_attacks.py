@@ -1,0 +1,140 @@
+"""Section 9 for real: every attack mode of the development engine is caught by the gate the
+protocol names, and the honest references pass every gate. Real engines serving the real
+small model, the real pools, the real scorer; short passes (the CI attack profile).
+
+Marked slow: nine paired evaluations of the real model. The verdicts are the point, so the
+assertions are on the gates' verdicts, never skipped; only hog_memory needs a GPU (section 7's
+memory gate has nothing to sample on a CPU) and is skipped there with that reason.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from speculator_arena.runners.harness import REPO, Evaluation, EvaluationSpec
+from speculator_arena.runners.memory import Device
+from speculator_arena.warehouse import Warehouse
+
+pytestmark = pytest.mark.slow
+
+HONEST = {"dev-stock": "engines/dev-stock", "dev-ngram": "engines/dev-ngram", "dev-self-draft": "engines/dev-self-draft",
+          "inflate_counters": "engines/attacks/dev-inflate-counters"}
+# attack -> (engine directory, the gates of section 9 of which at least one must fail)
+ATTACKS = {
+    "loose_accept": ("engines/attacks/dev-loose-accept", {"sampled_likelihood", "first_choice"}),
+    "force_greedy": ("engines/attacks/dev-force-greedy", {"first_choice"}),
+    "other_sampling": ("engines/attacks/dev-other-sampling", {"first_choice", "sampled_likelihood", "length"}),
+    "quantized": ("engines/attacks/dev-quantized", {"target_fidelity"}),
+    "cut_half": ("engines/attacks/dev-cut-half", {"length"}),
+}
+SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "answering"}
+
+
+@pytest.fixture(scope="module")
+def evaluated(built_home, tmp_path_factory):
+    """Run every evaluation once (CI attack profile) and score them together."""
+    from ci_profile import ATTACK_OVERRIDES, stage_ci_protocol
+
+    d = tmp_path_factory.mktemp("attack_protocol")
+    stage_ci_protocol(d, **ATTACK_OVERRIDES)
+    old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS")}
+    os.environ["ARENA_PROTOCOL_DIR"] = str(d)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}}
+    only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
+    if only:
+        names = {k: v for k, v in names.items() if k in only.split(",")}
+    status = {}
+    try:
+        for name, engine in names.items():
+            eid = f"atk-{name.replace('_', '-')}"
+            spec = EvaluationSpec(task_id="local-smollm2", engine=str(REPO / engine), evaluation_id=eid, label=name,
+                                  target=str(built_home["target"]), is_reference=name in HONEST)
+            status[name] = Evaluation(spec, home=built_home["home"], progress=lambda m: print(m, flush=True)).run()
+        from speculator_arena.scoring import score_warehouse
+
+        scores = score_warehouse(Warehouse(built_home["home"]),
+                                 evaluation_ids=[f"atk-{n.replace('_', '-')}" for n in names])
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return {"status": status, "scores": scores}
+
+
+def _verdicts(scores, name):
+    g = scores.gates[scores.gates["evaluation_id"] == f"atk-{name.replace('_', '-')}"]
+    return dict(zip(g["gate"], g["verdict"])), g
+
+
+def _need(evaluated, name):
+    if name not in evaluated["status"]:
+        pytest.skip(f"{name} not selected by ARENA_ATTACK_TEST_ONLY")
+
+
+@pytest.mark.parametrize("name", sorted(HONEST))
+def test_honest_references_pass_every_gate(evaluated, name):
+    _need(evaluated, name)
+    assert evaluated["status"][name] == "measured"
+    verdicts, g = _verdicts(evaluated["scores"], name)
+    assert SCORED_GATES <= set(verdicts), verdicts
+    failed = {k: v for k, v in verdicts.items() if v == "fail"}
+    assert not failed, g.to_string()
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attack_is_caught_by_its_gate(evaluated, name):
+    _need(evaluated, name)
+    assert evaluated["status"][name] == "measured"
+    verdicts, g = _verdicts(evaluated["scores"], name)
+    caught_by = {k for k, v in verdicts.items() if v == "fail"}
+    assert caught_by & ATTACKS[name][1], f"{name} was not caught by {ATTACKS[name][1]}:\n{g.to_string()}"
+    ev = evaluated["scores"].evaluations.set_index("evaluation_id").loc[f"atk-{name.replace('_', '-')}"]
+    assert ev["specscore"] == 0 or ev["specscore"] != ev["specscore"]  # never a positive score
+
+
+def test_inflated_counters_change_nothing_scored(evaluated):
+    """The engine doubles its accepted-token counters: the acceptance shown moves, the score does not use it."""
+    _need(evaluated, "inflate_counters")
+    sc = evaluated["scores"]
+    ev = sc.evaluations.set_index("evaluation_id")
+    infl = ev.loc["atk-inflate-counters"]
+    assert infl["candidate_mean_acceptance_length"] > 1
+    # SpecScore is the geometric mean of the workload ratios, which come from the arena's own
+    # token counts and times; the engine's counters enter no part of it.
+    ratios = [infl[f"r_{w}"] for w in ("solo", "team", "busy")]
+    if all(r == r for r in ratios) and infl["specscore"] == infl["specscore"]:
+        import math
+
+        assert infl["specscore"] == pytest.approx(math.prod(ratios) ** (1 / 3))
+    if "dev-ngram" in evaluated["status"]:
+        # Same speculator (n-gram, 4 tokens) as dev-ngram: the doubled counters show a higher
+        # acceptance than the honest engine reports.
+        assert infl["candidate_draft_acceptance_rate"] > ev.loc["atk-dev-ngram"]["candidate_draft_acceptance_rate"]
+
+
+def test_hog_memory_fails_the_memory_gate(built_home):
+    if not Device.open().available:
+        pytest.skip("hog_memory needs a GPU: the memory gate samples device memory through NVML, "
+                    f"and this machine has none ({Device.open().reason})")
+    from ci_profile import ATTACK_OVERRIDES, stage_ci_protocol
+
+    d = Path(built_home["home"]) / "hog_protocol"
+    stage_ci_protocol(d, **ATTACK_OVERRIDES)
+    os.environ["ARENA_PROTOCOL_DIR"] = str(d)
+    try:
+        spec = EvaluationSpec(task_id="local-smollm2", engine=str(REPO / "engines/attacks/dev-hog-memory"),
+                              evaluation_id="atk-hog-memory", label="hog_memory", target=str(built_home["target"]))
+        assert Evaluation(spec, home=built_home["home"]).run() == "measured"
+        from speculator_arena.scoring import score_warehouse
+
+        sc = score_warehouse(Warehouse(built_home["home"]), evaluation_ids=["atk-hog-memory"])
+        verdicts = dict(zip(sc.gates["gate"], sc.gates["verdict"]))
+        assert verdicts["memory"] == "fail"
+    finally:
+        os.environ.pop("ARENA_PROTOCOL_DIR", None)

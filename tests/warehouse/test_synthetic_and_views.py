@@ -1,0 +1,53 @@
+import pytest
+
+from speculator_arena.protocol import load_protocol
+from speculator_arena.warehouse import TABLES, Warehouse
+from speculator_arena.warehouse.store import sql_statements, sql_text
+from speculator_arena.warehouse.synthetic import write_synthetic_evaluation, write_synthetic_warehouse
+
+
+def test_synthetic_protocol_scale_writes_every_table_at_protocol_size(tmp_path):
+    wh = Warehouse(tmp_path)
+    write_synthetic_evaluation(wh, "p", task_id="qwen3-8b", scale="protocol")
+    for table in TABLES:
+        assert wh.read_table(table, "p").num_rows > 0, table
+    tp = load_protocol().task("qwen3-8b")
+    passes = wh.read_table("passes", "p").to_pandas()
+    assert len(passes) == 2 * 3 * tp.passes_per_workload
+    busy = passes[passes.workload == "busy"].iloc[0]
+    assert busy.lanes == tp.lanes["busy"] and busy.ends_at - busy.started_at == tp.workloads["busy"].pass_seconds
+    scored = wh.read_table("probe_scored", "p").to_pandas()
+    assert len(scored) == 2 * tp.gates.sampled_likelihood.replies
+    req = wh.read_table("requests", "p").to_pandas()
+    assert (req.chunk_tokens.map(sum) == req.output_tokens).all()
+
+
+def test_unknown_attack_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown attack"):
+        write_synthetic_evaluation(Warehouse(tmp_path), "x", attack="nonsense")
+    assert not (tmp_path / "raw").exists()
+
+
+def test_write_synthetic_warehouse_and_views(tmp_path):
+    wh = Warehouse(tmp_path)
+    ids = write_synthetic_warehouse(wh, 3, task_ids=("local-smollm2",), scale="small", progress=False)
+    assert len(ids) == 3
+    con = wh.connect()
+    try:
+        assert con.execute("SELECT count(DISTINCT evaluation_id) FROM staged_requests").fetchone()[0] == 3
+        assert con.execute("SELECT count(*) FROM pass_speeds WHERE busy_window_speed IS NULL AND workload <> 'solo'"
+                           ).fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM board_latest").fetchone()[0] == 3
+    finally:
+        con.close()
+    ro = wh.connect(read_only=True)
+    try:
+        assert ro.execute("SELECT count(*) FROM raw_evaluations").fetchone()[0] == 3
+    finally:
+        ro.close()
+
+
+def test_only_numbered_sql_files_are_views():
+    stmts = sql_statements()
+    assert stmts and all("CREATE OR REPLACE VIEW" in s for s in stmts)
+    assert "$ids" in sql_text("pass_ratios.sql")
