@@ -63,12 +63,13 @@ def _number(body, name, default, kind=float, lo=None, hi=None):
     return value
 
 
-def parse_chat_request(body: dict, tokenizer, max_model_len: int, served_names: set[str]) -> ChatRequest:
+def parse_chat_request(body: dict, tokenizer, max_model_len: int, served_names: list[str]) -> ChatRequest:
+    """`served_names[0]` is SERVED_NAME (the default); the TARGET path is accepted too, as vLLM does."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
-    model = body.get("model") or next(iter(served_names))
+    model = body.get("model") or served_names[0]
     if model not in served_names:
-        raise BadRequest(f"the model {model!r} does not exist; this engine serves {sorted(served_names)[0]!r}", 404)
+        raise BadRequest(f"the model {model!r} does not exist; this engine serves {served_names[0]!r}", 404)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise BadRequest("messages must be a non-empty list")

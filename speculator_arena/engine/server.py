@@ -56,7 +56,7 @@ class EngineServer(ThreadingHTTPServer):
     def __init__(self, address, engine, tokenizer, cfg):
         super().__init__(address, Handler)
         self.engine, self.tokenizer, self.cfg = engine, tokenizer, cfg
-        self.served_names = {cfg.served_name, cfg.target}
+        self.served_names = [cfg.served_name, cfg.target]
 
 
 class Handler(BaseHTTPRequestHandler):

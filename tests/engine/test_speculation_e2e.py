@@ -58,7 +58,7 @@ def sample_replies(engine, n=N_SAMPLES):
 
 
 def greedy_replies(engine):
-    return [reply(engine, msgs, max_tokens=40, temperature=0, **extra) for msgs, extra in GREEDY_PROMPTS]
+    return [reply(engine, msgs, max_tokens=32, temperature=0, **extra) for msgs, extra in GREEDY_PROMPTS]
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +129,25 @@ def test_chunked_prefill_changes_nothing(start_engine, stock_engine):
                                                                                temperature=0)
     finally:
         chunked.stop()
+
+
+def test_prefix_cache_is_bounded_and_evicts_least_recently_used(start_engine):
+    """With a 260-token budget, a conversation's prefix is reused while it is recent, and evicted
+    once three other long prompts have been cached after it: cached_tokens reports exactly that."""
+    eng = start_engine("dev-stock", env={"DEV_ENGINE_CACHE_TOKENS": "260"})
+    try:
+        a = [{"role": "user", "content": "Tell me about owls."}]
+        first = chat(eng, a, max_tokens=4, temperature=0)
+        again = chat(eng, a, max_tokens=4, temperature=0)
+        assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == first["usage"]["prompt_tokens"] - 1
+        for topic in ("volcanoes", "glaciers", "deserts"):
+            long = f"Write about {topic}. " + " ".join(f"{topic} fact {i}." for i in range(18))
+            chat(eng, [{"role": "user", "content": long}], max_tokens=4, temperature=0)
+        evicted = chat(eng, a, max_tokens=4, temperature=0)
+        cached = evicted["usage"]["prompt_tokens_details"]["cached_tokens"]
+        # only the shared system-prompt prefix can still be found (in the more recent entries)
+        assert cached < first["usage"]["prompt_tokens"] - 3
+        assert evicted["choices"][0]["message"]["content"] == first["choices"][0]["message"]["content"]
+        assert metrics(eng)["vllm:kv_cache_usage_perc"] <= 1.0
+    finally:
+        eng.stop()
