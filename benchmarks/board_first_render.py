@@ -47,6 +47,7 @@ def build(home: Path, n: int, accounts: int, templates: int, seed: int = 0) -> d
     from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     t0 = time.monotonic()
+    os.environ["ARENA_CATALOG"] = "0"  # a bulk load: the catalog is refreshed once at the end (main)
     wh = Warehouse(home)
     rng = np.random.default_rng(seed)
     tpl_ids = []
@@ -138,6 +139,14 @@ def child(code: str, *args: str, home: Path) -> dict:
     return json.loads(lines[-1])
 
 
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median first render, plus every run's first render (the machine is shared)."""
+    ordered = sorted(runs, key=lambda r: r["first_render_s"])
+    out = dict(ordered[len(ordered) // 2])
+    out["first_render_s_all"] = [round(r["first_render_s"], 3) for r in runs]
+    return out
+
+
 def browser_first_render(home: Path, expect: str) -> dict:
     """Seconds from page.goto to the leader's SpecScore visible, on a freshly started server."""
     import socket
@@ -190,6 +199,7 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, default=None, help="build (or reuse) the warehouse here and keep it")
     ap.add_argument("--browser", action="store_true", help="also time the first render in headless Chromium")
     ap.add_argument("--budget", type=float, default=2.0, help="seconds the first render must stay under")
+    ap.add_argument("--repeat", type=int, default=5, help="fresh processes per measurement (the median is kept)")
     args = ap.parse_args()
 
     tmp = None
@@ -199,20 +209,37 @@ def main() -> int:
         home = args.keep or Path(tempfile.mkdtemp(prefix="board-bench-")) / "arena_home"
         tmp = None if args.keep else home.parent
         built = build(home, args.evaluations, args.accounts, args.templates)
+    # What writers keep current as they write (Warehouse.write_rows -> catalog.upsert); after a
+    # bulk load, or on a warehouse written before the catalog existed, one refresh. The board
+    # itself never writes it; a partition newer than the snapshot is read from its parts.
+    from speculator_arena.warehouse import catalog
+
+    t = time.monotonic()
+    _, reread = catalog.refresh(home)
+    built["catalog_refresh_s"] = round(time.monotonic() - t, 2)
+    built["catalog_partitions_read"] = reread
     empty = Path(tempfile.mkdtemp(prefix="board-bench-empty-"))
     try:
         app = str(REPO / "speculator_arena" / "dashboards" / "app.py")
         result = {"warehouse": built}
         result["parts"] = child(PARTS, str(home), TASK, home=home)
-        result["board"] = child(CHILD, app, TASK, home=home)
-        result["baseline_empty"] = child(CHILD, app, TASK, home=empty)
+        # fresh processes, alternating board and baseline so both see the same machine load
+        runs, base = [], []
+        for i in range(args.repeat):
+            runs.append(child(CHILD, app, TASK, home=home))
+            base.append(child(CHILD, app, TASK, home=empty))
+            print(f"  run {i + 1}/{args.repeat}: first render {runs[-1]['first_render_s']:.2f} s, "
+                  f"baseline {base[-1]['first_render_s']:.2f} s", file=sys.stderr, flush=True)
+        result["board"] = _median_run(runs)
+        result["baseline_empty"] = _median_run(base)
         if args.browser and Path("/usr/bin/chromium").exists():
             expect = result["board"]["leader"][0]
             result["browser"] = browser_first_render(home, expect)
         first = result["board"]["first_render_s"]
-        result["verdict"] = {"first_render_s": round(first, 3), "budget_s": args.budget,
-                             "within_budget": first < args.budget,
-                             "over_baseline_s": round(first - result["baseline_empty"]["first_render_s"], 3)}
+        b0 = result["baseline_empty"]["first_render_s"]
+        result["verdict"] = {"first_render_s_median": round(first, 3), "budget_s": args.budget,
+                             "within_budget": first < args.budget, "baseline_s_median": round(b0, 3),
+                             "over_baseline_s": round(first - b0, 3), "ratio_to_baseline": round(first / b0, 2)}
         print(json.dumps(result, indent=1))
         return 0 if first < args.budget else 1
     finally:

@@ -4,6 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+# The runner starts engines as the unprivileged user `arena-engine` when it runs as root. That
+# user must be able to run the venv's interpreter: a pyenv Python under /root (mode 700) is out
+# of its reach, so prefer the system's Python of the same version when there is one.
+if [ -z "${PYTHON:-}" ] && [ "$(id -u)" = 0 ]; then
+  real=$(readlink -f "$(command -v "$PY")")
+  want=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+  if [[ "$real" == /root/* ]] && [ -x "/usr/bin/python$want" ] && "/usr/bin/python$want" -c 'import venv, ensurepip' 2>/dev/null; then
+    PY="/usr/bin/python$want"
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -90,5 +90,8 @@ def materialize_evaluation(config: dict, evaluation_id: str, home: Path) -> dg.E
     instance.add_dynamic_partitions(evaluation_partitions.name, [evaluation_id])
     return dg.materialize(
         [evaluation], partition_key=evaluation_id, instance=instance,
-        run_config={"ops": {"evaluation": {"config": config}}},
+        run_config={"ops": {"evaluation": {"config": config}},
+                    # The harness prints its own progress lines; Dagster's console stays at warnings
+                    # (the run's event log in the instance keeps everything).
+                    "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
         resources={"warehouse": WarehouseResource(home=str(home))}, raise_on_error=True)

@@ -32,7 +32,11 @@ def memo(home: str) -> BoardMemo:
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def state(home: str) -> data.WarehouseState:
-    return data.warehouse_state(home)
+    from pathlib import Path
+
+    if not Path(home).exists():
+        return data.warehouse_state(home)
+    return data.warehouse_state(home, index=index(home))
 
 
 @st.cache_data(ttl=TTL, show_spinner="Listing evaluations…")
@@ -42,7 +46,7 @@ def index(home: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL, show_spinner="Scoring the board from raw rows…")
 def board(home: str, task_id: str, protocol_version: int | None) -> data.ScoreFrames:
-    return memo(home).board(task_id, protocol_version)
+    return memo(home).board(task_id, protocol_version, index=index(home))
 
 
 @st.cache_data(ttl=TTL, show_spinner="Scoring the evaluation from raw rows…")

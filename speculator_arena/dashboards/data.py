@@ -7,10 +7,11 @@ Three rules shape this module:
   never reads score copies under `$ARENA_HOME/scores/`.
 - Scoped. Scoring or querying a few evaluations must not cost what the whole warehouse costs:
   binding the warehouse's `raw_*` views reads the footer of every Parquet part of every table,
-  several seconds with 10,000 evaluations. So the board lists evaluations from the raw
-  evaluations Parquet alone, picks the ones a page needs, and hands the scorer a *scoped
-  warehouse*: a temporary ARENA_HOME whose raw partitions are symbolic links to exactly those
-  evaluations' partitions. The scorer's SQL and statistics run unchanged on the real rows.
+  several seconds with 10,000 evaluations. So the board lists evaluations through the
+  warehouse's evaluations catalog (warehouse/catalog.py), picks the ones a page needs, and
+  hands the scorer a *scoped warehouse*: a temporary ARENA_HOME whose raw partitions are
+  symbolic links to exactly those evaluations' partitions. The scorer's SQL and statistics
+  run unchanged on the real rows.
 - Hidden text stays hidden. No query here reads `raw_replies`, probe texts or pool text; the
   SQL under `dashboards/sql/` returns engine logs and request error texts only for `dev`
   evaluations (tests/dashboards/test_hidden_text.py checks every page's output).
@@ -26,12 +27,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 
+from speculator_arena.warehouse import catalog
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, arena_home
 
@@ -64,24 +65,21 @@ class WarehouseState:
     message: str
 
 
-def warehouse_state(home: str | os.PathLike | None = None) -> WarehouseState:
-    """Whether there is anything to show, and if not, a sentence that says why."""
+def warehouse_state(home: str | os.PathLike | None = None, index: pd.DataFrame | None = None) -> WarehouseState:
+    """Whether there is anything to show, and if not, a sentence that says why.
+
+    `index` (the evaluations index, when the caller already has it) saves listing again."""
     h = arena_home(home)
-    raw = h / "raw" / "evaluations"
     if not h.exists():
         return WarehouseState(str(h), False, 0,
                               f"No warehouse at {h}: set ARENA_HOME to a warehouse directory, or run "
                               "`arena evaluate` to make one.")
-    n = sum(1 for d in raw.iterdir() if d.is_dir() and any(_parts(d))) if raw.is_dir() else 0
+    n = int((evaluations_index(h) if index is None else index)["evaluation_id"].nunique())
     if n == 0:
         return WarehouseState(str(h), True, 0,
                               f"The warehouse at {h} holds no evaluations yet. Run an evaluation "
                               "(`arena evaluate ...`) and it appears here once its first rows are written.")
     return WarehouseState(str(h), True, n, f"{n} evaluation(s) in {h}")
-
-
-def _parts(partition: Path) -> Iterator[Path]:
-    return (f for f in partition.glob("*.parquet") if not f.name.startswith(".tmp-"))
 
 
 # ---- listing evaluations ------------------------------------------------------------------
@@ -92,23 +90,26 @@ INDEX_COLUMNS = ["evaluation_id", "task_id", "split", "protocol_version", "submi
 
 
 def evaluations_index(home: str | os.PathLike | None = None) -> pd.DataFrame:
-    """One row per evaluation (identity and status, newest first), from raw Parquet only."""
-    wh = Warehouse(home)
-    root = wh.raw / "evaluations"
-    if not root.is_dir() or not any(root.glob("*/*.parquet")):
+    """One row per evaluation (identity and status, newest first), from the raw evaluations rows.
+
+    Read through the warehouse's catalog (`warehouse/catalog.py`): one snapshot file plus the
+    parts of any partition written since, so listing 10,000 evaluations does not open 10,000
+    Parquet parts. The catalog checks every partition's directory against the snapshot; it is
+    never read alone.
+    """
+    table, _ = catalog.read_evaluations(arena_home(home))
+    return index_frame(table)
+
+
+def index_frame(table) -> pd.DataFrame:
+    """The catalog's Arrow rows as the board's index frame: its columns, newest first."""
+    if table.num_rows == 0:
         return pd.DataFrame({c: pd.Series(dtype=_index_dtype(c)) for c in INDEX_COLUMNS})
-    con = quiet(duckdb.connect(":memory:"))
-    try:
-        try:
-            df = con.execute(board_sql("evaluations_index.sql"),
-                             {"glob": wh.glob("evaluations"), "union_by_name": False}).fetchdf()
-        except duckdb.Error:
-            # Parts written under an older schema (a column added since): align them by name.
-            df = con.execute(board_sql("evaluations_index.sql"),
-                             {"glob": wh.glob("evaluations"), "union_by_name": True}).fetchdf()
-    finally:
-        con.close()
-    return df[INDEX_COLUMNS]
+    df = table.select(INDEX_COLUMNS).to_pandas()
+    df["is_reference"] = df["is_reference"].fillna(False).astype(bool)
+    df = df.drop_duplicates("evaluation_id", keep="last")  # several parts: one row as the scorer keeps
+    return df.sort_values(["created_at", "evaluation_id"], ascending=[False, True],
+                          na_position="last").reset_index(drop=True)
 
 
 def _index_dtype(col: str) -> str:
@@ -145,9 +146,14 @@ def scoped_warehouse(home: str | os.PathLike | None, evaluation_ids: Iterable[st
                      tables: Iterable[str] | None = None) -> Iterator[Warehouse]:
     """A temporary, read-only view of the warehouse holding only `evaluation_ids`.
 
-    Its raw parts are symbolic links to the real ones, so nothing is copied and nothing
-    under the real ARENA_HOME is touched; it has no `arena.duckdb`, so connecting to it
-    read-only defines the views in memory.
+    Its raw partitions are symbolic links to the real partition directories, so nothing is
+    copied and nothing under the real ARENA_HOME is touched; it has no `arena.duckdb`, so
+    connecting to it read-only defines the views in memory. Whatever way a reader finds the
+    parts (the store's views, a glob of `raw/<table>/*/*.parquet`, os.scandir), it finds only
+    these evaluations'. One link per partition, not a directory per partition holding a link
+    per part: for 870 evaluations that is 8,700 links instead of 8,700 directories and 8,700
+    links, and making and removing the latter cost up to 6 s of a first render
+    (docs/benchmarks/board.md).
     """
     src = Warehouse(home)
     ids = sorted(set(evaluation_ids))
@@ -158,14 +164,8 @@ def scoped_warehouse(home: str | os.PathLike | None, evaluation_ids: Iterable[st
             dest_root.mkdir(parents=True, exist_ok=True)
             for eid in ids:
                 part = src.partition_dir(table, eid)
-                if not part.is_dir():
-                    continue
-                # Real directories holding links to each part (not a link to the directory), so
-                # that readers which do not follow directory links (Path.rglob) see them too.
-                dest = dest_root / part.name
-                dest.mkdir()
-                for f in _parts(part):
-                    (dest / f.name).symlink_to(f)
+                if part.is_dir():
+                    (dest_root / part.name).symlink_to(part, target_is_directory=True)
         yield scoped
 
 

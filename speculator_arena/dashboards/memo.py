@@ -2,13 +2,14 @@
 
 Why: the warehouse stores one Parquet part per evaluation and table, and scoring re-derives
 everything from them. Redoing that for every evaluation each time the board's cache expires
-would make a board of hundreds of accounts slow all day, not only on its first render. But a
-part's rows change only when its file does, so the memo keeps, per part file, what it read (the
-evaluation rows) and, per evaluation and protocol version, what the scorer computed, each with
-the (name, size, mtime) of the files it came from. A refresh stats the files (milliseconds),
-re-reads and re-scores only what changed, and recomputes the one cross-evaluation figure, the
-dev/test gap flag, over the result. Nothing is written anywhere: the memo lives and dies with
-the server process, and every number still comes from the raw rows under the chosen protocol.
+would make a board of hundreds of accounts slow all day, not only on its first render. So the
+memo keeps the evaluations index as last read through the warehouse's catalog (which re-reads
+only partitions whose directory changed since, see warehouse/catalog.py) and, per evaluation
+and protocol version, what the scorer computed, stamped with the (name, size, mtime) of every
+part it came from. A refresh stats the files (milliseconds), re-reads and re-scores only what
+changed, and recomputes the one cross-evaluation figure, the dev/test gap flag, over the
+result. Nothing is written anywhere: the memo lives and dies with the server process, and every
+number still comes from the raw rows under the chosen protocol.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import os
 import threading
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 
 from speculator_arena.dashboards import data
+from speculator_arena.warehouse import catalog
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
 
@@ -46,42 +47,26 @@ class BoardMemo:
     def __init__(self, home: str | os.PathLike):
         self.wh = Warehouse(home)
         self._lock = threading.Lock()
-        self._index_rows: dict[str, tuple[tuple[Stamp, ...], list[dict]]] = {}
+        self._index_table = None  # the catalog's rows as last read (pyarrow Table)
+        self.last_refresh_racy = 0
         self._scores: dict[tuple[str, int | None], tuple[tuple, dict[str, pd.DataFrame]]] = {}
         self._combined: dict[tuple, object] = {}  # (ids, version) -> (prints, Scores) of the last request
         self.last_refresh: dict[str, int] = {}
 
     # ---- the evaluations index ----------------------------------------------------------
     def index(self) -> pd.DataFrame:
-        root = self.wh.raw / "evaluations"
+        """The evaluations index, re-reading only partitions written since the last call (the
+        catalog's rule, starting from this memo's last result rather than the stored snapshot)."""
         with self._lock:
-            seen: dict[str, tuple[Stamp, ...]] = {}
-            if root.is_dir():
-                for d in os.scandir(root):
-                    if d.is_dir() and d.name.startswith("evaluation_id="):
-                        stamps = _stamps(Path(d.path))
-                        if stamps:
-                            seen[d.name] = stamps
-            stale = [name for name, stamps in seen.items()
-                     if name not in self._index_rows or self._index_rows[name][0] != stamps]
-            for name in set(self._index_rows) - set(seen):
-                del self._index_rows[name]
-            if stale:
-                files = [str(root / name / f[0]) for name in stale for f in seen[name]]
-                rows = _read_evaluation_rows(files)
-                by_id: dict[str, list[dict]] = {}
-                for r in rows:
-                    by_id.setdefault(r["evaluation_id"], []).append(r)
-                for name in stale:
-                    self._index_rows[name] = (seen[name], by_id.get(name.split("=", 1)[1], []))
-            self.last_refresh["index_parts_read"] = len(stale)
-            rows = [r for _, rs in self._index_rows.values() for r in rs]
-        if not rows:
-            return data.evaluations_index(self.wh.home)  # the empty frame with its columns
-        df = pd.DataFrame(rows)[data.INDEX_COLUMNS]
-        df["is_reference"] = df["is_reference"].fillna(False).astype(bool)
-        return df.sort_values(["created_at", "evaluation_id"], ascending=[False, True],
-                              na_position="last").reset_index(drop=True)
+            base = self._index_table
+            if base is None:
+                table, stats = catalog.read_evaluations(self.wh.home)
+            else:
+                table, stats = catalog.read_evaluations(self.wh.home, base=base)
+            self._index_table = table
+            self.last_refresh["index_parts_read"] = stats["new"] + stats["changed"]
+            self.last_refresh_racy = stats["racy"]
+        return data.index_frame(table)
 
     # ---- scores -------------------------------------------------------------------------
     def fingerprint(self, evaluation_id: str) -> tuple:
@@ -97,18 +82,31 @@ class BoardMemo:
             stale = [eid for eid in ids
                      if (eid, protocol_version) not in self._scores or self._scores[(eid, protocol_version)][0] != prints[eid]]
             digest = version = None
+            fresh = None
             if stale:
-                frames, scores = data._score(self.wh.home, stale, protocol_version)
-                digest, version = scores.protocol_digest, scores.protocol_version
+                frames, fresh = data._score(self.wh.home, stale, protocol_version)
+                digest, version = fresh.protocol_digest, fresh.protocol_version
+                meta = pd.DataFrame({"digest": [digest], "version": [version]})
+                # one group-by per frame, not one boolean mask per evaluation (870 evaluations x 4
+                # frames of masks over every figure row took seconds)
+                by_eval = {}
+                for name, df in (("evaluations", frames.evaluations), ("passes", frames.passes),
+                                 ("gates", frames.gates), ("figures", frames.figures)):
+                    groups = dict(iter(df.groupby("evaluation_id", sort=False))) \
+                        if "evaluation_id" in df.columns and len(df) else {}
+                    by_eval[name] = (groups, df.iloc[:0])
                 for eid in stale:
-                    parts = {name: df[df["evaluation_id"] == eid] if "evaluation_id" in df.columns else df.iloc[:0]
-                             for name, df in (("evaluations", frames.evaluations), ("passes", frames.passes),
-                                              ("gates", frames.gates), ("figures", frames.figures))}
-                    parts["_meta"] = pd.DataFrame({"digest": [digest], "version": [version]})
+                    parts = {name: groups.get(eid, empty) for name, (groups, empty) in by_eval.items()}
+                    parts["_meta"] = meta
                     self._scores[(eid, protocol_version)] = (prints[eid], parts)
             self.last_refresh["evaluations_scored"] = len(stale)
             key = (tuple(ids), protocol_version)
             signature = tuple(prints[eid] for eid in ids)
+            if fresh is not None and len(stale) == len(ids):
+                # everything was scored together just now (a first render): the scorer's own
+                # result, gap flag included, is the answer; nothing to stitch together
+                self._combined = {key: (signature, fresh)}
+                return fresh
             last = self._combined.get(key)
             if last is not None and last[0] == signature:
                 return last[1]  # nothing changed since this exact request: no concatenation either
@@ -125,9 +123,10 @@ class BoardMemo:
             self._combined = {key: (signature, scores)}  # the last one only: memory stays bounded
         return scores
 
-    def board(self, task_id: str, protocol_version: int | None) -> data.ScoreFrames:
-        """What `data.board_scores` computes, from the memo."""
-        ids = data.board_candidates(self.index(), task_id)
+    def board(self, task_id: str, protocol_version: int | None, index: pd.DataFrame | None = None) -> data.ScoreFrames:
+        """What `data.board_scores` computes, from the memo (`index`: the evaluations index when
+        the caller has just read it, so a render lists the warehouse once)."""
+        ids = data.board_candidates(self.index() if index is None else index, task_id)
         scores = self.scores(ids, protocol_version)
         if scores is None:
             return data._empty_frames(protocol_version)
@@ -137,15 +136,6 @@ class BoardMemo:
                                   protocol_version=scores.protocol_version, protocol_digest=scores.protocol_digest)
         frames.boards = {split: board_rows(scores, task_id, split) for split in data.SPLITS}
         return frames
-
-
-def _read_evaluation_rows(files: list[str]) -> list[dict]:
-    con = data.quiet(duckdb.connect(":memory:"))
-    try:
-        df = con.execute(data.board_sql("evaluation_parts.sql"), {"files": files}).fetchdf()
-    finally:
-        con.close()
-    return df.to_dict("records")
 
 
 def _gap_flags(ev: pd.DataFrame, protocol_version: int | None) -> None:

@@ -131,5 +131,6 @@ def _score(home):
 
     version = load_protocol().version
     dg.materialize([scores_asset], partition_key=str(version), instance=dagster_instance(home),
-                   resources={"warehouse": WarehouseResource(home=str(home))}, raise_on_error=True)
+                   resources={"warehouse": WarehouseResource(home=str(home))}, raise_on_error=True,
+                   run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     return score_warehouse(Warehouse(home), protocol_version=version)

@@ -163,7 +163,8 @@ class Evaluation:
         eng = self.current_engine
         write_state(self.wh, self.eid, phase=phase,
                     engine_pgid=eng.proc.pid if eng and eng.proc else None,
-                    engine_uid=eng.uid if eng and eng.unprivileged else None)
+                    engine_uid=eng.uid if eng and eng.unprivileged else None,
+                    engine_workspace=str(eng.workspace) if eng and eng.workspace else None)
 
     def preflight(self) -> None:
         """Bad input fails here, with a clear error, before anything is stored."""
@@ -554,7 +555,7 @@ def resume_dead(wh: Warehouse, evaluation_id: str, progress=None) -> str:
     phase = state.get("phase") or "an unknown phase"
     write_status(wh, row, "void", void_reason=f"runner died during {phase}",
                  provenance={"resumed_by": own_identity()})
-    write_state(wh, evaluation_id, phase="finished: void (runner died)", engine_pgid=None)
+    write_state(wh, evaluation_id, phase="finished: void (runner died)", engine_pgid=None, engine_workspace=None)
     say(f"[evaluate {evaluation_id}] void: runner died during {phase}; stored rows kept")
     return "void"
 
@@ -568,6 +569,11 @@ def _kill_leftovers(state: dict) -> None:
             os.killpg(int(pgid), signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    ws = state.get("engine_workspace")
+    if ws and Path(ws).name.startswith("arena-engine-"):
+        import shutil
+
+        shutil.rmtree(ws, ignore_errors=True)
     uid = state.get("engine_uid")
     if uid is not None and os.geteuid() == 0:
         import pwd

@@ -333,13 +333,41 @@ def kill_user_processes(user: str, uid: int, within_s: float = 15.0) -> None:
         time.sleep(0.1)
 
 
+def _shm_in_use() -> set[str]:
+    """Names under /dev/shm that a live process has open or mapped."""
+    used: set[str] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            for line in Path(f"/proc/{entry}/maps").read_text().splitlines():
+                i = line.find("/dev/shm/")
+                if i >= 0:
+                    used.add(line[i + 9:].split("/")[0].split(" ")[0])
+            for fd in os.listdir(f"/proc/{entry}/fd"):
+                target = os.readlink(f"/proc/{entry}/fd/{fd}")
+                if target.startswith("/dev/shm/"):
+                    used.add(target[9:].split("/")[0].split(" ")[0])
+        except OSError:
+            continue
+    return used
+
+
 def remove_shm(owner_uid: int, only_new: set[str] | None = None) -> list[str]:
-    """Remove /dev/shm entries of the engine (by owner, or, without a user of its own, new ones)."""
+    """Remove /dev/shm entries of the engine.
+
+    With a user of its own: everything that user owns (its processes are all dead by now).
+    Without one (the engine ran as the runner's user): only entries that appeared while it
+    ran and that no live process still holds, so other work of the same user is left alone.
+    """
     removed = []
     shm = Path("/dev/shm")
     if not shm.is_dir():
         return removed
+    in_use = _shm_in_use() if only_new is not None else set()
     for entry in shm.iterdir():
+        if entry.name in in_use:
+            continue
         try:
             st = entry.lstat()
         except OSError:

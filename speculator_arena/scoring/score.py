@@ -19,6 +19,7 @@ Order of precedence for SpecScore (the first that applies decides):
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,9 +28,11 @@ import pandas as pd
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS, protocol_digest
 from speculator_arena.scoring.busy import busy_windows
+from speculator_arena.scoring.busy_scan import busy_windows_from_parquet
 from speculator_arena.scoring.limits import protocol_limits, protocol_workloads
 from speculator_arena.scoring.statistics import cluster_ratio, two_sided_fails
-from speculator_arena.warehouse.store import Warehouse, sql_text
+from speculator_arena.warehouse.schema import TABLES
+from speculator_arena.warehouse.store import Warehouse, _duck_type, sql_statements, sql_text
 
 GATES = ("greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "memory",
          "answering")
@@ -77,19 +80,132 @@ def _q(con, name: str, ids, t0=None) -> pd.DataFrame:
 
 # Read once per scoring into memory: each raw_* view otherwise re-reads the footer of every
 # evaluation's Parquet part at every query (union_by_name), which at 1,000 evaluations costs
-# more than the queries themselves. `requests` (large, with chunk lists) and `replies` (text,
-# unused) stay on disk and are scanned by the queries that need them.
-_CACHED = ("evaluations", "passes", "metrics", "memory", "probe_greedy", "probe_scored", "probe_fidelity",
+# more than the queries themselves. `replies` (text) is never read; `requests` is read once, by
+# the Parquet scan of scoring/busy_scan.py, which returns both the busy windows and the scalar
+# columns of the staged requests every query reads (sql/staged_requests_cached.sql is the same
+# rows from the view, used for the evaluations the scan hands back).
+_CACHED = ("passes", "evaluations", "metrics", "memory", "probe_greedy", "probe_scored", "probe_fidelity",
            "engine_starts")
 
 
-def _cache_small_tables(con) -> None:
+def _raw_select(wh: Warehouse, table: str) -> str:
+    """The SELECT of the warehouse's view raw_<table> (Warehouse._define_views): every column of
+    the schema from the table's Parquet parts, or no rows of the right types when it has none.
+    Identifiers and paths come from our own schema and home, never from input."""
+    schema = TABLES[table]
+    root = wh.raw / table
+    if root.exists() and any(not f.name.startswith(".tmp-") for f in root.glob("*/*.parquet")):
+        cols = ", ".join(f'"{n}"' for n in schema.names)
+        return (f"SELECT {cols} FROM read_parquet('{wh.glob(table)}', hive_partitioning = true, "
+                "union_by_name = true)")
+    cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
+    return f"SELECT {cols} WHERE false"
+
+
+def _open(wh: Warehouse, after_passes=None):
+    """An in-memory DuckDB with the warehouse's views, the small raw tables read into memory.
+
+    The same views as `wh.connect(read_only=True)` (temporary ones), except that raw_<table>
+    of the small tables is a view over an in-memory copy read once: binding a union_by_name view
+    over the Parquet reads every footer, and a copy made from such a view reads them again.
+    `after_passes(con)` runs as soon as the pass rows are in (the busy scan starts there).
+    """
+    import duckdb
+
+    con = duckdb.connect(":memory:")
     con.execute("SET parquet_metadata_cache = true")
     con.execute("SET enable_progress_bar = false")
-    for table in _CACHED:
-        # identifiers from our own schema list, never user input
-        con.execute(f"CREATE OR REPLACE TEMP TABLE cached_{table} AS SELECT * FROM raw_{table}")
-        con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{table} AS SELECT * FROM cached_{table}")
+    threads = os.environ.get("ARENA_DUCKDB_THREADS")
+    if threads:
+        con.execute("SET threads = " + str(int(threads)))
+    for table in TABLES:
+        if table in _CACHED:
+            # identifiers from our own schema list, never user input
+            con.execute(f"CREATE OR REPLACE TEMP TABLE cached_{table} AS {_raw_select(wh, table)}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{table} AS SELECT * FROM cached_{table}")
+            if table == "passes" and after_passes is not None:
+                after_passes(con)
+    for table in TABLES:
+        if table not in _CACHED:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{table} AS {_raw_select(wh, table)}")
+    for stmt in sql_statements():
+        con.execute(stmt.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMPORARY VIEW"))
+    return con
+
+
+def _threads(con) -> int:
+    # fetchall, not fetchone: an unfinished result would block the connection's next statement
+    return max(1, int(con.execute("SELECT current_setting('threads')").fetchall()[0][0]))
+
+
+def _request_partitions(wh: Warehouse, ids) -> dict:
+    """{evaluation_id: its request Parquet parts} (the files the view raw_requests reads)."""
+    root = wh.raw / "requests"
+    wanted = None if ids is None else set(ids)
+    partitions = {}
+    if root.exists():
+        for d in os.scandir(root):
+            if not (d.is_dir() and d.name.startswith("evaluation_id=")):
+                continue
+            eid = d.name.split("=", 1)[1]
+            if wanted is not None and eid not in wanted:
+                continue
+            files = sorted(f.path for f in os.scandir(d.path)
+                           if f.name.endswith(".parquet") and not f.name.startswith(".tmp-"))
+            if files:
+                partitions[eid] = files
+    return partitions
+
+
+def _busy_start(con, wh: Warehouse, ids, pool: ThreadPoolExecutor):
+    """Start the Parquet scan of the busy windows in `pool`; DuckDB runs the other queries
+    meanwhile (both release the GIL), and `_busy_finish` collects it."""
+    passes = con.sql("SELECT evaluation_id, pass_id, engine, lanes, ends_at, grace_ends_at FROM raw_passes").to_arrow_table()
+    partitions, threads = _request_partitions(wh, ids), _threads(con)
+
+    def scan():
+        import time
+
+        t = time.perf_counter()
+        out = busy_windows_from_parquet(partitions, passes, threads, staged=True)
+        if _TIMING:
+            import sys
+
+            print(f"  score step (in its thread) busy-window Parquet scan of {len(partitions)} evaluations: "
+                  f"{time.perf_counter() - t:.2f} s", file=sys.stderr, flush=True)
+        return out
+
+    return pool.submit(scan)
+
+
+def _busy_finish(con, future):
+    """(busy windows, staged requests of the scanned evaluations, evaluations handed back):
+    the scan's results, plus the SQL path's windows for the evaluations it handed back."""
+    fast, to_sql, staged = future.result()
+    if not to_sql:
+        return fast, staged, to_sql
+    slow = busy_windows(con.sql(sql_text("busy_inputs.sql"), params={"ids": to_sql}).to_arrow_table())
+    return (pd.concat([fast, slow], ignore_index=True) if len(fast) else slow), staged, to_sql
+
+
+def _busy(con, wh: Warehouse, ids) -> pd.DataFrame:  # (tests call it on an open connection)
+    """Busy windows of the evaluations `ids` (all: None), as the scorer computes them."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return _busy_finish(con, _busy_start(con, wh, ids, pool))[0]
+
+
+def _stage_requests(con, staged, to_sql) -> None:
+    """`staged_requests` for every query that follows: the scan's rows (an Arrow table DuckDB
+    reads in place, no copy), plus the SQL view's rows (sql/staged_requests_cached.sql) of the
+    evaluations it handed back."""
+    parts = []
+    if to_sql or staged is None:
+        con.execute(sql_text("staged_requests_cached.sql"), {"ids": to_sql})
+        parts.append("SELECT * FROM cached_staged_requests")
+    if staged is not None:
+        con.register("staged_scan", staged)
+        parts.append("SELECT * FROM staged_scan")
+    con.execute("CREATE OR REPLACE TEMP VIEW staged_requests AS " + " UNION ALL ".join(parts))
 
 
 def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_ids=None) -> Scores:
@@ -100,14 +216,16 @@ def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_i
     ids = None if evaluation_ids is None else [str(i) for i in evaluation_ids]
     t0: list = []
     _tick("start", t0)
-    con = wh.connect(read_only=True)
-    _tick("connect", t0)
+    pool = ThreadPoolExecutor(max_workers=1)
+    started = []
     try:
-        _cache_small_tables(con)
-        _tick("cache small tables", t0)
-        threads = os.environ.get("ARENA_DUCKDB_THREADS")
-        if threads:
-            con.execute("SET threads = " + str(int(threads)))
+        con = _open(wh, after_passes=lambda c: started.append(_busy_start(c, wh, ids, pool)))
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    _tick("read small tables (busy scan starts after the passes)", t0)
+    busy_future = started[0]
+    try:
         limits = protocol_limits(proto)
         con.register("protocol_limits", limits)
         con.register("protocol_workloads", protocol_workloads(proto))
@@ -115,34 +233,57 @@ def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_i
             "SELECT * FROM raw_evaluations WHERE $ids IS NULL OR list_contains($ids, evaluation_id) "
             "ORDER BY created_at, evaluation_id", {"ids": ids}).df()
         ev = ev.drop_duplicates("evaluation_id", keep="last").reset_index(drop=True)
-        busy_in = con.sql(sql_text("busy_inputs.sql"), params={"ids": ids}).to_arrow_table()
-        _tick("busy_inputs.sql", t0)
-        busy = busy_windows(busy_in)
-        del busy_in
-        _tick("busy windows (numpy)", t0)
-        con.register("busy_windows", busy)
-        passes = _q(con, "pass_ratios.sql", ids, t0)
         greedy = _q(con, "gate_greedy.sql", ids, t0)
         scored = _q(con, "gate_scored.sql", ids, t0)
         fidelity = _q(con, "gate_fidelity.sql", ids, t0)
-        length = _q(con, "gate_length.sql", ids, t0)
         memory = _q(con, "gate_memory.sql", ids, t0)
         answering = _q(con, "gate_answering.sql", ids, t0)
         starts = _q(con, "engine_starts_summary.sql", ids, t0)
-        fig_req = _q(con, "figures_requests.sql", ids, t0)
         fig_wall = _q(con, "figures_wall.sql", ids, t0)
         fig_acc = _q(con, "figures_acceptance.sql", ids, t0)
         engine_passes = con.execute(
             "SELECT evaluation_id, engine, workload, count(*) FILTER (WHERE status = 'complete') AS complete "
             "FROM raw_passes WHERE pass_id NOT LIKE 'warmup%' AND ($ids IS NULL OR list_contains($ids, evaluation_id)) "
             "GROUP BY ALL", {"ids": ids}).df()
+        _tick("remaining queries", t0)
+        busy, staged, to_sql = _busy_finish(con, busy_future)
+        _tick("waiting for the Parquet scan (busy windows, staged requests)", t0)
+        _stage_requests(con, staged, to_sql)
+        _tick("staged requests registered", t0)
+        length = _q(con, "gate_length.sql", ids, t0)
+        fig_req = _q(con, "figures_requests.sql", ids, t0)
+        con.register("busy_windows", busy)
+        passes = _q(con, "pass_ratios.sql", ids, t0)
     finally:
+        pool.shutdown(wait=True, cancel_futures=True)
         con.close()
-    _tick("remaining queries", t0)
     out = _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length, memory, answering, starts,
                     fig_req, fig_wall, fig_acc, engine_passes)
     _tick("gates, figures, SpecScore (pandas)", t0)
     return out
+
+
+class _At:
+    """`df.at[row, col]` for many scalar reads: per-column numpy arrays and a dict of row positions.
+
+    Why: pandas' `.at` costs about 25 us a call, and assembling 1,000 evaluations makes tens of
+    thousands of them. The values are the ones `.at` returns (what the column's `to_numpy()`
+    holds); a frame with a repeated index is read through `.at` itself.
+    """
+
+    def __init__(self, df: pd.DataFrame):
+        self._df = df
+        self._pos = {k: i for i, k in enumerate(df.index)} if df.index.is_unique else None
+        self._cols: dict = {}
+
+    def __getitem__(self, key):
+        row, col = key
+        if self._pos is None:
+            return self._df.at[row, col]
+        arr = self._cols.get(col)
+        if arr is None:
+            arr = self._cols[col] = self._df[col].to_numpy()
+        return arr[self._pos[row]]
 
 
 def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length, memory, answering, starts,
@@ -154,6 +295,7 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
     ev["in_protocol"] = ev["task_id"].isin(lim.index)
     lim_e = lim.reindex(ev["task_id"]).reset_index(drop=True)
     lim_e.index = ev.index
+    lim_at = _At(lim_e)
     eidx = pd.Index(ev["evaluation_id"])
 
     # ---- completeness ------------------------------------------------------------------
@@ -209,7 +351,7 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
         ga = pd.DataFrame(columns=["mean", "size"])
     for i, row in ev.iterrows():
         eid = row["evaluation_id"]
-        floor = lim_e.at[i, "greedy_floor"]
+        floor = lim_at[i, "greedy_floor"]
         if eid not in ga.index:
             add(eid, "greedy_agreement", np.nan, np.nan, np.nan, np.nan, floor, "not measured",
                 "no greedy probe prompt answered by both engines")
@@ -222,7 +364,7 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
                 f"{n} prompts; mean agreement {'>=' if m >= floor else '<'} floor {floor}")
 
     # 2-3. sampled likelihood and first-choice share (replies as clusters)
-    stats = {}
+    stats, stats_at = {}, {}
     if len(scored):
         s = scored.astype({"s": float, "x": float, "n": float})
         s = s.assign(ss=s.s * s.s, sn=s.s * s.n, nn=s.n * s.n, xx=s.x * s.x, xn=s.x * s.n)
@@ -233,25 +375,27 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
         F, seF = cluster_ratio(agg.x, agg.n, agg.xx, agg.xn, agg.nn, agg.R)
         agg = agg.assign(L=L, seL=seL, F=F, seF=seF)
         stats = {k: agg.xs(k, level="reply_engine") for k in ENGINES if k in agg.index.get_level_values(1)}
+    stats_at = {k: _At(v) for k, v in stats.items()}
     for gate, est, se_col, bound_col in (("sampled_likelihood", "L", "seL", "likelihood_bound"),
                                          ("first_choice", "F", "seF", "first_choice_bound")):
         c, st = stats.get("candidate"), stats.get("stock")
+        c_at, st_at = stats_at.get("candidate"), stats_at.get("stock")
         for i, row in ev.iterrows():
             eid = row["evaluation_id"]
-            bound, z = lim_e.at[i, bound_col], lim_e.at[i, "z"]
+            bound, z = lim_at[i, bound_col], lim_at[i, "z"]
             if c is None or st is None or eid not in c.index or eid not in st.index:
                 add(eid, gate, np.nan, np.nan, np.nan, np.nan, bound, "not measured",
                     "scored replies of both engines are needed")
                 continue
-            d = c.at[eid, est] - st.at[eid, est]
-            se = float(np.hypot(c.at[eid, se_col], st.at[eid, se_col]))
+            d = c_at[eid, est] - st_at[eid, est]
+            se = float(np.hypot(c_at[eid, se_col], st_at[eid, se_col]))
             if np.isnan(se):
                 add(eid, gate, d, np.nan, np.nan, np.nan, bound, "not measured", "fewer than 2 scored replies per engine")
                 continue
             fails, low, high = two_sided_fails(d, se, bound, z)
             add(eid, gate, d, se, low, high, bound, "fail" if fails else "pass",
-                f"candidate {c.at[eid, est]:.5f} ({int(c.at[eid, 'R'])} replies), stock {st.at[eid, est]:.5f} "
-                f"({int(st.at[eid, 'R'])} replies); fails when CI lies beyond +-{bound}")
+                f"candidate {c_at[eid, est]:.5f} ({int(c_at[eid, 'R'])} replies), stock {st_at[eid, est]:.5f} "
+                f"({int(st_at[eid, 'R'])} replies); fails when CI lies beyond +-{bound}")
 
     # 4. target fidelity
     if len(fidelity):
@@ -259,30 +403,32 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
                                                     texts=("n", "size"), misaligned=("aligned", lambda a: int((~a.astype(bool)).sum())))
     else:
         fa = pd.DataFrame(columns=["abs_diff", "n", "texts", "misaligned"])
+    fa_at = _At(fa)
     for i, row in ev.iterrows():
         eid = row["evaluation_id"]
-        ceil = lim_e.at[i, "fidelity_ceiling"]
-        if eid not in fa.index or fa.at[eid, "n"] == 0:
+        ceil = lim_at[i, "fidelity_ceiling"]
+        if eid not in fa.index or fa_at[eid, "n"] == 0:
             add(eid, "target_fidelity", np.nan, np.nan, np.nan, np.nan, ceil, "not measured",
                 "no fixed text scored by both engines")
-        elif fa.at[eid, "misaligned"]:
+        elif fa_at[eid, "misaligned"]:
             add(eid, "target_fidelity", np.nan, np.nan, np.nan, np.nan, ceil, "not measured",
-                f"{fa.at[eid, 'misaligned']} texts tokenized differently by the two engines")
+                f"{fa_at[eid, 'misaligned']} texts tokenized differently by the two engines")
         else:
-            v = fa.at[eid, "abs_diff"] / fa.at[eid, "n"]
+            v = fa_at[eid, "abs_diff"] / fa_at[eid, "n"]
             add(eid, "target_fidelity", v, np.nan, np.nan, np.nan, ceil, "pass" if v <= ceil else "fail",
-                f"{int(fa.at[eid, 'n'])} tokens of {int(fa.at[eid, 'texts'])} texts")
+                f"{int(fa_at[eid, 'n'])} tokens of {int(fa_at[eid, 'texts'])} texts")
 
     # 5. length (delta method, pairs as clusters)
     la = length.set_index("evaluation_id") if len(length) else pd.DataFrame(
         columns=["pairs", "sum_c", "sum_s", "sum_cc", "sum_ss", "sum_cs"])
+    la_at = _At(la)
     for i, row in ev.iterrows():
         eid = row["evaluation_id"]
-        bound, z = lim_e.at[i, "length_bound"], lim_e.at[i, "z"]
+        bound, z = lim_at[i, "length_bound"], lim_at[i, "z"]
         if not ev.at[i, "complete"]:
             add(eid, "length", np.nan, np.nan, np.nan, np.nan, bound, "not measured", incomplete_reason[i])
             continue
-        if eid not in la.index or la.at[eid, "pairs"] < 2 or la.at[eid, "sum_s"] <= 0:
+        if eid not in la.index or la_at[eid, "pairs"] < 2 or la_at[eid, "sum_s"] <= 0:
             add(eid, "length", np.nan, np.nan, np.nan, np.nan, bound, "not measured", "fewer than 2 paired requests")
             continue
         r = la.loc[eid]
@@ -294,15 +440,16 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
 
     # 6. memory (the candidate's peak; the stock engine's is a figure)
     mem = memory.set_index(["evaluation_id", "engine"]) if len(memory) else pd.DataFrame()
+    mem_at = _At(mem)
     for i, row in ev.iterrows():
         eid = row["evaluation_id"]
-        util, slack = lim_e.at[i, "gpu_memory_utilization"], lim_e.at[i, "memory_slack_bytes"]
+        util, slack = lim_at[i, "gpu_memory_utilization"], lim_at[i, "memory_slack_bytes"]
         if len(mem) == 0 or (eid, "candidate") not in mem.index:
             add(eid, "memory", np.nan, np.nan, np.nan, np.nan, np.nan, "not measured",
                 "no device memory samples (no GPU to sample)"
-                + ("" if bool(lim_e.at[i, "public"]) else "; does not block on this non-public task"))
+                + ("" if bool(lim_at[i, "public"]) else "; does not block on this non-public task"))
             continue
-        peak, total = mem.at[(eid, "candidate"), "peak_bytes"], mem.at[(eid, "candidate"), "total_bytes"]
+        peak, total = mem_at[(eid, "candidate"), "peak_bytes"], mem_at[(eid, "candidate"), "total_bytes"]
         allowed = util * total + slack
         add(eid, "memory", float(peak), np.nan, np.nan, np.nan, float(allowed), "pass" if peak <= allowed else "fail",
             f"peak {peak / 2**30:.2f} GiB of {allowed / 2**30:.2f} GiB allowed ({util} x {total / 2**30:.2f} GiB + "
@@ -312,10 +459,13 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
     stock_void: dict[str, str] = {}
     ans = answering.assign(share=answering["unanswered"] / answering["requests"].where(answering["requests"] > 0)) \
         if len(answering) else pd.DataFrame(columns=["evaluation_id", "probe_check", "engine", "requests", "unanswered", "share"])
+    # each evaluation's rows, in their order (what ans[ans.evaluation_id == eid] selects)
+    ans_by_eval = {k: g for k, g in ans.groupby("evaluation_id", sort=False)} if len(ans) else {}
+    ans_none = ans.iloc[:0]
     for i, row in ev.iterrows():
         eid = row["evaluation_id"]
-        mx = lim_e.at[i, "max_unanswered_share"]
-        a = ans[ans["evaluation_id"] == eid] if len(ans) else ans
+        mx = lim_at[i, "max_unanswered_share"]
+        a = ans_by_eval.get(eid, ans_none) if len(ans) else ans
         if len(a) == 0:
             add(eid, "answering", np.nan, np.nan, np.nan, np.nan, mx, "not measured", "no probe check rows")
             continue
@@ -344,11 +494,12 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
 
     # ---- void, candidate failures, SpecScore ---------------------------------------------
     st_idx = starts.set_index(["evaluation_id", "engine"]) if len(starts) else pd.DataFrame()
+    starts_at = _At(st_idx)
 
     def start_flag(eid, engine, col):
         if len(st_idx) == 0 or (eid, engine) not in st_idx.index:
             return False
-        v = st_idx.at[(eid, engine), col]
+        v = starts_at[(eid, engine), col]
         return False if pd.isna(v) else bool(v)
 
     verdicts = gates_df.pivot_table(index="evaluation_id", columns="gate", values="verdict", aggfunc="first") \
@@ -358,7 +509,7 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
         eid = row["evaluation_id"]
         v = verdicts.loc[eid] if eid in verdicts.index else pd.Series(dtype=object)
         fails = [gname for gname in GATES if v.get(gname) == "fail"]
-        public = bool(lim_e.at[i, "public"]) if ev.at[i, "in_protocol"] else True
+        public = bool(lim_at[i, "public"]) if ev.at[i, "in_protocol"] else True
         nm = [gname for gname in GATES if v.get(gname) == "not measured"
               and not (gname == "memory" and not public)]
         failed_g.append(",".join(fails))
@@ -375,7 +526,7 @@ def _assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, lengt
         if cand_fail is None and start_flag(eid, "candidate", "died"):
             cand_fail = "candidate engine died"
         if cand_fail is None and start_flag(eid, "candidate", "offload"):
-            cand_fail = "offload in the candidate's start-up log (" + str(st_idx.at[(eid, "candidate"), "offload_evidence"]) + ")"
+            cand_fail = "offload in the candidate's start-up log (" + str(starts_at[(eid, "candidate"), "offload_evidence"]) + ")"
         if vr is not None:
             specscore.append(np.nan); reason.append("void: " + vr); gp.append(None)
         elif cand_fail is not None:
@@ -416,6 +567,8 @@ def _figures(ev, incomplete_reason, fig_req, fig_wall, fig_acc, engine_passes, m
     inc = {e: (r if isinstance(r, str) else None) for e, r in zip(ev["evaluation_id"], incomplete_reason)}
     expected_passes = dict(zip(ev["evaluation_id"], lim_e["passes"]))
     ep = engine_passes.set_index(["evaluation_id", "engine", "workload"])["complete"] if len(engine_passes) else {}
+    if len(engine_passes) and ep.index.is_unique:
+        ep = dict(zip(ep.index, ep.to_numpy()))     # the same values, without pandas' lookup per call
     req = fig_req.set_index(["evaluation_id", "engine", "workload"]) if len(fig_req) else pd.DataFrame()
     wall = fig_wall.set_index(["evaluation_id", "engine"]) if len(fig_wall) else pd.DataFrame()
     names = ("ttft_p50", "ttft_p90", "ttft_p99", "tpot_p50", "tpot_p90", "tpot_p99", "latency_mean", "latency_p50",
@@ -429,6 +582,9 @@ def _figures(ev, incomplete_reason, fig_req, fig_wall, fig_acc, engine_passes, m
                 d[short] = (d.get(short, (0.0, 0, 0))[0] + (r.delta if pd.notna(r.delta) else 0.0),
                             d.get(short, (0.0, 0, 0))[1] + int(r.passes), d.get(short, (0.0, 0, 0))[2] + int(r.passes_missing_side))
     mem = memory.set_index(["evaluation_id", "engine"]) if len(memory) else pd.DataFrame()
+    mem_at, req_at, wall_at = _At(mem), _At(req), _At(wall)
+    req_keys = set(req.index) if len(req) else set()
+    wall_keys = set(wall.index) if len(wall) else set()
     for eid in ev["evaluation_id"]:
         n_exp = expected_passes.get(eid)
         for engine in ENGINES:
@@ -445,7 +601,7 @@ def _figures(ev, incomplete_reason, fig_req, fig_wall, fig_acc, engine_passes, m
                     why = inc[eid]
                 if workload == "all":
                     eng_missing = why
-                row = req.loc[(eid, engine, workload)] if len(req) and (eid, engine, workload) in req.index else None
+                row = _Row(req_at, (eid, engine, workload)) if (eid, engine, workload) in req_keys else None
                 for name in names:
                     if why:
                         out.append((eid, engine, workload, name, np.nan, why)); continue
@@ -462,8 +618,8 @@ def _figures(ev, incomplete_reason, fig_req, fig_wall, fig_acc, engine_passes, m
                     out.append((eid, engine, workload, name, np.nan if r_why else float(val), r_why))
             # engine-level figures (workload 'all')
             why = eng_missing
-            w = wall.loc[(eid, engine)] if len(wall) and (eid, engine) in wall.index else None
-            gen = req.loc[(eid, engine, "all"), "generated_tokens"] if len(req) and (eid, engine, "all") in req.index else np.nan
+            w = _Row(wall_at, (eid, engine)) if (eid, engine) in wall_keys else None
+            gen = req_at[(eid, engine, "all"), "generated_tokens"] if (eid, engine, "all") in req_keys else np.nan
             if why:
                 out.append((eid, engine, "all", "wall_seconds", np.nan, why))
                 out.append((eid, engine, "all", "output_tokens_per_second", np.nan, why))
@@ -497,10 +653,22 @@ def _figures(ev, incomplete_reason, fig_req, fig_wall, fig_acc, engine_passes, m
             else:
                 out.append((eid, engine, "all", "draft_acceptance_rate", np.nan, a_why or "no draft-token counter"))
             if len(mem) and (eid, engine) in mem.index:
-                out.append((eid, engine, "all", "memory_peak_bytes", float(mem.at[(eid, engine), "peak_bytes"]), None))
+                out.append((eid, engine, "all", "memory_peak_bytes", float(mem_at[(eid, engine), "peak_bytes"]), None))
             else:
                 out.append((eid, engine, "all", "memory_peak_bytes", np.nan, "no device memory samples"))
     return pd.DataFrame(out, columns=["evaluation_id", "engine", "workload", "figure", "value", "reason"])
+
+
+class _Row:
+    """One row of a frame read cell by cell through `_At` (instead of building a Series per row)."""
+
+    __slots__ = ("_at", "_key")
+
+    def __init__(self, at: _At, key):
+        self._at, self._key = at, key
+
+    def __getitem__(self, col):
+        return self._at[self._key, col]
 
 
 def _complete(ep, eid, engine, workload) -> int:

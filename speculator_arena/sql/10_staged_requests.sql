@@ -6,7 +6,7 @@ SELECT
     r.evaluation_id, r.pass_id, r.engine, r.workload, r.pass_index, r.request_id, r.lane,
     r.session_id, r.turn, r.sent_at, r.first_token_at, r.last_token_at, r.ended_at,
     r.prompt_tokens, r.usage_prompt_tokens, r.cached_tokens, r.output_tokens, r.max_tokens,
-    r.done, r.error, r.chunk_times, r.chunk_tokens,
+    r.done, r.error, r.chunk_times, r.chunk_tokens, len(r.chunk_times) AS chunks,
     p.lanes, p.started_at AS pass_started_at, p.ends_at AS pass_ends_at,
     p.grace_ends_at AS pass_grace_ends_at, p.status AS pass_status,
     coalesce(r.done AND r.output_tokens <= r.max_tokens AND r.sent_at < p.ends_at

@@ -4,7 +4,7 @@
 -- caller blanks that figure instead of reporting a figure over fewer rows.
 WITH r AS (
     SELECT evaluation_id, engine, workload, first_token_at, last_token_at, usage_prompt_tokens, cached_tokens,
-           output_tokens, chunk_times,
+           output_tokens, chunks,
            first_token_at - sent_at AS ttft,
            CASE WHEN output_tokens > 1 THEN (last_token_at - first_token_at) / (output_tokens - 1) END AS tpot,
            ended_at - sent_at AS latency
@@ -23,7 +23,7 @@ g AS (
            sum(output_tokens) AS generated_tokens,
            sum(cached_tokens)::DOUBLE / nullif(sum(usage_prompt_tokens), 0) AS cache_hit_tokens,
            avg(cached_tokens::DOUBLE / nullif(usage_prompt_tokens, 0)) AS cache_hit_mean,
-           sum(output_tokens)::DOUBLE / nullif(sum(len(chunk_times)), 0) AS tokens_per_chunk
+           sum(output_tokens)::DOUBLE / nullif(sum(chunks), 0) AS tokens_per_chunk
     FROM r
     GROUP BY GROUPING SETS ((evaluation_id, engine, workload), (evaluation_id, engine))
 )

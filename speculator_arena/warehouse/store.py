@@ -124,7 +124,22 @@ class Warehouse:
             for other in dest_dir.glob("*.parquet"):
                 if other.name != name:
                     other.unlink()
+        if table == "evaluations":
+            self._refresh_catalog(evaluation_id)
         return dest
+
+    def _refresh_catalog(self, evaluation_id: str) -> None:
+        """Keep the evaluations catalog (catalog.py) current. It is a cache, never the truth:
+        when it cannot be written, readers read the raw parts instead, so a failure here must
+        not fail a write that already succeeded."""
+        from speculator_arena.warehouse import catalog
+
+        if not catalog.enabled():
+            return
+        try:
+            catalog.upsert(self.home, evaluation_id)
+        except (OSError, pa.ArrowException):
+            pass
 
     def drop_evaluation(self, evaluation_id: str) -> None:
         """Remove every raw row of one evaluation (an operator's explicit act, never automatic)."""
@@ -137,7 +152,10 @@ class Warehouse:
         """Read one raw table (or one evaluation's rows) straight from Parquet, with the id column."""
         schema = TABLES[table]
         root = self.raw / table if evaluation_id is None else self.partition_dir(table, evaluation_id)
-        files = sorted(root.rglob("*.parquet")) if root.exists() else []
+        # the layout is exactly <table>/<partition>/<part>: glob it as the views do (rglob would
+        # not follow a partition that is a directory link, as in the board's scoped warehouses)
+        pattern = "*/*.parquet" if evaluation_id is None else "*.parquet"
+        files = sorted(root.glob(pattern)) if root.exists() else []
         files = [f for f in files if not f.name.startswith(".tmp-")]
         if not files:
             return schema.empty_table()

@@ -44,12 +44,20 @@ def test_scoped_scores_equal_the_whole_warehouse_and_touch_nothing(synthetic_hom
 
 
 def test_scoped_warehouse_links_only_the_chosen_partitions(synthetic_home):
-    with data.scoped_warehouse(synthetic_home, ["ev-beta"]) as wh:
+    before = {p: p.stat().st_mtime_ns for p in synthetic_home.rglob("*")}
+    with data.scoped_warehouse(synthetic_home, ["ev-beta", "ev-alpha"]) as wh:
         parts = {p.name for p in (wh.raw / "requests").iterdir()}
-        assert parts == {"evaluation_id=ev-beta"}
+        assert parts == {"evaluation_id=ev-beta", "evaluation_id=ev-alpha"}
         root = wh.home
-        assert Warehouse(root).read_table("evaluations").column("evaluation_id").to_pylist() == ["ev-beta"]
+        assert Warehouse(root).read_table("evaluations").column("evaluation_id").to_pylist() == ["ev-alpha", "ev-beta"]
+        con = wh.connect(read_only=True)
+        n = con.execute("SELECT count(*) FROM raw_requests WHERE evaluation_id = 'ev-beta'").fetchone()[0]
+        assert n == Warehouse(synthetic_home).read_table("requests", "ev-beta").num_rows > 0
+        assert {r[0] for r in con.execute("SELECT DISTINCT evaluation_id FROM raw_passes").fetchall()} == \
+            {"ev-beta", "ev-alpha"}
+        con.close()
     assert not root.exists()
+    assert {p: p.stat().st_mtime_ns for p in synthetic_home.rglob("*")} == before  # nothing written
 
 
 def test_board_candidates_are_each_accounts_last_finished_evaluation(synthetic_home):
@@ -152,7 +160,10 @@ def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
     wh = write_synthetic(home, [e for e in SYNTHETIC if e[0] in ("ev-alpha", "ev-alpha-test", "ev-beta")])
     memo = BoardMemo(home)
     first = memo.board(TASK, None)
-    assert memo.last_refresh == {"index_parts_read": 3, "evaluations_scored": 3}
+    # the writers kept the catalog current: listing read no evaluation's part (at most re-checked
+    # ones written too recently to trust); scoring read all three
+    assert memo.last_refresh == {"index_parts_read": 0, "evaluations_scored": 3}
+    assert len(memo.index()) == 3
     direct = data.board_scores(home, TASK)
     cols = ["evaluation_id", "rank", "specscore", "r_solo", "r_team", "r_busy", "gap_flag", "failed_gates"]
     for split in data.SPLITS:

@@ -29,21 +29,23 @@ CI_OVERRIDES = {
 }
 
 
-# The attack profile: one pass per workload, enough replies for the likelihood and first-choice
-# checks and enough pairs for the length gate to see a cut; what CI can afford for nine
-# evaluations of the real model on two cores.
+# The attack profile: one pass per workload; solo and team short, busy longer and with more lanes
+# (the pool's blocks follow the lanes), so that each engine leaves about two dozen counted replies:
+# enough for the likelihood check to see loose acceptance and for the length gate to see a cut,
+# in what CI can afford for nine evaluations of the real model on two cores.
 ATTACK_OVERRIDES = {
+    "lanes": {"solo": 1, "team": 2, "busy": 6},
     "workloads": {
-        "solo": {"interleave": 1, "pass_seconds": 3, "speed": "request_time"},
-        "team": {"interleave": 2, "pass_seconds": 3, "speed": "busy_window"},
-        "busy": {"interleave": 2, "pass_seconds": 5, "speed": "busy_window"},
+        "solo": {"interleave": 1, "pass_seconds": 2, "speed": "request_time"},
+        "team": {"interleave": 2, "pass_seconds": 2, "speed": "busy_window"},
+        "busy": {"interleave": 2, "pass_seconds": 10, "speed": "busy_window"},
     },
     "passes_per_workload": 1,
     "grace_seconds": 60,
-    "max_tokens_cap": 32,
+    "max_tokens_cap": 24,
     "gates": {
         "greedy_agreement": {"prompts": 3, "temperature": 0.0, "max_tokens": 16, "concurrency": 1},
-        "sampled_likelihood": {"replies": 12, "context_tokens": 300, "reply_chars": 300},
+        "sampled_likelihood": {"replies": 24, "context_tokens": 200, "reply_chars": 300},
         "target_fidelity": {"texts": 3},
     },
     "start_stop": {"health_timeout_seconds": 180, "sigterm_grace_seconds": 5},

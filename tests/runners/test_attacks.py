@@ -33,6 +33,25 @@ ATTACKS = {
 SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "answering"}
 
 
+def _relaxed_loose_accept(root: Path) -> Path:
+    """The dev engine's loose_accept attack, relaxed to accepting every draft of a weak self-draft.
+
+    Why not engines/attacks/dev-loose-accept as it is: its shift (n-gram drafts, threshold 0.3)
+    was within the noise of a CI-sized sample (10-25 replies per engine: first-choice share
+    -0.10, +0.03 and -0.06 in three runs; section 9's evidence used 512 replies). Accepting
+    every draft of the target's first 4 layers ("typical acceptance" taken to its end) is the
+    same attack mode, strong enough for the likelihood and first-choice checks at CI size.
+    """
+    d = root / "dev-loose-accept-all"
+    d.mkdir()
+    (d / "launch.sh").write_text(
+        "#!/usr/bin/env bash\nset -euo pipefail\n"
+        "export DEV_ENGINE_SPEC=selfdraft DEV_ENGINE_SPEC_K=4 DEV_ENGINE_DRAFT_LAYERS=4\n"
+        "export DEV_ENGINE_ATTACK=loose_accept DEV_ENGINE_LOOSE_THRESHOLD=0.0\n"
+        'exec "${ARENA_PYTHON:-python3}" -m speculator_arena.engine.serve\n')
+    return d
+
+
 @pytest.fixture(scope="module")
 def evaluated(built_home, tmp_path_factory):
     """Run every evaluation once (CI attack profile) and score them together."""
@@ -44,6 +63,7 @@ def evaluated(built_home, tmp_path_factory):
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}}
+    names["loose_accept"] = str(_relaxed_loose_accept(tmp_path_factory.mktemp("engines")))
     only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
     if only:
         names = {k: v for k, v in names.items() if k in only.split(",")}

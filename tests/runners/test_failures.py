@@ -158,6 +158,7 @@ def test_runner_killed_mid_pass_then_resume_voids(built_home, engine_factory, pr
             proc.kill()
     st = read_state(wh, "fx-killed")
     pgid = st["engine_pgid"]
+    assert Path(st["engine_workspace"]).is_dir()
     assert current_row(wh, "fx-killed")["status"] == "running"  # what a dead runner leaves
     assert _all_parts_whole(home) > 0
     solo_before = wh.read_table("passes", "fx-killed").num_rows
@@ -172,6 +173,7 @@ def test_runner_killed_mid_pass_then_resume_voids(built_home, engine_factory, pr
     while _proc_pids(pgid=pgid) and time.time() < deadline:  # SIGKILL is asynchronous
         time.sleep(0.1)
     assert not _proc_pids(pgid=pgid), "the engine the dead runner left is still running"
+    assert not Path(st["engine_workspace"]).exists()
     assert wh.read_table("passes", "fx-killed").num_rows == solo_before  # nothing stored was lost
     prov = json.loads(row["provenance"])
     assert "resumed_by" in prov

@@ -103,3 +103,24 @@ def test_unpack_tarball(engine_factory, tmp_path):
         tf.add(src, arcname="tarred")
     d = unpack_engine(tgz, tmp_path / "out")
     assert (d / "launch.sh").is_file() and (d / "sse_engine.py").is_file()
+
+
+def test_without_own_user_only_the_engines_new_shm_is_removed(engine_factory, tmp_path):
+    """An engine run as the runner's user: its new /dev/shm files go; others' (held open) stay."""
+    mine = Path("/dev/shm") / f"arena-test-keep-{os.getpid()}"
+    with open(mine, "wb") as held:
+        held.write(b"keep")
+        er = _run(engine_factory("shm", "normal hog_shm"), tmp_path)
+        er.drop_privileges = False
+        er.start(readable=[])
+        try:
+            assert er.wait_healthy(20)
+            assert not er.unprivileged and er.privilege_note
+            engine_files = [p for p in Path("/dev/shm").iterdir()
+                            if p.name.startswith("arena-test-") and "keep" not in p.name]
+            assert engine_files
+        finally:
+            er.stop(5)
+        assert mine.exists()
+        assert not any(p.exists() for p in engine_files)
+    mine.unlink()

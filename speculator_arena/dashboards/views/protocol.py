@@ -4,7 +4,11 @@
 import pandas as pd
 import streamlit as st
 
-from speculator_arena.dashboards.protocol_diff import protocol_diff, protocol_document, versions
+from speculator_arena.dashboards.protocol_diff import (
+    protocol_diff,
+    protocol_document,
+    versions,
+)
 from speculator_arena.protocol import load_protocol
 
 
