@@ -56,6 +56,29 @@ def detect_offload(log_text: str) -> tuple[bool, str | None]:
     return False, None
 
 
+def _extract_safely(tf: tarfile.TarFile, dest: Path) -> None:
+    """Extract with tarfile's "data" filter (no absolute paths, no escaping links, no devices).
+
+    Python 3.11 before 3.11.4 (Debian 12's 3.11.2) has no extraction filters: there, the same
+    rules are checked member by member before anything is written.
+    """
+    if hasattr(tarfile, "data_filter"):
+        tf.extractall(dest, filter="data")
+        return
+    root = dest.resolve()
+    for m in tf.getmembers():
+        target = (root / m.name).resolve()
+        if not (target == root or root in target.parents) or Path(m.name).is_absolute():
+            raise tarfile.TarError(f"member {m.name!r} would land outside the engine directory")
+        if m.issym() or m.islnk():
+            link = (target.parent / m.linkname).resolve() if m.issym() else (root / m.linkname).resolve()
+            if not (link == root or root in link.parents):
+                raise tarfile.TarError(f"link {m.name!r} -> {m.linkname!r} points outside the engine directory")
+        elif not (m.isfile() or m.isdir()):
+            raise tarfile.TarError(f"member {m.name!r} is not a file, directory or link")
+    tf.extractall(dest)
+
+
 def unpack_engine(src: Path, dest: Path) -> Path:
     """Copy an engine directory, or extract a `.tar.gz`, into `dest`; return the dir holding launch.sh."""
     src = Path(src)
@@ -65,7 +88,7 @@ def unpack_engine(src: Path, dest: Path) -> Path:
         dest.mkdir(parents=True)
         try:
             with tarfile.open(src, "r:gz") as tf:
-                tf.extractall(dest, filter="data")
+                _extract_safely(tf, dest)
         except (tarfile.TarError, OSError) as exc:
             raise EngineStartError(f"engine archive {src} cannot be extracted: {exc}") from exc
     else:

@@ -4,7 +4,7 @@
 # PREFIX_CACHING) plus its own DEV_ENGINE_* choices, set here. ARENA_PYTHON picks the interpreter.
 set -euo pipefail
 if [ "${1:-}" != "serve" ]; then echo "usage: launch.sh serve" >&2; exit 2; fi
-# ATTACK (protocol section 9), for proving the gates: this engine samples with temperature 0.4, top_k 5 whatever was asked.
+# ATTACK (protocol section 9), for proving the gates: this engine samples with temperature 1.3, no top_p or top_k, whatever was asked.
 # Never a reference; the arena must catch it.
 export DEV_ENGINE_SPEC=none
 export DEV_ENGINE_ATTACK=other_sampling
