@@ -32,7 +32,7 @@ from speculator_arena.scoring.busy_scan import busy_windows_from_parquet
 from speculator_arena.scoring.limits import protocol_limits, protocol_workloads
 from speculator_arena.scoring.statistics import cluster_ratio, two_sided_fails
 from speculator_arena.warehouse.schema import TABLES
-from speculator_arena.warehouse.store import Warehouse, _duck_type, sql_statements, sql_text
+from speculator_arena.warehouse.store import Warehouse, sql_statements, sql_text
 
 GATES = ("greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "memory",
          "answering")
@@ -88,20 +88,6 @@ _CACHED = ("passes", "evaluations", "metrics", "memory", "probe_greedy", "probe_
            "engine_starts")
 
 
-def _raw_select(wh: Warehouse, table: str) -> str:
-    """The SELECT of the warehouse's view raw_<table> (Warehouse._define_views): every column of
-    the schema from the table's Parquet parts, or no rows of the right types when it has none.
-    Identifiers and paths come from our own schema and home, never from input."""
-    schema = TABLES[table]
-    root = wh.raw / table
-    if root.exists() and any(not f.name.startswith(".tmp-") for f in root.glob("*/*.parquet")):
-        cols = ", ".join(f'"{n}"' for n in schema.names)
-        return (f"SELECT {cols} FROM read_parquet('{wh.glob(table)}', hive_partitioning = true, "
-                "union_by_name = true)")
-    cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
-    return f"SELECT {cols} WHERE false"
-
-
 def _open(wh: Warehouse, after_passes=None):
     """An in-memory DuckDB with the warehouse's views, the small raw tables read into memory.
 
@@ -121,13 +107,13 @@ def _open(wh: Warehouse, after_passes=None):
     for table in TABLES:
         if table in _CACHED:
             # identifiers from our own schema list, never user input
-            con.execute(f"CREATE OR REPLACE TEMP TABLE cached_{table} AS {_raw_select(wh, table)}")
+            con.execute(f"CREATE OR REPLACE TEMP TABLE cached_{table} AS {wh.raw_select(table)}")
             con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{table} AS SELECT * FROM cached_{table}")
             if table == "passes" and after_passes is not None:
                 after_passes(con)
     for table in TABLES:
         if table not in _CACHED:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{table} AS {_raw_select(wh, table)}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW raw_{table} AS {wh.raw_select(table)}")
     for stmt in sql_statements():
         con.execute(stmt.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMPORARY VIEW"))
     return con

@@ -194,19 +194,25 @@ class Warehouse:
             self._define_views(con, temporary=False)
         return con
 
+    def raw_select(self, table: str) -> str:
+        """The SELECT behind the view raw_<table>: every column of the schema from the table's
+        Parquet parts, or no rows of the right types when it has none. Identifiers and paths are
+        our own (schema and home), never user input."""
+        schema = TABLES[table]
+        root = self.raw / table
+        if root.exists() and any(not f.name.startswith(".tmp-") for f in root.glob("*/*.parquet")):
+            cols = ", ".join(f'"{n}"' for n in schema.names)
+            return (f"SELECT {cols} FROM read_parquet('{self.glob(table)}', hive_partitioning = true, "
+                    "union_by_name = true)")
+        cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
+        return f"SELECT {cols} WHERE false"
+
     def _define_views(self, con: duckdb.DuckDBPyConnection, *, temporary: bool) -> None:
-        """The raw_* views are generated from the schemas (identifiers and paths of our own, no
-        user input); every derived view is a file of sql/."""
+        """The raw_* views are generated from the schemas (raw_select); every derived view is a
+        file of sql/."""
         kw = "TEMPORARY VIEW" if temporary else "VIEW"
-        for table, schema in TABLES.items():
-            files = [f for f in (self.raw / table).glob("*/*.parquet") if not f.name.startswith(".tmp-")]
-            if files:
-                src = f"read_parquet('{self.glob(table)}', hive_partitioning = true, union_by_name = true)"
-                cols = ", ".join(f'"{n}"' for n in schema.names)
-                con.execute(f"CREATE OR REPLACE {kw} raw_{table} AS SELECT {cols} FROM {src}")
-            else:
-                cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
-                con.execute(f"CREATE OR REPLACE {kw} raw_{table} AS SELECT {cols} WHERE false")
+        for table in TABLES:
+            con.execute(f"CREATE OR REPLACE {kw} raw_{table} AS {self.raw_select(table)}")
         for stmt in sql_statements():
             con.execute(stmt.replace("CREATE OR REPLACE VIEW", f"CREATE OR REPLACE {kw}"))
 
