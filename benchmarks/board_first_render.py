@@ -200,6 +200,7 @@ def main() -> int:
     ap.add_argument("--browser", action="store_true", help="also time the first render in headless Chromium")
     ap.add_argument("--budget", type=float, default=2.0, help="seconds the first render must stay under")
     ap.add_argument("--repeat", type=int, default=5, help="fresh processes per measurement (the median is kept)")
+    ap.add_argument("--no-pack", action="store_true", help="read every evaluation from its parts (no packs)")
     args = ap.parse_args()
 
     tmp = None
@@ -218,6 +219,16 @@ def main() -> int:
     _, reread = catalog.refresh(home)
     built["catalog_refresh_s"] = round(time.monotonic() - t, 2)
     built["catalog_partitions_read"] = reread
+    # ... and the packs, which an operator's `raw_packs` asset (or `arena warehouse pack`) keeps
+    # current after evaluations land; with --no-pack the board reads every part (ARENA_PACKS=0)
+    if args.no_pack:
+        os.environ["ARENA_PACKS"] = "0"
+    else:
+        from speculator_arena.warehouse import packs
+
+        r = packs.pack(home)
+        built["pack_s"] = round(r.seconds, 2)
+        built["pack_evaluations_written"] = r.packed
     empty = Path(tempfile.mkdtemp(prefix="board-bench-empty-"))
     try:
         app = str(REPO / "speculator_arena" / "dashboards" / "app.py")

@@ -9,9 +9,10 @@ Three rules shape this module:
   binding the warehouse's `raw_*` views reads the footer of every Parquet part of every table,
   several seconds with 10,000 evaluations. So the board lists evaluations through the
   warehouse's evaluations catalog (warehouse/catalog.py), picks the ones a page needs, and
-  hands the scorer a *scoped warehouse*: a temporary ARENA_HOME whose raw partitions are
-  symbolic links to exactly those evaluations' partitions. The scorer's SQL and statistics
-  run unchanged on the real rows.
+  hands the scorer exactly those (it reads their rows from the warehouse's packs where those
+  are current, warehouse/packs.py, else from their parts). An evaluation page's own queries
+  run on a *scoped warehouse*: a temporary ARENA_HOME whose raw partitions are symbolic links
+  to that evaluation's partitions.
 - Hidden text stays hidden. No query here reads `raw_replies`, probe texts or pool text; the
   SQL under `dashboards/sql/` returns engine logs and request error texts only for `dev`
   evaluations (tests/dashboards/test_hidden_text.py checks every page's output).
@@ -36,7 +37,7 @@ from speculator_arena.warehouse import catalog
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, arena_home
 
-FINISHED = ("measured", "failed")  # statuses that carry a score (void is refunded, never ranked)
+FINISHED = catalog.RANKED  # statuses that carry a score (void is refunded, never ranked)
 GIB = 1 << 30
 
 
@@ -129,14 +130,7 @@ def board_candidates(index: pd.DataFrame, task_id: str, keep: int = 1) -> list[s
     these makes the board's cost grow with the number of accounts, not with the number of
     evaluations the warehouse holds (docs/benchmarks/board.md).
     """
-    df = index[(index["task_id"] == task_id) & index["status"].isin(FINISHED)].copy()
-    if df.empty:
-        return []
-    df["group"] = df["account_id"].fillna("") + "\x00" + df["split"].fillna("") + "\x00" + \
-        df["is_reference"].astype(str) + "\x00" + df["label"].where(df["is_reference"], "").fillna("")
-    df = df.sort_values(["created_at", "evaluation_id"], ascending=False, na_position="last")
-    picked = df.groupby("group", sort=False).head(keep)
-    return sorted(picked["evaluation_id"].tolist())
+    return catalog.latest_finished(index[index["task_id"] == task_id], keep)
 
 
 # ---- scoped warehouses --------------------------------------------------------------------
@@ -217,8 +211,8 @@ def _frames(scores: Any) -> dict[str, pd.DataFrame]:
 def _score(home: str | os.PathLike | None, ids: list[str], protocol_version: int | None):
     """Score exactly these evaluations from their raw rows, under `protocol_version`."""
     scoring = _scoring()
-    with scoped_warehouse(home, ids) as wh:
-        scores = scoring.score_warehouse(wh, protocol_version=protocol_version, evaluation_ids=ids)
+    # the scorer reads only these evaluations' rows (through the packs where they are current)
+    scores = scoring.score_warehouse(Warehouse(home), protocol_version=protocol_version, evaluation_ids=ids)
     frames = ScoreFrames(**_frames(scores), protocol_version=getattr(scores, "protocol_version", protocol_version),
                          protocol_digest=getattr(scores, "protocol_digest", None))
     return frames, scores

@@ -5,9 +5,9 @@ everything from them. Redoing that for every evaluation each time the board's ca
 would make a board of hundreds of accounts slow all day, not only on its first render. So the
 memo keeps the evaluations index as last read through the warehouse's catalog (which re-reads
 only partitions whose directory changed since, see warehouse/catalog.py) and, per evaluation
-and protocol version, what the scorer computed, stamped with the (name, size, mtime) of every
-part it came from. A refresh stats the files (milliseconds), re-reads and re-scores only what
-changed, and recomputes the one cross-evaluation figure, the dev/test gap flag, over the
+and protocol version, what the scorer computed, stamped with the mtimes of the partition
+directories it came from (the catalog's rule). A refresh stats the directories (milliseconds),
+re-reads and re-scores only what changed, and recomputes the one cross-evaluation figure, the dev/test gap flag, over the
 result. Nothing is written anywhere: the memo lives and dies with the server process, and every
 number still comes from the raw rows under the chosen protocol.
 """
@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
+import time
 
+import numpy as np
 import pandas as pd
 
 from speculator_arena.dashboards import data
@@ -25,20 +26,21 @@ from speculator_arena.warehouse import catalog
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
 
-Stamp = tuple[str, int, int]  # (file name, size, mtime_ns)
-
-
-def _stamps(partition: Path) -> tuple[Stamp, ...]:
-    try:
-        entries = list(os.scandir(partition))
-    except FileNotFoundError:
-        return ()
+def _fingerprint(home: str, evaluation_id: str, now_ns: int) -> tuple:
+    """The mtimes of the evaluation's partition directories (-1: none). The store writes by
+    create-and-rename, which moves a directory's mtime; a directory changed less than the
+    catalog's racy window ago is not trusted (a later write within the same clock tick would
+    leave the same mtime), so its fingerprint never equals a later one and it is re-scored."""
     out = []
-    for e in entries:
-        if e.name.endswith(".parquet") and not e.name.startswith(".tmp-"):
-            st = e.stat()
-            out.append((e.name, st.st_size, st.st_mtime_ns))
-    return tuple(sorted(out))
+    for table in TABLES:
+        try:
+            m = os.stat(f"{home}/raw/{table}/evaluation_id={evaluation_id}").st_mtime_ns
+        except FileNotFoundError:
+            m = -1
+        if m >= 0 and not catalog._trusted_mask(np.int64(m), np.int64(m), np.int64(now_ns)):
+            return (object(),)
+        out.append(m)
+    return tuple(out)
 
 
 class BoardMemo:
@@ -51,6 +53,7 @@ class BoardMemo:
         self.last_refresh_racy = 0
         self._scores: dict[tuple[str, int | None], tuple[tuple, dict[str, pd.DataFrame]]] = {}
         self._combined: dict[tuple, object] = {}  # (ids, version) -> (prints, Scores) of the last request
+        self._whole = None  # (version, prints, frames, Scores) of a first render, not yet cut per evaluation
         self.last_refresh: dict[str, int] = {}
 
     # ---- the evaluations index ----------------------------------------------------------
@@ -70,46 +73,38 @@ class BoardMemo:
 
     # ---- scores -------------------------------------------------------------------------
     def fingerprint(self, evaluation_id: str) -> tuple:
-        return tuple(_stamps(self.wh.partition_dir(t, evaluation_id)) for t in TABLES)
+        return _fingerprint(str(self.wh.home), evaluation_id, time.time_ns())
 
     def scores(self, evaluation_ids: list[str], protocol_version: int | None):
         """The scorer's `Scores` for these evaluations, re-scoring only those whose files changed."""
-        from speculator_arena.scoring.score import Scores
+        from speculator_arena.scoring.result import Scores
 
         ids = sorted(set(evaluation_ids))
         with self._lock:
-            prints = {eid: self.fingerprint(eid) for eid in ids}
-            stale = [eid for eid in ids
-                     if (eid, protocol_version) not in self._scores or self._scores[(eid, protocol_version)][0] != prints[eid]]
-            digest = version = None
-            fresh = None
-            if stale:
-                frames, fresh = data._score(self.wh.home, stale, protocol_version)
-                digest, version = fresh.protocol_digest, fresh.protocol_version
-                meta = pd.DataFrame({"digest": [digest], "version": [version]})
-                # one group-by per frame, not one boolean mask per evaluation (870 evaluations x 4
-                # frames of masks over every figure row took seconds)
-                by_eval = {}
-                for name, df in (("evaluations", frames.evaluations), ("passes", frames.passes),
-                                 ("gates", frames.gates), ("figures", frames.figures)):
-                    groups = dict(iter(df.groupby("evaluation_id", sort=False))) \
-                        if "evaluation_id" in df.columns and len(df) else {}
-                    by_eval[name] = (groups, df.iloc[:0])
-                for eid in stale:
-                    parts = {name: groups.get(eid, empty) for name, (groups, empty) in by_eval.items()}
-                    parts["_meta"] = meta
-                    self._scores[(eid, protocol_version)] = (prints[eid], parts)
-            self.last_refresh["evaluations_scored"] = len(stale)
+            now = time.time_ns()
+            home = str(self.wh.home)
+            prints = {eid: _fingerprint(home, eid, now) for eid in ids}
             key = (tuple(ids), protocol_version)
             signature = tuple(prints[eid] for eid in ids)
-            if fresh is not None and len(stale) == len(ids):
-                # everything was scored together just now (a first render): the scorer's own
-                # result, gap flag included, is the answer; nothing to stitch together
-                self._combined = {key: (signature, fresh)}
-                return fresh
             last = self._combined.get(key)
             if last is not None and last[0] == signature:
-                return last[1]  # nothing changed since this exact request: no concatenation either
+                self.last_refresh["evaluations_scored"] = 0
+                return last[1]  # nothing changed since this exact request: nothing to score or stitch
+            self._split_whole()
+            stale = [eid for eid in ids
+                     if (eid, protocol_version) not in self._scores or self._scores[(eid, protocol_version)][0] != prints[eid]]
+            self.last_refresh["evaluations_scored"] = len(stale)
+            if stale:
+                frames, fresh = data._score(self.wh.home, stale, protocol_version)
+                stamped = {eid: prints[eid] for eid in stale}
+                if len(stale) == len(ids):
+                    # everything was scored together just now (a first render): the scorer's own
+                    # result, gap flag included, is the answer. It is cut per evaluation only if a
+                    # later request needs part of it (0.4 s at 870 evaluations, off the first render).
+                    self._whole = (protocol_version, stamped, frames, fresh)
+                    self._combined = {key: (signature, fresh)}
+                    return fresh
+                self._store_split(protocol_version, stamped, frames, fresh)
             kept = [self._scores[(eid, protocol_version)][1] for eid in ids]
         if not kept:
             return None
@@ -122,6 +117,29 @@ class BoardMemo:
         with self._lock:
             self._combined = {key: (signature, scores)}  # the last one only: memory stays bounded
         return scores
+
+    def _split_whole(self) -> None:
+        """Cut the result kept whole by a first render into per-evaluation parts (under the lock)."""
+        if self._whole is not None:
+            version, stamped, frames, fresh = self._whole
+            self._whole = None
+            self._store_split(version, stamped, frames, fresh)
+
+    def _store_split(self, version, stamped: dict, frames, fresh) -> None:
+        """Keep the scorer's rows of each evaluation in `stamped` with its fingerprint."""
+        meta = pd.DataFrame({"digest": [fresh.protocol_digest], "version": [fresh.protocol_version]})
+        # one group-by per frame, not one boolean mask per evaluation (870 evaluations x 4
+        # frames of masks over every figure row took seconds)
+        by_eval = {}
+        for name, df in (("evaluations", frames.evaluations), ("passes", frames.passes),
+                         ("gates", frames.gates), ("figures", frames.figures)):
+            groups = dict(iter(df.groupby("evaluation_id", sort=False))) \
+                if "evaluation_id" in df.columns and len(df) else {}
+            by_eval[name] = (groups, df.iloc[:0])
+        for eid, stamp in stamped.items():
+            parts = {name: groups.get(eid, empty) for name, (groups, empty) in by_eval.items()}
+            parts["_meta"] = meta
+            self._scores[(eid, version)] = (stamp, parts)
 
     def board(self, task_id: str, protocol_version: int | None, index: pd.DataFrame | None = None) -> data.ScoreFrames:
         """What `data.board_scores` computes, from the memo (`index`: the evaluations index when
@@ -143,7 +161,7 @@ def _gap_flags(ev: pd.DataFrame, protocol_version: int | None) -> None:
     so it cannot be memoized per evaluation)."""
     from speculator_arena.protocol import load_protocol
     from speculator_arena.scoring.limits import protocol_limits
-    from speculator_arena.scoring.score import _gap_flags as scorer_gap_flags
+    from speculator_arena.scoring.assemble import gap_flags as scorer_gap_flags
 
     if ev.empty:
         return

@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from speculator_arena.scoring.score import Scores
+from speculator_arena.scoring.result import Scores
 
 COLUMNS = ["section", "rank", "evaluation_id", "account_id", "label", "is_reference", "split", "status", "specscore",
            "specscore_reason", "r_solo", "r_team", "r_busy", "gates_pass", "failed_gates", "not_measured_gates",

@@ -215,6 +215,26 @@ def upsert(home: str | os.PathLike, evaluation_id: str) -> None:
     _write(home, pa.concat_tables([keep, fresh]))
 
 
+RANKED = ("measured", "failed")  # statuses that carry a score (void is refunded, never ranked)
+
+
+def latest_finished(index, keep: int = 1) -> list[str]:
+    """Each account's last `keep` finished evaluations per task and split, and each reference's
+    per label: what the board ranks (and, on both splits, the dev/test gap flag compares).
+
+    `index`: a pandas frame with the evaluations index's columns. Lives here, not in the board,
+    because the packer (packs.py) puts these evaluations together in its row groups.
+    """
+    df = index[index["status"].isin(RANKED)].copy()
+    if df.empty:
+        return []
+    ref = df["is_reference"].fillna(False).astype(bool)
+    df["group"] = (df["task_id"].fillna("") + "\x00" + df["account_id"].fillna("") + "\x00" + df["split"].fillna("")
+                   + "\x00" + ref.astype(str) + "\x00" + df["label"].where(ref, "").fillna(""))
+    df = df.sort_values(["created_at", "evaluation_id"], ascending=False, na_position="last")
+    return sorted(df.groupby("group", sort=False).head(keep)["evaluation_id"].tolist())
+
+
 def enabled() -> bool:
     """`ARENA_CATALOG=0` turns the writers' upsert off (a bulk load then runs `refresh` once)."""
     return os.environ.get("ARENA_CATALOG", "1") != "0"

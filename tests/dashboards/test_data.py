@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pandas as pd
 import pytest
@@ -12,7 +13,7 @@ from speculator_arena.dashboards import data
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards.data_card import load_data_card
 from speculator_arena.dashboards.protocol_diff import flatten, protocol_diff
-from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse import Warehouse, catalog
 
 from .conftest import TASK, scores_of_whole_warehouse
 
@@ -158,6 +159,8 @@ def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
 
     home = tmp_path / "home"
     wh = write_synthetic(home, [e for e in SYNTHETIC if e[0] in ("ev-alpha", "ev-alpha-test", "ev-beta")])
+    settle = lambda: time.sleep(3 * catalog.RACY_FINE_NS / 1e9)  # noqa: E731 - mtimes older than the racy window
+    settle()
     memo = BoardMemo(home)
     first = memo.board(TASK, None)
     # the writers kept the catalog current: listing read no evaluation's part (at most re-checked
@@ -173,6 +176,7 @@ def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
     # a new evaluation: only it is read and scored; the gap flag spans memoized and new rows
     write_synthetic_evaluation(wh, "ev-beta-test", account_id="acct-b", label="beta", split="test", seed=31,
                                created_at=1.8e9 + 99, speedups={"solo": 1.3, "team": 1.2, "busy": 1.1})
+    settle()
     again = memo.board(TASK, None)
     assert memo.last_refresh == {"index_parts_read": 1, "evaluations_scored": 1}
     test_rows = again.boards["test"].set_index("evaluation_id")

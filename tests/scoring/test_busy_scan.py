@@ -15,6 +15,12 @@ from test_sql_speeds import LANES
 KEY = ["evaluation_id", "pass_id", "engine"]
 
 
+def _partitions(wh):
+    """{evaluation_id: its request parts} of every evaluation."""
+    root = wh.raw / "requests"
+    return {d.name.split("=", 1)[1]: sorted(str(f) for f in d.glob("*.parquet")) for d in root.iterdir()}
+
+
 def _edge_cases(wh):
     """Rows the counted rule and the join decide: late, past grace, no [DONE], over budget,
     warm-up, no pass row, no last token, and rows written out of pass order."""
@@ -107,7 +113,6 @@ def test_staged_rows_of_the_scan_equal_the_sql_view(wh):
     import pandas as pd
 
     from speculator_arena.scoring.busy_scan import STAGED
-    from speculator_arena.scoring.score import _request_partitions
 
     _edge_cases(wh)
     write_synthetic_evaluation(wh, "s2", seed=6, attack="failures")
@@ -119,7 +124,7 @@ def test_staged_rows_of_the_scan_equal_the_sql_view(wh):
                          "FROM raw_passes").to_arrow_table()
     finally:
         con.close()
-    _, to_sql, staged = busy_windows_from_parquet(_request_partitions(wh, None), passes, staged=True)
+    _, to_sql, staged = busy_windows_from_parquet(_partitions(wh), passes, staged=True)
     assert to_sql == [] and staged.schema == STAGED
     scan = staged.to_pandas()
     key = ["evaluation_id", "pass_id", "engine", "session_id", "turn", "sent_at", "ended_at"]
@@ -132,3 +137,53 @@ def test_staged_rows_of_the_scan_equal_the_sql_view(wh):
     for c in STAGED.names:
         assert pd.Series(a[c]).equals(pd.Series(b[c]).astype(a[c].dtype)) or \
             ((a[c] == b[c]) | (a[c].isna() & b[c].isna())).all(), c
+
+
+def _reference_window(sent, end, lanes, times, toks):
+    """The busy window of one pass by its definition (SCORING.md), one pass at a time: the
+    per-pass computation the vectorized kernel replaced, kept here as its reference."""
+    S, E = np.sort(sent), np.sort(end)
+    pts = np.sort(np.concatenate([S, E]))
+    inflight = np.searchsorted(S, pts[:-1], "right") - np.searchsorted(E, pts[:-1], "right")
+    with np.errstate(invalid="ignore"):
+        seg = np.diff(pts)
+    secs = float(seg[(inflight >= lanes) & np.isfinite(seg)].sum())
+    count = np.searchsorted(S, times, "right") - np.searchsorted(E, times, "left")   # starts <= t - ends < t
+    count[np.isnan(times)] = 0
+    return secs, int(toks[count >= lanes].sum())
+
+
+def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit():
+    """Ties between starts, ends and chunks, missing requests (+inf), NaN chunk times, lanes 0."""
+    from speculator_arena.scoring.busy import pass_windows
+
+    rng = np.random.default_rng(7)
+    groups, sent, end, c_group, times, toks = [], [], [], [], [], []
+    lanes = rng.integers(0, 5, 300)
+    for g in range(300):
+        n = int(rng.integers(1, 30))
+        s = np.round(rng.uniform(0, 50, n), 1)
+        e = s + np.round(rng.uniform(0, 20, n), 1)
+        gone = rng.random(n) < 0.05
+        s[gone] = e[gone] = np.inf
+        groups += [g] * n
+        sent.append(s)
+        end.append(e)
+        for i in range(n):
+            k = int(rng.integers(0, 6))
+            hi = e[i] if np.isfinite(e[i]) else 70.0
+            t = np.round(rng.uniform(s[i] if np.isfinite(s[i]) else 0.0, hi, k), 1)
+            if k and rng.random() < 0.1:
+                t[0] = s[i] if rng.random() < 0.5 else e[i]   # exactly on an event
+            if k and rng.random() < 0.03:
+                t[-1] = np.nan
+            times.append(t)
+            toks.append(rng.integers(0, 5, k))
+            c_group += [g] * k
+    groups, c_group = np.array(groups), np.array(c_group)
+    sent, end, times, toks = (np.concatenate(x) for x in (sent, end, times, toks))
+    secs, tokens = pass_windows(groups, sent, end, lanes, c_group, times, toks)
+    for g in range(300):
+        r, c = groups == g, c_group == g
+        assert (secs[g], tokens[g]) == _reference_window(sent[r], end[r], lanes[g], times[c], toks[c]), g
+    assert secs.sum() > 0 and tokens.sum() > 0
