@@ -1,6 +1,9 @@
-"""Thin root: every asset and check of `speculator_arena.assets` is loaded, none listed by hand."""
+"""Thin root: every asset, check and schedule of `speculator_arena.assets` is loaded, none listed by hand."""
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 import dagster as dg
 
@@ -12,8 +15,18 @@ def build_definitions() -> dg.Definitions:
     return dg.Definitions(
         assets=dg.load_assets_from_package_module(assets),
         asset_checks=dg.load_asset_checks_from_package_module(assets),
+        schedules=_schedules(),
         resources=default_resources(),
     )
+
+
+def _schedules() -> list[dg.ScheduleDefinition]:
+    """Every ScheduleDefinition defined at the top of a module of `speculator_arena.assets`."""
+    found = []
+    for info in pkgutil.iter_modules(assets.__path__):
+        module = importlib.import_module(f"{assets.__name__}.{info.name}")
+        found += [v for v in vars(module).values() if isinstance(v, dg.ScheduleDefinition)]
+    return found
 
 
 defs = build_definitions()

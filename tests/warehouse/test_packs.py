@@ -156,3 +156,12 @@ def test_no_warehouse_is_a_clear_error(tmp_path):
     r = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "warehouse", "pack"], env=env,
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no warehouse at" in r.stderr
+
+
+def test_definitions_schedule_the_packing():
+    from speculator_arena.dagster_project.definitions import build_definitions
+
+    defs = build_definitions()
+    schedule = defs.resolve_schedule_def("pack_raw_every_10_minutes")
+    assert schedule.cron_schedule == "*/10 * * * *"
+    assert defs.resolve_assets_def("raw_packs") is not None
