@@ -49,6 +49,19 @@ def board(home: str, task_id: str, protocol_version: int | None) -> data.ScoreFr
     return memo(home).board(task_id, protocol_version, index=index(home))
 
 
+def board_or_notice(sel) -> data.ScoreFrames | None:
+    """The selected task's board, or None after telling the viewer why there is none (no
+    evaluation or task yet, or a warehouse that cannot be read)."""
+    if sel.state.evaluations == 0 or sel.task_id is None:
+        st.info(sel.state.message)
+        return None
+    try:
+        return board(sel.home, sel.task_id, sel.protocol_version)
+    except data.BoardDataError as exc:
+        st.error(str(exc))
+        return None
+
+
 @st.cache_data(ttl=TTL, show_spinner="Scoring the evaluation from raw rows…")
 def evaluation_scores(home: str, evaluation_id: str, protocol_version: int | None) -> data.ScoreFrames:
     return data.evaluation_scores(home, evaluation_id, protocol_version, index=index(home))

@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -370,6 +370,17 @@ def _family_interleave(rows: list[dict], mix: dict[str, float]) -> list[dict]:
     return out
 
 
+def _ordered_candidates(ctx: BuildContext, split: str, key: bytes | None):
+    """The split's candidate sessions in the order its pool draws them, and the split's folder:
+    the public split in the public order, a hidden split in the operators' keyed order."""
+    pub, res = split_candidates(ctx)
+    if split == "dev":
+        return sorted(pub, key=lambda c: public_u(c.source_id)), ctx.root / "dev"
+    if key is None:
+        raise PoolBuildError("no hidden pool without the operators' key: set ARENA_POOL_KEY or ARENA_POOL_KEY_FILE")
+    return sorted(res, key=lambda c: keyed_u(key, c.source_id)), ctx.root / "hidden" / split
+
+
 def build_split(ctx: BuildContext, split: str, *, key: bytes | None = None, paraphrases=None) -> dict:
     """Build one split's timed sessions, warm-up sessions and fidelity texts; return its manifest
     (counts and digests only: safe to show for the hidden split)."""
@@ -377,16 +388,9 @@ def build_split(ctx: BuildContext, split: str, *, key: bytes | None = None, para
     if split != "dev" and key is None:
         raise PoolBuildError("no hidden pool without the operators' key: set ARENA_POOL_KEY or ARENA_POOL_KEY_FILE")
     st = ctx.structure()
-    pub, res = split_candidates(ctx)
-    if split == "dev":
-        cands = sorted(pub, key=lambda c: public_u(c.source_id))
-        out_dir = ctx.root / "dev"
-    else:
-        if key is None:
-            raise PoolBuildError("no hidden pool without the operators' key: set ARENA_POOL_KEY or ARENA_POOL_KEY_FILE")
-        cands = sorted(res, key=lambda c: keyed_u(key, c.source_id))
+    cands, out_dir = _ordered_candidates(ctx, split, key)
+    if split != "dev":
         ensure_hidden(ctx.root)
-        out_dir = ctx.root / "hidden" / split
     avail = {f: sum(c.family == f for c in cands) for f in ctx.settings.family_mix}
     targets = timed_targets(ctx, avail)
     apps = AppPrompts(ctx)
@@ -456,15 +460,7 @@ def build_warmup(ctx: BuildContext, split: str, *, key: bytes | None = None, par
     """Warm-up sessions, apart: from the split's candidates that no timed session or fidelity
     text uses, enough for one wave of every workload's live sessions with headroom."""
     st = ctx.structure()
-    pub, res = split_candidates(ctx)
-    if split == "dev":
-        cands = sorted(pub, key=lambda c: public_u(c.source_id))
-        out_dir = ctx.root / "dev"
-    else:
-        if key is None:
-            raise PoolBuildError("no hidden pool without the operators' key: set ARENA_POOL_KEY or ARENA_POOL_KEY_FILE")
-        cands = sorted(res, key=lambda c: keyed_u(key, c.source_id))
-        out_dir = ctx.root / "hidden" / split
+    cands, out_dir = _ordered_candidates(ctx, split, key)
     used_p = out_dir / "used_sources.json"
     if not used_p.is_file():
         raise PoolBuildError(f"build the {split} timed sessions before its warm-up sessions ({used_p} missing)")

@@ -4,7 +4,7 @@ import streamlit as st
 
 from speculator_arena.dashboards import board_table, cached
 from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.dashboards.data import FINISHED, BoardDataError
+from speculator_arena.dashboards.data import FINISHED
 from speculator_arena.dashboards.links import evaluation_md
 
 PAGE_SIZE = 100
@@ -27,13 +27,8 @@ def unranked_notice(sel) -> None:
 def main() -> None:
     sel = st.session_state["selection"]
     st.title(f"Board: {sel.task_id or 'no task'} ({sel.split})")
-    if sel.state.evaluations == 0 or sel.task_id is None:
-        st.info(sel.state.message)
-        return
-    try:
-        frames = cached.board(sel.home, sel.task_id, sel.protocol_version)
-    except BoardDataError as exc:
-        st.error(str(exc))
+    frames = cached.board_or_notice(sel)
+    if frames is None:
         return
     rows = frames.boards.get(sel.split)
     st.caption(f"Scored under protocol v{frames.protocol_version or sel.protocol_version}"

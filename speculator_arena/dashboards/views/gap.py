@@ -5,7 +5,6 @@ import streamlit as st
 
 from speculator_arena.dashboards import cached
 from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.dashboards.data import BoardDataError
 from speculator_arena.dashboards.links import evaluation_md
 from speculator_arena.protocol import load_protocol
 
@@ -17,13 +16,8 @@ def main() -> None:
     st.caption(f"A submission is flagged when its last scored test SpecScore is below (1 − {gap}) × its last "
                f"scored dev SpecScore (protocol v{sel.protocol_version}, gap {gap}). A speculator that memorized "
                "the public pool gains more on dev than on the hidden test pool.")
-    if sel.state.evaluations == 0 or sel.task_id is None:
-        st.info(sel.state.message)
-        return
-    try:
-        frames = cached.board(sel.home, sel.task_id, sel.protocol_version)
-    except BoardDataError as exc:
-        st.error(str(exc))
+    frames = cached.board_or_notice(sel)
+    if frames is None:
         return
     ev = frames.evaluations
     if ev.empty:
