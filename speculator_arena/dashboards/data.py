@@ -136,24 +136,21 @@ def board_candidates(index: pd.DataFrame, task_id: str, keep: int = 1) -> list[s
 # ---- scoped warehouses --------------------------------------------------------------------
 
 @contextmanager
-def scoped_warehouse(home: str | os.PathLike | None, evaluation_ids: Iterable[str],
-                     tables: Iterable[str] | None = None) -> Iterator[Warehouse]:
+def scoped_warehouse(home: str | os.PathLike | None, evaluation_ids: Iterable[str]) -> Iterator[Warehouse]:
     """A temporary, read-only view of the warehouse holding only `evaluation_ids`.
 
     Its raw partitions are symbolic links to the real partition directories, so nothing is
     copied and nothing under the real ARENA_HOME is touched; it has no `arena.duckdb`, so
     connecting to it read-only defines the views in memory. Whatever way a reader finds the
     parts (the store's views, a glob of `raw/<table>/*/*.parquet`, os.scandir), it finds only
-    these evaluations'. One link per partition, not a directory per partition holding a link
-    per part: for 870 evaluations that is 8,700 links instead of 8,700 directories and 8,700
-    links, and making and removing the latter cost up to 6 s of a first render
-    (docs/benchmarks/board.md).
+    these evaluations'. One link per partition. Only an evaluation page's raw queries use it
+    (one evaluation); the scorer takes evaluation ids and reads only theirs.
     """
     src = Warehouse(home)
     ids = sorted(set(evaluation_ids))
     with tempfile.TemporaryDirectory(prefix="arena-board-scope-") as tmp:
         scoped = Warehouse(tmp)
-        for table in (tables or TABLES):
+        for table in TABLES:
             dest_root = scoped.raw / table
             dest_root.mkdir(parents=True, exist_ok=True)
             for eid in ids:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from speculator_arena.dashboards import data
-from speculator_arena.warehouse import catalog
+from speculator_arena.warehouse import catalog, parts
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
 
@@ -33,10 +33,7 @@ def _fingerprint(home: str, evaluation_id: str, now_ns: int) -> tuple:
     leave the same mtime), so its fingerprint never equals a later one and it is re-scored."""
     out = []
     for table in TABLES:
-        try:
-            m = os.stat(f"{home}/raw/{table}/evaluation_id={evaluation_id}").st_mtime_ns
-        except FileNotFoundError:
-            m = -1
+        m = parts.partition_mtime(home, table, evaluation_id)
         if m >= 0 and not catalog._trusted_mask(np.int64(m), np.int64(m), np.int64(now_ns)):
             return (object(),)
         out.append(m)
@@ -72,9 +69,6 @@ class BoardMemo:
         return data.index_frame(table)
 
     # ---- scores -------------------------------------------------------------------------
-    def fingerprint(self, evaluation_id: str) -> tuple:
-        return _fingerprint(str(self.wh.home), evaluation_id, time.time_ns())
-
     def scores(self, evaluation_ids: list[str], protocol_version: int | None):
         """The scorer's `Scores` for these evaluations, re-scoring only those whose files changed."""
         from speculator_arena.scoring.result import Scores

@@ -29,11 +29,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from speculator_arena.scoring.busy import COLUMNS, pass_windows
+from speculator_arena.warehouse import parts
 from speculator_arena.warehouse.schema import TABLES
 
 REQUEST_COLUMNS = ("pass_id", "engine", "sent_at", "last_token_at", "ended_at", "done", "output_tokens",
                     "max_tokens", "chunk_times", "chunk_tokens", "workload", "session_id", "turn", "first_token_at",
                     "usage_prompt_tokens", "cached_tokens")
+
+READ_COLUMNS = ["evaluation_id", *REQUEST_COLUMNS]  # what a batch reader returns
 
 # The scalar columns of the staged requests the scorer's queries use, in the order and types
 # of sql/staged_requests_cached.sql: built here from the same read, so the requests' Parquet
@@ -70,16 +73,6 @@ def _bad_rows(t: pa.Table) -> np.ndarray:
             rows = np.repeat(np.arange(t.num_rows), pc.list_value_length(c).fill_null(0).to_numpy(zero_copy_only=False))
             bad[np.unique(rows[nulls])] = True
     return bad
-
-
-def _conform(t: pa.Table) -> pa.Table:
-    """The request columns the scan reads, every one present and of the schema's type."""
-    schema = TABLES["requests"]
-    cols = {}
-    for name in ("evaluation_id", *REQUEST_COLUMNS):
-        f = schema.field(name)
-        cols[name] = t[name].combine_chunks().cast(f.type) if name in t.column_names else pa.nulls(t.num_rows, f.type)
-    return pa.table(cols)
 
 
 def _batch(t: pa.Table, passes: pa.Table, pass_index: dict):
@@ -159,7 +152,7 @@ def busy_windows_from_batches(batches, passes: pa.Table, threads: int = 2, progr
         pass_index[k] = i
 
     def work(read):
-        t = _conform(read())
+        t = parts.conform(read(), TABLES["requests"], READ_COLUMNS)  # as read_rows returns them: no copy
         ids = set(t["evaluation_id"].to_pylist())
         bad = _bad_rows(t)
         sql = (set(pc.filter(t["evaluation_id"], pa.array(bad)).to_pylist()) if bad.any() else set()) | (ids & dup)
@@ -194,12 +187,13 @@ def busy_windows_from_parquet(partitions: dict, passes: pa.Table, threads: int =
     one evaluation per batch (see `busy_windows_from_batches`)."""
     def reader(eid, files):
         def read():
-            parts = []
+            tables = []
             for f in files:
-                t = pq.ParquetFile(f, read_dictionary=["pass_id", "engine"])
-                t = t.read(columns=[c for c in REQUEST_COLUMNS if c in t.schema_arrow.names], use_threads=False)
-                parts.append(_conform(t.append_column("evaluation_id", pa.array([eid] * t.num_rows, pa.string()))))
-            return pa.concat_tables(parts) if parts else _conform(TABLES["requests"].empty_table())
+                pf = pq.ParquetFile(f)
+                t = pf.read(columns=[c for c in REQUEST_COLUMNS if c in pf.schema_arrow.names], use_threads=False)
+                t = t.append_column("evaluation_id", pa.array([eid] * t.num_rows, pa.string()))
+                tables.append(parts.conform(t, TABLES["requests"], READ_COLUMNS))
+            return pa.concat_tables(tables) if tables else TABLES["requests"].empty_table().select(READ_COLUMNS)
         return read
 
     return busy_windows_from_batches([reader(e, partitions[e]) for e in sorted(partitions)], passes, threads,

@@ -23,7 +23,7 @@ from speculator_arena.scoring.assemble import assemble
 from speculator_arena.scoring.busy import busy_windows
 from speculator_arena.scoring.limits import protocol_limits, protocol_workloads
 from speculator_arena.scoring.result import Scores
-from speculator_arena.warehouse import packs
+from speculator_arena.warehouse import packs, parts
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, sql_statements, sql_text
 
@@ -114,7 +114,7 @@ def _threads(con) -> int:
 def _request_batches(home, resolved: packs.Resolved, batch: int = packs.GROUP_SIZE) -> list:
     """Readers of the requests of the resolved evaluations: a pack's row group at a time, and the
     unpacked evaluations' parts `batch` evaluations at a time."""
-    cols = ["evaluation_id", *busy_scan.REQUEST_COLUMNS]
+    cols = busy_scan.READ_COLUMNS
     out = []
     for pack, per in resolved.packed.items():
         by_group: dict[int, dict] = {}
@@ -125,7 +125,7 @@ def _request_batches(home, resolved: packs.Resolved, batch: int = packs.GROUP_SI
             out.append(lambda pack=pack, sub=sub: packs.read_packed(pack, "requests", sub, cols))
     ids = resolved.unpacked
     for i in range(0, len(ids), batch):
-        out.append(lambda sub=ids[i:i + batch]: packs.read_parts(home, "requests", sub, cols))
+        out.append(lambda sub=ids[i:i + batch]: parts.read_parts(home, "requests", sub, cols))
     return out
 
 

@@ -32,13 +32,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from speculator_arena.warehouse import parts
 from speculator_arena.warehouse.schema import TABLES
 
 TABLE = "evaluations"
 RACY_NS = 2_000_000_000  # a directory must have been quiet this long before its mtime is trusted
 RACY_FINE_NS = 100_000_000  # ... on filesystems with sub-second mtimes (Linux's clock tick is <= 10 ms)
 STAMPS = [pa.field("_mtime_ns", pa.int64()), pa.field("_seen_ns", pa.int64())]
-PREFIX = "evaluation_id="
+PREFIX = parts.PREFIX
 
 
 def snapshot_path(home: str | os.PathLike) -> Path:
@@ -73,30 +74,15 @@ def partition_mtimes(raw_table_dir: Path) -> dict[str, int]:
     return out
 
 
-def _read_partitions(raw_table_dir: Path, ids: list[str], mtimes: dict[str, int], seen_ns: int) -> pa.Table:
-    """The rows of these partitions, read from their parts, stamped with what was observed."""
-    schema = TABLES[TABLE]
-    parts = []
-    for eid in ids:
-        d = raw_table_dir / f"{PREFIX}{eid}"
-        try:
-            names = sorted(n for n in os.listdir(d) if n.endswith(".parquet") and not n.startswith(".tmp-"))
-        except FileNotFoundError:
-            continue
-        for n in names:
-            try:
-                t = pq.read_table(d / n)
-            except FileNotFoundError:  # replaced while we read: its directory's mtime moved on
-                continue
-            t = t.append_column("evaluation_id", pa.array([eid] * t.num_rows, pa.string()))
-            for name in schema.names:  # a part written under an older schema lacks newer columns
-                if name not in t.column_names:
-                    t = t.append_column(name, pa.nulls(t.num_rows, schema.field(name).type))
-            t = t.select(schema.names).cast(schema)
-            t = t.append_column(STAMPS[0], pa.array([mtimes[eid]] * t.num_rows, pa.int64()))
-            t = t.append_column(STAMPS[1], pa.array([seen_ns] * t.num_rows, pa.int64()))
-            parts.append(t)
-    return pa.concat_tables(parts) if parts else _empty()
+def _read_partitions(home: str | os.PathLike, ids: list[str], mtimes: dict[str, int], seen_ns: int) -> pa.Table:
+    """The rows of these partitions, read from their parts, stamped with what was observed. A
+    part replaced while we read is skipped: its directory's mtime moved on, so it is re-read."""
+    t = parts.read_parts(home, TABLE, ids, vanished_ok=True)
+    if not t.num_rows:
+        return _empty()
+    eids = t.column("evaluation_id").to_pylist()
+    t = t.append_column(STAMPS[0], pa.array([mtimes[e] for e in eids], pa.int64()))
+    return t.append_column(STAMPS[1], pa.array([seen_ns] * len(eids), pa.int64()))
 
 
 def _load(home: str | os.PathLike) -> pa.Table | None:
@@ -154,7 +140,7 @@ def read_evaluations(home: str | os.PathLike, base: pa.Table | None = None) -> t
     have = set(trusted.column("evaluation_id").to_pylist())
     todo = sorted(e for e in mtimes if e not in have)
     stats["new"] = len(todo) - stats["changed"] - stats["racy"]
-    fresh = _read_partitions(raw, todo, mtimes, seen_ns)
+    fresh = _read_partitions(home, todo, mtimes, seen_ns)
     return pa.concat_tables([trusted, fresh]), stats
 
 
@@ -198,20 +184,14 @@ def upsert(home: str | os.PathLike, evaluation_id: str) -> None:
     if snap is None:
         refresh(home)
         return
-    raw = Path(home) / "raw" / TABLE
     now = time.time_ns()
     eid = snap.column("evaluation_id")
     stamped = snap.column("_mtime_ns").to_numpy()
     racy = ~_trusted_mask(stamped, stamped, snap.column("_seen_ns").to_numpy())
     redo = {evaluation_id} | set(pc.filter(eid, pa.array(racy)).to_pylist())
     keep = snap.filter(pc.invert(pc.is_in(eid, pa.array(sorted(redo), pa.string()))))
-    mtimes = {}
-    for e in redo:
-        try:
-            mtimes[e] = (raw / f"{PREFIX}{e}").stat().st_mtime_ns
-        except FileNotFoundError:
-            continue
-    fresh = _read_partitions(raw, sorted(mtimes), mtimes, now)
+    mtimes = {e: m for e in redo if (m := parts.partition_mtime(home, TABLE, e)) >= 0}  # gone: dropped
+    fresh = _read_partitions(home, sorted(mtimes), mtimes, now)
     _write(home, pa.concat_tables([keep, fresh]))
 
 

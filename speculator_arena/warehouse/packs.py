@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from speculator_arena.warehouse import catalog
+from speculator_arena.warehouse import catalog, parts
 from speculator_arena.warehouse.schema import TABLES
 
 PACKED_TABLES = tuple(t for t in TABLES if t != "replies")
@@ -71,13 +71,6 @@ def _live_packs(home) -> list[Path]:
     live = [Path(e.path) for e in names if not (Path(e.path) / "RETIRED").exists()
             and (Path(e.path) / "manifest.parquet").exists()]
     return sorted(live, key=lambda p: p.name, reverse=True)
-
-
-def _dir_mtime(home: Path, table: str, eid: str) -> int:
-    try:  # os.stat on a string: resolving thousands of evaluations, pathlib's joins cost as much as the stats
-        return os.stat(f"{home}/raw/{table}/{catalog.PREFIX}{eid}").st_mtime_ns
-    except FileNotFoundError:
-        return -1
 
 
 @dataclass
@@ -118,7 +111,7 @@ def resolve(home: str | os.PathLike, ids: list[str], *, honour_env: bool = True)
         for eid, table, rg, mt in zip(eids, tables, groups, stamped):
             if eid in bad:
                 continue
-            if _dir_mtime(home, table, eid) != mt:
+            if parts.partition_mtime(home, table, eid) != mt:
                 bad.add(eid)
                 continue
             here.setdefault(eid, {})[table] = rg
@@ -128,39 +121,6 @@ def resolve(home: str | os.PathLike, ids: list[str], *, honour_env: bool = True)
             todo -= set(here)
     out.unpacked = sorted(todo)
     return out
-
-
-def _part_files(home: Path, table: str, eid: str) -> list[Path]:
-    d = home / "raw" / table / f"{catalog.PREFIX}{eid}"
-    try:
-        return sorted(d / n for n in os.listdir(d) if n.endswith(".parquet") and not n.startswith(".tmp-"))
-    except FileNotFoundError:
-        return []
-
-
-def _conform(t: pa.Table, schema: pa.Schema, columns: list[str]) -> pa.Table:
-    """`t` with exactly `columns` of `schema` (a part written under an older schema lacks newer ones)."""
-    for name in columns:
-        if name not in t.column_names:
-            t = t.append_column(name, pa.nulls(t.num_rows, schema.field(name).type))
-    t = t.select(columns)
-    want = pa.schema([schema.field(c) for c in columns])
-    return t if t.schema.equals(want) else t.cast(want)
-
-
-def read_parts(home: str | os.PathLike, table: str, ids: list[str], columns: list[str] | None = None) -> pa.Table:
-    """Rows of these evaluations read from their raw parts (the store's own files)."""
-    home, schema = Path(home), TABLES[table]
-    columns = list(columns or schema.names)
-    body = [c for c in columns if c != "evaluation_id"]
-    parts = []
-    for eid in ids:
-        for f in _part_files(home, table, eid):
-            t = pq.ParquetFile(f)
-            t = t.read(columns=[c for c in body if c in t.schema_arrow.names], use_threads=False)
-            t = t.append_column("evaluation_id", pa.array([eid] * t.num_rows, pa.string()))
-            parts.append(_conform(t, schema, columns))
-    return pa.concat_tables(parts) if parts else pa.schema([schema.field(c) for c in columns]).empty_table()
 
 
 def read_rows(home: str | os.PathLike, table: str, ids: list[str] | None, columns: list[str] | None = None,
@@ -175,7 +135,7 @@ def read_rows(home: str | os.PathLike, table: str, ids: list[str] | None, column
     if resolved is None:
         resolved = resolve(home, ids) if table in PACKED_TABLES else Resolved(unpacked=sorted(set(ids)))
     pieces = [read_packed(pack, table, per, columns) for pack, per in resolved.packed.items()]
-    pieces.append(read_parts(home, table, resolved.unpacked, columns))
+    pieces.append(parts.read_parts(home, table, resolved.unpacked, columns))
     return pa.concat_tables([p for p in pieces if p.num_rows] or [pieces[-1]])
 
 
@@ -190,7 +150,7 @@ def read_packed(pack: Path, table: str, per: dict[str, dict[str, int]], columns:
     wanted = pc.is_in(t["evaluation_id"], pa.array(sorted(per), pa.string()))
     if not pc.all(wanted).as_py():  # row groups of only wanted evaluations (the usual case) are not copied
         t = t.filter(wanted)
-    return _conform(t, schema, columns)
+    return parts.conform(t, schema, columns)
 
 
 def duck_select(con, home: str | os.PathLike, table: str, resolved: Resolved) -> str:
@@ -207,7 +167,7 @@ def duck_select(con, home: str | os.PathLike, table: str, resolved: Resolved) ->
         con.register(name, pa.table({"evaluation_id": pa.array(sorted(per), pa.string())}))
         selects.append(f"SELECT {cols} FROM read_parquet({_quote(pack / f'{table}.parquet')}) "
                        f"WHERE evaluation_id IN (SELECT evaluation_id FROM {name})")
-    files = [f for eid in resolved.unpacked for f in _part_files(Path(home), table, eid)]
+    files = [f for eid in resolved.unpacked for f in parts.part_files(home, table, eid)]
     if files:
         listed = ", ".join(_quote(f) for f in files)
         selects.append(f"SELECT {cols} FROM read_parquet([{listed}], hive_partitioning = true, union_by_name = true)")
@@ -274,7 +234,7 @@ def pack(home: str | os.PathLike, *, full: bool = False, group_size: int = GROUP
     now = time.time_ns()
     stamps, skipped = {}, 0
     for eid in todo:
-        m = {t: _dir_mtime(home, t, eid) for t in PACKED_TABLES}
+        m = {t: parts.partition_mtime(home, t, eid) for t in PACKED_TABLES}
         if _quiet(now, m):
             stamps[eid] = m
         else:
@@ -305,7 +265,7 @@ def _write_pack(home: Path, order: list[str], stamps: dict[str, dict[str, int]],
         done = 0
         for g in groups:
             for table in PACKED_TABLES:
-                rows = read_parts(home, table, g)
+                rows = parts.read_parts(home, table, g)
                 rg = -1
                 if rows.num_rows:
                     writers[table].write_table(rows, row_group_size=max(rows.num_rows, 1))

@@ -150,22 +150,15 @@ class Warehouse:
 
     def read_table(self, table: str, evaluation_id: str | None = None) -> pa.Table:
         """Read one raw table (or one evaluation's rows) straight from Parquet, with the id column."""
-        schema = TABLES[table]
-        root = self.raw / table if evaluation_id is None else self.partition_dir(table, evaluation_id)
-        # the layout is exactly <table>/<partition>/<part>: glob it as the views do (rglob would
-        # not follow a partition that is a directory link, as in the board's scoped warehouses)
-        pattern = "*/*.parquet" if evaluation_id is None else "*.parquet"
-        files = sorted(root.glob(pattern)) if root.exists() else []
-        files = [f for f in files if not f.name.startswith(".tmp-")]
-        if not files:
-            return schema.empty_table()
-        parts = []
-        for f in files:
-            t = pq.read_table(f)
-            eid = f.parent.name.split("=", 1)[1]
-            t = t.append_column("evaluation_id", pa.array([eid] * t.num_rows, pa.string()))
-            parts.append(t.select(schema.names).cast(schema))
-        return pa.concat_tables(parts)
+        from speculator_arena.warehouse import catalog, parts
+
+        if evaluation_id is None:
+            self.partition_dir(table, "x")  # an unknown table is a KeyError, as for one evaluation
+            ids = sorted(catalog.partition_mtimes(self.raw / table))
+        else:
+            self.partition_dir(table, evaluation_id)  # checks the table and that the id is a safe name
+            ids = [evaluation_id]
+        return parts.read_parts(self.home, table, ids)
 
     # ---- reading -------------------------------------------------------------------------
     def glob(self, table: str) -> str:
