@@ -96,6 +96,15 @@ class TaskGates(_Strict):
     target_fidelity: FidelityProbe | None = None
 
 
+class Contention(_Strict):
+    """Host contention (SCORING.md "Host contention"): what else may use the machine during a
+    timed pass before the pass is contended and the evaluation void. Absent in v1 (not judged)."""
+
+    max_foreign_cpu_share: float = Field(gt=0)   # of one core, averaged over the pass
+    max_steal_share: float = Field(gt=0, lt=1)   # of all CPU time over the pass
+    sample_interval_seconds: float = Field(gt=0)
+
+
 class FailureRule(_Strict):
     min_excess: int = Field(ge=0)
     share_of_requests: float = Field(ge=0)
@@ -185,6 +194,9 @@ class Protocol(_Strict):
     submission: Submission
     quotas: dict[str, dict[str, int]]
     dev_test_gap: float = Field(ge=0, lt=1)
+    # SCORING.md "Counted requests": a reply counts up to max_tokens + this slack (v1: 0).
+    count_slack_tokens: int = Field(default=0, ge=0)
+    contention: Contention | None = None
     tasks: dict[str, Task]
 
     @model_validator(mode="after")
@@ -230,6 +242,8 @@ class TaskProtocol(_Strict):
     start_stop: StartStop
     device_idle: DeviceIdle
     dev_test_gap: float
+    count_slack_tokens: int
+    contention: Contention | None
 
     @classmethod
     def resolve(cls, p: Protocol, task_id: str) -> "TaskProtocol":
@@ -262,6 +276,8 @@ class TaskProtocol(_Strict):
             start_stop=t.start_stop or p.start_stop,
             device_idle=t.device_idle or p.device_idle,
             dev_test_gap=p.dev_test_gap,
+            count_slack_tokens=p.count_slack_tokens,
+            contention=p.contention,
         )
 
     @property

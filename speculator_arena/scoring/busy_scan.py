@@ -9,9 +9,8 @@ and memory stays at one batch per thread. A batch is joined to its pass rows and
 whole-column operations (one Python step per evaluation cost 1-2 ms: seconds at 870).
 
 The rows are exactly those of sql/busy_inputs.sql (the view `staged_requests`): timed requests
-(pass_id not 'warmup%') joined to their pass row on (pass_id, engine), `counted` = coalesce(done
-AND output_tokens <= max_tokens AND sent_at < ends_at AND ended_at <= grace_ends_at, false)
-with SQL's three-valued AND. Where that join would not be one pass row per request (duplicate
+(pass_id not 'warmup%') joined to their pass row on (pass_id, engine), `counted` by the rule of
+scoring/counted.py with the slack of the evaluation's task (sql/busy_pass_rows.sql). Where that join would not be one pass row per request (duplicate
 pass rows) the evaluation is handed back to the SQL path, so results never depend on which
 path ran. The same read also yields the scalar columns of the staged requests (STAGED) that
 every other query of the scorer reads, so the requests' Parquet is decoded once per scoring.
@@ -29,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from speculator_arena.scoring.busy import COLUMNS, pass_windows
+from speculator_arena.scoring.counted import counted as counted_rule
 from speculator_arena.warehouse import parts
 from speculator_arena.warehouse.schema import TABLES
 
@@ -46,6 +46,11 @@ STAGED = pa.schema([("evaluation_id", pa.string()), ("pass_id", pa.string()), ("
                     ("sent_at", pa.float64()), ("first_token_at", pa.float64()), ("last_token_at", pa.float64()),
                     ("ended_at", pa.float64()), ("usage_prompt_tokens", pa.int64()), ("cached_tokens", pa.int64()),
                     ("output_tokens", pa.int64()), ("chunks", pa.int64()), ("counted", pa.bool_())])
+
+
+def _floats(col) -> np.ndarray:
+    """A numeric column as float64, NULL as NaN (which the counted rule never counts)."""
+    return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
 
 
 def _definitely(cond) -> np.ndarray:
@@ -98,8 +103,9 @@ def _batch(t: pa.Table, passes: pa.Table, pass_index: dict):
     last = np.asarray(t["last_token_at"].to_numpy(zero_copy_only=False), dtype=float)
     ended = np.asarray(t["ended_at"].to_numpy(zero_copy_only=False), dtype=float)
     safe = np.where(keep, rows, 0)
-    counted = (_definitely(t["done"]) & _definitely(pc.less_equal(t["output_tokens"], t["max_tokens"]))
-               & (sent < ends[safe]) & (ended <= grace[safe]))
+    slack = np.asarray(passes["count_slack_tokens"].to_numpy(zero_copy_only=False), dtype=float)
+    counted = counted_rule(_definitely(t["done"]), _floats(t["output_tokens"]), _floats(t["max_tokens"]), slack[safe],
+                           sent, np.where(keep, ends[safe], np.nan), ended, grace[safe])
     end = np.where(np.isnan(last), ended, last)
     ct, ck = t["chunk_times"], t["chunk_tokens"]
     lengths = pc.list_value_length(ct).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -137,7 +143,7 @@ def busy_windows_from_batches(batches, passes: pa.Table, threads: int = 2, progr
     evaluations, every evaluation's rows in one batch; batches are read and computed in
     `threads` threads (pyarrow and numpy release the GIL), so memory holds a batch per thread.
     `passes`: the raw pass rows (evaluation_id, pass_id, engine, lanes, ends_at, grace_ends_at)
-    of those evaluations. Returns the frame of `busy_windows` and the evaluations left to the
+    of those evaluations, with their task's count_slack_tokens (sql/busy_pass_rows.sql). Returns the frame of `busy_windows` and the evaluations left to the
     SQL path (see the module docstring); with `staged=True` also the staged requests of the
     evaluations it scanned (schema STAGED; None when there are none).
     """

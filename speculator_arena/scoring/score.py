@@ -25,7 +25,7 @@ from speculator_arena.scoring.limits import protocol_limits, protocol_workloads
 from speculator_arena.scoring.result import Scores
 from speculator_arena.warehouse import packs, parts
 from speculator_arena.warehouse.schema import TABLES
-from speculator_arena.warehouse.store import Warehouse, sql_statements, sql_text
+from speculator_arena.warehouse.store import Warehouse, define_scoring_rules, sql_statements, sql_text
 
 _TIMING = bool(os.environ.get("ARENA_SCORE_TIMING"))
 
@@ -56,7 +56,7 @@ def _q(con, name: str, ids, t0=None) -> pd.DataFrame:
 # scoring/busy_scan.py, which returns both the busy windows and the scalar columns of the staged
 # requests every query reads (sql/staged_requests_cached.sql is the same rows from the view
 # raw_requests, used for the evaluations the scan hands back).
-_CACHED = ("passes", "evaluations", "metrics", "memory", "probe_greedy", "probe_scored", "probe_fidelity",
+_CACHED = ("evaluations", "passes", "metrics", "memory", "probe_greedy", "probe_scored", "probe_fidelity",
            "engine_starts")
 # Free text no score is computed from (a greedy reply's text, an engine's start-up log): not read
 # at all, which also keeps hidden text out of the scorer's memory.
@@ -72,7 +72,7 @@ def _evaluation_ids(wh: Warehouse, ids) -> list[str]:
     return sorted(set().union(*(partition_mtimes(wh.raw / t) for t in TABLES)))
 
 
-def _open(wh: Warehouse, ids=None, after_passes=None):
+def _open(wh: Warehouse, ids=None, after_passes=None, proto=None):
     """An in-memory DuckDB with the warehouse's views over the evaluations `ids` (None: all).
 
     The same views as `wh.connect(read_only=True)` (temporary ones), except that raw_<table> of
@@ -80,6 +80,7 @@ def _open(wh: Warehouse, ids=None, after_passes=None):
     `_UNREAD` text columns), raw_requests reads only theirs, and raw_replies is not defined (the
     scorer reads no reply text).
     `after_passes(con, resolved)` runs as soon as the pass rows are in (the busy scan starts there).
+    `proto`: the protocol version whose rules the views apply (the latest when None).
     """
     import duckdb
 
@@ -89,6 +90,7 @@ def _open(wh: Warehouse, ids=None, after_passes=None):
     threads = os.environ.get("ARENA_DUCKDB_THREADS")
     if threads:
         con.execute("SET threads = " + str(int(threads)))
+    define_scoring_rules(con, proto or load_protocol())
     wanted = _evaluation_ids(wh, ids)
     resolved = packs.resolve(wh.home, wanted)
     for table in _CACHED:
@@ -132,7 +134,7 @@ def _request_batches(home, resolved: packs.Resolved, batch: int = packs.GROUP_SI
 def _busy_start(con, wh: Warehouse, resolved: packs.Resolved, pool: ThreadPoolExecutor):
     """Start the scan of the busy windows in `pool`; DuckDB runs the other queries meanwhile
     (both release the GIL), and `_busy_finish` collects it."""
-    passes = con.sql("SELECT evaluation_id, pass_id, engine, lanes, ends_at, grace_ends_at FROM raw_passes").to_arrow_table()
+    passes = con.sql(sql_text("busy_pass_rows.sql")).to_arrow_table()
     batches, threads = _request_batches(wh.home, resolved), _threads(con)
 
     def scan():
@@ -193,7 +195,7 @@ def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_i
     pool = ThreadPoolExecutor(max_workers=1)
     started = []
     try:
-        con = _open(wh, ids, after_passes=lambda c, r: started.append(_busy_start(c, wh, r, pool)))
+        con = _open(wh, ids, after_passes=lambda c, r: started.append(_busy_start(c, wh, r, pool)), proto=proto)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise

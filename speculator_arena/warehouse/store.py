@@ -206,8 +206,21 @@ class Warehouse:
         kw = "TEMPORARY VIEW" if temporary else "VIEW"
         for table in TABLES:
             con.execute(f"CREATE OR REPLACE {kw} raw_{table} AS {self.raw_select(table)}")
+        from speculator_arena.protocol import load_protocol
+
+        define_scoring_rules(con, load_protocol(), temporary=temporary)
         for stmt in sql_statements():
             con.execute(stmt.replace("CREATE OR REPLACE VIEW", f"CREATE OR REPLACE {kw}"))
+
+
+def define_scoring_rules(con: duckdb.DuckDBPyConnection, proto, *, temporary: bool = True) -> None:
+    """The relation `scoring_rules` (task_id, count_slack_tokens) that the views of sql/ read:
+    the rules of the protocol version being read (the latest for the warehouse's own views; the
+    scorer defines it for the version it scores under)."""
+    kind = "TEMP TABLE" if temporary else "TABLE"
+    con.execute(f"CREATE OR REPLACE {kind} scoring_rules (task_id VARCHAR, count_slack_tokens BIGINT)")
+    con.executemany("INSERT INTO scoring_rules VALUES (?, ?)",
+                    [(task_id, int(proto.count_slack_tokens)) for task_id in proto.tasks])
 
 
 def _duck_type(t: pa.DataType) -> str:

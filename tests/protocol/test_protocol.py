@@ -42,21 +42,32 @@ def test_a_typo_in_a_limit_fails_validation():
 
 
 def test_staged_version_cannot_replace_a_shipped_one(tmp_path, monkeypatch):
+    latest = load_protocol().version
     data = load_protocol(1).model_dump(mode="json")
     data["dev_test_gap"] = 0.5
     (tmp_path / "v1.yaml").write_text(yaml.safe_dump(data))
-    data["version"] = 2
-    (tmp_path / "v2.yaml").write_text(yaml.safe_dump(data))
+    data["version"] = latest + 1
+    (tmp_path / f"v{latest + 1}.yaml").write_text(yaml.safe_dump(data))
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))
-    assert available_versions()[-2:] == [1, 2]
+    assert available_versions()[-2:] == [latest, latest + 1]
     assert load_protocol(1).dev_test_gap == 0.10
-    assert load_protocol(2).dev_test_gap == 0.5
+    assert load_protocol(latest + 1).dev_test_gap == 0.5
 
 
 def test_cli_protocol_json_is_the_document():
     out = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "protocol", "--json"],
                          capture_output=True, text=True, check=True).stdout
     doc = json.loads(out)
-    assert doc["version"] == 1
+    assert doc["version"] == load_protocol().version == 2 and doc["count_slack_tokens"] == 4
     assert doc["tasks"]["qwen3-8b"]["revision"] == "b968826d9c46dd6066d109eabc6255188de91218"
     assert len(doc["digest"]) == 64
+
+
+def test_v2_adds_the_counted_slack_and_contention_and_v1_keeps_neither():
+    """SCORING.md: count_slack_tokens is 4 from v2 on and 0 in v1; host contention is judged from v2."""
+    v1, v2 = load_protocol(1), load_protocol(2)
+    assert (v1.count_slack_tokens, v1.contention) == (0, None)
+    assert v2.count_slack_tokens == 4 and v2.contention.max_foreign_cpu_share == 0.25
+    assert v2.contention.max_steal_share == 0.05
+    assert v2.task("qwen3-8b").count_slack_tokens == 4 and v2.task("qwen3-8b").contention == v2.contention
+    assert "max_sample_gap_seconds" not in v1.gates.memory and v2.gates.memory["max_sample_gap_seconds"] > 0

@@ -1,9 +1,9 @@
-"""The CI profile: protocol v1 with the local task's passes and probes shortened, staged as a
+"""The CI profile: the latest shipped protocol with the local task's passes and probes shortened, staged as a
 new version through ARENA_PROTOCOL_DIR (the way operators stage versions, and tests use it).
 
 Why staged and not a second task id: pools and checkpoints are built per task id, and the
 embedded task's pool and target are what CI should exercise; only the clock is shorter.
-Limits stay v1's: honest engines must pass them and attacks must fail them as they are.
+Limits stay the shipped version's: honest engines must pass them and attacks must fail them as they are.
 """
 
 from __future__ import annotations
@@ -53,12 +53,13 @@ ATTACK_OVERRIDES = {
 
 
 def stage_ci_protocol(directory: Path, task_id: str = "local-smollm2", **extra) -> int:
-    """Write v<latest+1>.yaml into `directory`; return its version number."""
-    text = (resources.files("speculator_arena.protocol") / "versions" / "v1.yaml").read_text()
-    doc = yaml.safe_load(text)
-    version = int(doc["version"]) + 1
+    """Write v<latest+1>.yaml into `directory` from the latest shipped version; return its number."""
+    shipped = resources.files("speculator_arena.protocol") / "versions"
+    latest = max(int(f.name[1:-5]) for f in shipped.iterdir() if f.name.startswith("v") and f.name.endswith(".yaml"))
+    doc = yaml.safe_load((shipped / f"v{latest}.yaml").read_text())
+    version = latest + 1
     doc["version"] = version
-    doc["notes"] = "CI profile (tests only): v1 with short passes and few probes on the local task"
+    doc["notes"] = f"CI profile (tests only): v{latest} with short passes and few probes on the local task"
     task = doc["tasks"][task_id]
     for k, v in {**CI_OVERRIDES, **extra}.items():
         task[k] = v

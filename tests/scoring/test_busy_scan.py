@@ -99,6 +99,7 @@ def test_duplicate_pass_rows_are_left_to_the_sql_path(wh):
     parts = {e: sorted(str(p) for p in wh.partition_dir("requests", e).glob("*.parquet")) for e in ("d", "h")}
     passes = pa.concat_tables([wh.read_table("passes", e) for e in ("d", "h")]).select(
         ["evaluation_id", "pass_id", "engine", "lanes", "ends_at", "grace_ends_at"])
+    passes = passes.append_column("count_slack_tokens", pa.array([0] * passes.num_rows, pa.int64()))
     fast, to_sql = busy_windows_from_parquet(parts, passes, threads=2)
     assert to_sql == ["d"] and set(fast.evaluation_id) == {"h"}
     scan, view, _ = _view_and_scan(wh)
@@ -120,8 +121,7 @@ def test_staged_rows_of_the_scan_equal_the_sql_view(wh):
     try:
         cols = ", ".join(STAGED.names)
         view = con.execute(f"SELECT {cols} FROM staged_requests").df()
-        passes = con.sql("SELECT evaluation_id, pass_id, engine, lanes, ends_at, grace_ends_at "
-                         "FROM raw_passes").to_arrow_table()
+        passes = con.sql(sql_text("busy_pass_rows.sql")).to_arrow_table()
     finally:
         con.close()
     _, to_sql, staged = busy_windows_from_parquet(_partitions(wh), passes, staged=True)

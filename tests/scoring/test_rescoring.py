@@ -15,35 +15,40 @@ from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 
-def stage_v2(dirpath, likelihood_bound):
-    doc = yaml.safe_load((_versions_dirs()[0] / "v1.yaml").read_text())
-    doc["version"] = 2
+SHIPPED = load_protocol().version   # the latest shipped version
+NEXT = SHIPPED + 1
+
+
+def stage_next(dirpath, likelihood_bound):
+    """Stage v<NEXT>: the latest shipped version with another likelihood bound on the local task."""
+    doc = yaml.safe_load((_versions_dirs()[0] / f"v{SHIPPED}.yaml").read_text())
+    doc["version"] = NEXT
     doc["tasks"]["local-smollm2"]["limits"]["likelihood_bound"] = likelihood_bound
     dirpath.mkdir(exist_ok=True)
-    (dirpath / "v2.yaml").write_text(yaml.safe_dump(doc))
+    (dirpath / f"v{NEXT}.yaml").write_text(yaml.safe_dump(doc))
 
 
 def test_changed_limit_flips_gate_under_new_version_old_unchanged(arena_home, tmp_path, monkeypatch):
     wh = Warehouse(arena_home)
     write_synthetic_evaluation(wh, "l", attack="likelihood")
-    v1 = score_and_record(wh, 1)
+    v1 = score_and_record(wh, SHIPPED)
     e1 = v1.evaluations.set_index("evaluation_id").loc["l"]
     assert e1.specscore == 0.0 and e1.failed_gates == "sampled_likelihood"
 
     staged = tmp_path / "staged"
-    stage_v2(staged, likelihood_bound=1.0)
+    stage_next(staged, likelihood_bound=1.0)
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged))
-    assert load_protocol(2).task("local-smollm2").limits.likelihood_bound == 1.0
-    v2 = score_and_record(wh, 2)
+    assert load_protocol(NEXT).task("local-smollm2").limits.likelihood_bound == 1.0
+    v2 = score_and_record(wh, NEXT)
     e2 = v2.evaluations.set_index("evaluation_id").loc["l"]
     g2 = v2.gates[(v2.gates.evaluation_id == "l") & (v2.gates.gate == "sampled_likelihood")].iloc[0]
     assert g2.verdict == "pass" and g2.limit == 1.0
-    assert e2.specscore > 1 and e2.protocol_version == 2 and e2.run_protocol_version == 1
+    assert e2.specscore > 1 and e2.protocol_version == NEXT and e2.run_protocol_version == SHIPPED
 
-    again = score_warehouse(wh, 1)
+    again = score_warehouse(wh, SHIPPED)
     for name in ("evaluations", "passes", "gates", "figures"):
         pd.testing.assert_frame_equal(getattr(again, name), getattr(v1, name))
-    stored = pd.read_parquet(scores_dir(wh, 1) / "evaluations.parquet")
+    stored = pd.read_parquet(scores_dir(wh, SHIPPED) / "evaluations.parquet")
     assert stored.set_index("evaluation_id").loc["l", "specscore"] == 0.0
 
 
@@ -51,15 +56,15 @@ def test_a_used_version_cannot_change(arena_home, tmp_path, monkeypatch, capsys)
     wh = Warehouse(arena_home)
     write_synthetic_evaluation(wh, "e")
     staged = tmp_path / "staged"
-    stage_v2(staged, likelihood_bound=0.05)
+    stage_next(staged, likelihood_bound=0.05)
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged))
-    score_and_record(wh, 2)
-    pin = json.loads((scores_dir(wh, 2) / "protocol.json").read_text())
-    stage_v2(staged, likelihood_bound=0.5)          # edit v2 after it was used
+    score_and_record(wh, NEXT)
+    pin = json.loads((scores_dir(wh, NEXT) / "protocol.json").read_text())
+    stage_next(staged, likelihood_bound=0.5)          # edit the staged version after it was used
     with pytest.raises(ProtocolChangedError, match="immutable"):
-        score_and_record(wh, 2)
-    assert json.loads((scores_dir(wh, 2) / "protocol.json").read_text()) == pin
-    assert main(["score", "--protocol", "2"]) == 2
+        score_and_record(wh, NEXT)
+    assert json.loads((scores_dir(wh, NEXT) / "protocol.json").read_text()) == pin
+    assert main(["score", "--protocol", str(NEXT)]) == 2
     assert "immutable" in capsys.readouterr().err
     assert main(["score", "--protocol", "1"]) == 0   # other versions are unaffected
 
@@ -77,4 +82,4 @@ def test_arena_score_command_json_and_board(arena_home, capsys):
     text = capsys.readouterr().out
     assert "== local-smollm2 (test) ==" in text and "fast" in text and "incomplete" in text
     assert main(["score"]) == 0
-    assert "scored 2 evaluations under protocol v1" in capsys.readouterr().out
+    assert f"scored 2 evaluations under protocol v{SHIPPED}" in capsys.readouterr().out
