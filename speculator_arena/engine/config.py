@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 SPEC_MODES = ("none", "ngram", "selfdraft")
 ATTACKS = ("none", "loose_accept", "force_greedy", "other_sampling", "quantized", "cut_half",
-           "inflate_counters", "hog_memory")
+           "inflate_counters", "hog_memory", "empty_probe_replies", "garbage_logprob_ids", "skip_probe_items")
 
 
 class ConfigError(ValueError):
@@ -61,6 +61,7 @@ class EngineConfig:
     ngram_min: int = 2
     attack: str = "none"
     loose_threshold: float = 0.3
+    skip_every: int = 11                   # skip_probe_items: refuse every Nth prompt_logprobs request
     cache_tokens: int | None = None        # None: derived (see prefix_cache.budget_tokens)
     device: str = "auto"
     dtype: str = "auto"
@@ -100,12 +101,15 @@ class EngineConfig:
             ngram_min=_int(env, "DEV_ENGINE_NGRAM_MIN", 2),
             attack=attack,
             loose_threshold=_float(env, "DEV_ENGINE_LOOSE_THRESHOLD", 0.3),
+            skip_every=_int(env, "DEV_ENGINE_SKIP_EVERY", 11),
             cache_tokens=_int(env, "DEV_ENGINE_CACHE_TOKENS", 0) or None,
             device=env.get("DEV_ENGINE_DEVICE", "auto") or "auto",
             dtype=env.get("DEV_ENGINE_DTYPE", "auto") or "auto",
             threads=_int(env, "DEV_ENGINE_THREADS", 0) or None,
             prefill_chunk=_int(env, "DEV_ENGINE_PREFILL_CHUNK", 512),
         )
+        if cfg.skip_every < 1:
+            raise ConfigError("DEV_ENGINE_SKIP_EVERY must be at least 1")
         if cfg.spec_k < 1:
             raise ConfigError("DEV_ENGINE_SPEC_K must be at least 1")
         if cfg.max_num_seqs < 1 or cfg.max_model_len < 2:

@@ -60,6 +60,8 @@ class EngineServer(ThreadingHTTPServer):
         super().__init__(address, Handler)
         self.engine, self.tokenizer, self.cfg = engine, tokenizer, cfg
         self.served_names = [cfg.served_name, cfg.target]
+        self.requests_seen = 0              # counters of the probe attacks (section 9 tests)
+        self.logprob_requests_seen = 0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -120,6 +122,14 @@ class Handler(BaseHTTPRequestHandler):
             return
         params, max_tokens = creq.params, creq.max_tokens
         attack = srv.cfg.attack
+        srv.requests_seen += 1
+        silent = attack == "empty_probe_replies" and creq.stream and (
+            params.temperature == 0 or srv.requests_seen % 4 == 0)
+        if attack == "skip_probe_items" and creq.prompt_logprobs is not None:
+            srv.logprob_requests_seen += 1
+            if srv.logprob_requests_seen % srv.cfg.skip_every == 0:
+                self._send(500, error_body("skipped (attack: skip_probe_items)", 500))
+                return
         if attack == "force_greedy":
             params = SamplingParams(temperature=0.0)
         elif attack == "other_sampling":
@@ -130,7 +140,7 @@ class Handler(BaseHTTPRequestHandler):
                                         seed=creq.seed, prompt_logprobs=creq.prompt_logprobs))
         try:
             if creq.stream:
-                self._stream(req, creq)
+                self._stream(req, creq, silent=silent)
             else:
                 self._whole(req, creq)
         except (BrokenPipeError, ConnectionResetError):
@@ -145,7 +155,8 @@ class Handler(BaseHTTPRequestHandler):
                     return
                 continue
 
-    def _stream(self, req: Request, creq) -> None:
+    def _stream(self, req: Request, creq, silent: bool = False) -> None:
+        """Stream the reply; `silent` (attack empty_probe_replies) sends none of its text."""
         srv = self.server
         created = int(time.time())
         self.send_response(200)
@@ -166,7 +177,7 @@ class Handler(BaseHTTPRequestHandler):
                         req.cancelled = True
                         finish = "stop"
                 full += delta
-                if delta:
+                if delta and not silent:
                     self._event(chunk(req.rid, creq.model, created, {"content": delta}))
                 if finish:
                     break
@@ -175,7 +186,7 @@ class Handler(BaseHTTPRequestHandler):
                 break
         if finish != "stop" or not creq.stop:
             tail = text.flush()
-            if tail:
+            if tail and not silent:
                 self._event(chunk(req.rid, creq.model, created, {"content": tail}))
         if req.error:
             self._event({"error": {"message": req.error, "type": "InternalServerError", "code": 500}})
@@ -203,6 +214,9 @@ class Handler(BaseHTTPRequestHandler):
             finish = "stop" if hit else finish
         plp = prompt_logprobs_json(req.prompt_logprob_rows, self.server.tokenizer) \
             if creq.prompt_logprobs is not None else None
+        if plp and self.server.cfg.attack == "garbage_logprob_ids":  # every position names another token
+            vocab = len(self.server.tokenizer)
+            plp = [row and {str((int(k) + 1) % vocab): v for k, v in row.items()} for row in plp]
         body = completion(req.rid, creq.model, text, finish, usage(len(req.prompt_ids), len(req.generated),
                                                                      req.cached_tokens), plp)
         self._send(200, json.dumps(body).encode())

@@ -31,6 +31,7 @@ from pathlib import Path
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.runners import probes as probes_mod
+from speculator_arena.runners.contention import ContentionSampler
 from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, free_port
 from speculator_arena.runners.memory import Device, MemorySampler
 from speculator_arena.runners.metrics import scrape
@@ -38,8 +39,8 @@ from speculator_arena.runners.status import (
     FINAL, EvaluationStateError, current_row, own_identity, read_state, runner_alive, runs_dir,
     write_state, write_status)
 from speculator_arena.runners.tokens import load_tokenizer
-from speculator_arena.runners.workload import (
-    ClientConfig, RequestRecord, WindowRule, counted, make_client, record_rows, run_lanes)
+from speculator_arena.runners.workload import ClientConfig, RequestRecord, WindowRule, record_rows, run_lanes
+from speculator_arena.scoring.counted import counted_row
 from speculator_arena.warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[2]
@@ -421,7 +422,7 @@ class Evaluation:
             er.died = True
             self._stop_engine(er, record=True)
             raise EngineFailure(f"{engine} engine died during {pass_id}")
-        self.say(f"{engine} {pass_id}: {sum(counted(r) for r in rows)}/{len(rows)} requests answered")
+        self.say(f"{engine} {pass_id}: {sum(bool(r['done']) for r in rows)}/{len(rows)} requests answered")
 
     def _pass_size(self, w: str, i: int, L: int, wl) -> int:
         """What to ask of the pool: the spares we want, at most what the pass's block holds."""
@@ -440,6 +441,8 @@ class Evaluation:
         sessions = self.pool.passes(self.eid, w, i, self._pass_size(w, i, L, wl))
         metrics_before = scrape(er.base_url, evaluation_id=self.eid, pass_id=pass_id, engine=engine, phase="before")
         sampler = MemorySampler(self.device, t.device_idle.memory_sample_interval_seconds, er.pids).start()
+        contention = (ContentionSampler(t.contention.sample_interval_seconds, er.pids, self.device).start()
+                      if t.contention is not None else None)
         started = time.time()
         ends, grace_ends = started + wl.pass_seconds, started + wl.pass_seconds + t.grace_seconds
         error = None
@@ -448,6 +451,7 @@ class Evaluation:
                                             stop_check=lambda: not er.alive()))
         finally:
             samples = sampler.stop()
+            host = contention.stop() if contention is not None else []
         finished = time.time()
         died = not er.alive()
         if died:
@@ -461,10 +465,13 @@ class Evaluation:
                                pass_index=i, tokenizer=self.tokenizer)
             req_rows.append(a)
             reply_rows.append(b)
-        self.records[engine].extend(r for r, row in zip(records, req_rows) if counted(row))
+        is_counted = [counted_row(row, slack=t.count_slack_tokens, ends_at=ends, grace_ends_at=grace_ends)
+                      for row in req_rows]
+        self.records[engine].extend(r for r, c in zip(records, is_counted) if c)
         self.write("requests", req_rows)
         self.write("replies", reply_rows)
         self.write("memory", [dict(s, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for s in samples])
+        self.write("contention", [dict(h, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for h in host])
         self.write("metrics", metrics_before + metrics_after)
         self.write("passes", [{
             "evaluation_id": self.eid, "pass_id": pass_id, "engine": engine, "workload": w, "pass_index": i,
@@ -475,10 +482,12 @@ class Evaluation:
             "device_total_bytes": self.device.total_bytes,
             "gpu_memory_utilization": t.engine_environment.gpu_memory_utilization,
         }])
-        n_ok = sum(counted(r) for r in req_rows)
-        toks = sum(r["output_tokens"] for r in req_rows if counted(r))
-        self.say(f"{engine} {pass_id}: {n_ok}/{len(req_rows)} requests counted, {toks} tokens"
-                 + (f", peak device memory {max(s['used_bytes'] for s in samples) / 2**30:.2f} GiB" if samples else ""))
+        toks = sum(r["output_tokens"] for r, c in zip(req_rows, is_counted) if c)
+        peak = max((s["used_bytes"] for s in samples if s["used_bytes"] is not None), default=None)
+        foreign = sum(h.get("foreign_cpu_seconds") or 0.0 for h in host) / max(finished - started, 1e-9)
+        self.say(f"{engine} {pass_id}: {sum(is_counted)}/{len(req_rows)} requests counted, {toks} tokens"
+                 + (f", peak device memory {peak / 2**30:.2f} GiB" if peak is not None else "")
+                 + (f", foreign CPU {foreign:.2f} cores" if host else ""))
         if died:
             self._stop_engine(er, record=True)
             raise EngineFailure(f"{engine} engine died during {pass_id}")

@@ -112,9 +112,11 @@ class MemorySampler:
                     "used_bytes": self.device.used_bytes(),
                     "total_bytes": self.device.total_bytes,
                     "engine_bytes": self.device.process_bytes(pids) if pids else None,
+                    "error": None,
                 })
-            except Exception:  # a failed read is a missing sample, never a zero
-                pass
+            except Exception as exc:  # a failed read is a row that says why, never a zero
+                self.samples.append({"sampled_at": time.time(), "used_bytes": None, "total_bytes": self.device.total_bytes,
+                                     "engine_bytes": None, "error": f"{type(exc).__name__}: {exc}"[:300]})
             next_t += self.interval_s
             self._stop.wait(max(0.0, next_t - time.time()))
 

@@ -9,7 +9,8 @@
   last `context_tokens` tokens (led by its first user message when they hold none) plus the
   reply cut to `reply_chars` characters.
 
-Only the reply's own tokens are stored (their log-probabilities and ranks under the target).
+Only the reply's own tokens are stored: the arena's tokenization of it (the positions scored),
+their log-probabilities and ranks under the target, and a digest of the scored messages.
 The statistics are the scorer's (speculator_arena.scoring); this module only measures.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import random
 import time
 
@@ -61,28 +63,36 @@ def scoring_context(rec: RequestRecord, tokenizer, context_tokens: int) -> list[
     return system + kept
 
 
-def parse_prompt_logprobs(resp: dict, n_tokens: int) -> tuple[list[int], list[float], list[int]]:
-    """The last `n_tokens` prompt positions of a vLLM-style `prompt_logprobs` answer.
+def parse_prompt_logprobs(resp: dict, token_ids: list[int]) -> tuple[list[float], list[int]]:
+    """Log-probabilities and ranks of the arena's own tokens at the last prompt positions.
 
-    Each position maps token ids to {logprob, rank}; the prompt's own token is the entry with
-    the largest rank (with `prompt_logprobs: 1` the other entry, if any, is the top choice).
+    `token_ids`: the scored reply as the arena tokenizes it with the target's tokenizer (SCORING.md:
+    "token positions are the arena's"). Each position of a vLLM-style `prompt_logprobs` answer
+    maps token ids to {logprob, rank}; the arena's token must be among them. An answer that does
+    not cover those positions (too few positions, another token there) raises ValueError: the
+    item is unanswered by that engine, never scored on the engine's own ids.
     """
     pl = resp.get("prompt_logprobs")
     if pl is None and resp.get("choices"):
         pl = resp["choices"][0].get("prompt_logprobs")
     if not isinstance(pl, list):
         raise ValueError("no prompt_logprobs in the answer")
-    if n_tokens > len(pl):
-        raise ValueError(f"prompt_logprobs has {len(pl)} positions, the reply alone has {n_tokens} tokens")
-    ids, lps, ranks = [], [], []
-    for entry in pl[len(pl) - n_tokens:]:
-        if not entry:
-            raise ValueError("a reply position has no log-probability")
-        tid, info = max(entry.items(), key=lambda kv: kv[1].get("rank") or 0)
-        ids.append(int(tid))
+    n = len(token_ids)
+    if n > len(pl):
+        raise ValueError(f"prompt_logprobs has {len(pl)} positions, the reply alone has {n} tokens")
+    lps, ranks = [], []
+    for k, (tid, entry) in enumerate(zip(token_ids, pl[len(pl) - n:])):
+        info = entry.get(str(tid)) if isinstance(entry, dict) else None
+        if not isinstance(info, dict) or "logprob" not in info:
+            raise ValueError(f"prompt_logprobs do not cover the arena's token {tid} at reply position {k}")
         lps.append(float(info["logprob"]))
         ranks.append(int(info.get("rank") or 1))
-    return ids, lps, ranks
+    return lps, ranks
+
+
+def context_digest(messages: list[dict]) -> str:
+    """sha256 of the scored messages as sent (context and reply), so a stored row names them."""
+    return hashlib.sha256(json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
 
 
 class ProbeRunner:
@@ -138,42 +148,48 @@ class ProbeRunner:
         }
 
     async def _score_all(self, base_url: str, items: list[tuple[list[dict], str, int]], alive):
+        """Per item: (token ids, log-probabilities, ranks, context digest, error). An empty reply
+        has nothing to score: it is answered with no tokens (it shifts no statistic and is never
+        charged to the engine asked)."""
         out = []
         async with httpx.AsyncClient(timeout=httpx.Timeout(PROBE_REQUEST_TIMEOUT_S, connect=30.0),
                                      trust_env=False) as client:
             for messages, reply, seed in items:
+                body = self._score_body(messages, reply, seed)
+                digest, ids = context_digest(body["messages"]), token_ids(self.tok, reply)
+                if not ids:
+                    out.append((ids, [], [], digest, None))
+                    continue
                 if not alive():
-                    out.append((None, "engine not running"))
+                    out.append((ids, None, None, digest, "engine not running"))
                     continue
-                n = len(token_ids(self.tok, reply))
-                if n == 0:
-                    out.append((None, "empty reply: nothing to score"))
-                    continue
-                resp, err = await post_json(client, base_url + "/v1/chat/completions",
-                                            self._score_body(messages, reply, seed), timeout=PROBE_REQUEST_TIMEOUT_S)
+                resp, err = await post_json(client, base_url + "/v1/chat/completions", body,
+                                            timeout=PROBE_REQUEST_TIMEOUT_S)
                 if err:
-                    out.append((None, err))
+                    out.append((ids, None, None, digest, err))
                     continue
                 try:
-                    out.append((parse_prompt_logprobs(resp, n), None))
+                    lps, ranks = parse_prompt_logprobs(resp, ids)
                 except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                    out.append((None, f"unreadable prompt_logprobs: {exc}"))
+                    out.append((ids, None, None, digest, f"unreadable prompt_logprobs: {exc}"))
+                    continue
+                out.append((ids, lps, ranks, digest, None))
         return out
 
     def fidelity(self, engine: str, base_url: str, texts, alive) -> list[dict]:
         items = [(t.messages, t.reply, request_seed(self.eid, t.text_id, 0)) for t in texts]
         results = asyncio.run(self._score_all(base_url, items, alive))
         rows = []
-        for t, (res, err) in zip(texts, results):
-            rows.append({"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id,
-                         "token_ids": res[0] if res else None, "token_logprobs": res[1] if res else None,
-                         "answered": res is not None, "error": err})
+        for t, (ids, lps, _, _, err) in zip(texts, results):
+            rows.append({"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id, "token_ids": ids,
+                         "token_logprobs": lps, "answered": err is None, "error": err})
         self.say(f"{engine} fidelity probes: {sum(r['answered'] for r in rows)}/{len(rows)} answered")
         return rows
 
     def unanswered_fidelity(self, engine: str, texts, reason: str) -> list[dict]:
-        return [{"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id, "token_ids": None,
-                 "token_logprobs": None, "answered": False, "error": reason} for t in texts]
+        return [{"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id,
+                 "token_ids": token_ids(self.tok, t.reply), "token_logprobs": None, "answered": False,
+                 "error": reason} for t in texts]
 
     def scored(self, reply_engine: str, base_url: str, sampled: list[RequestRecord], alive) -> list[dict]:
         sl = self.task.gates.sampled_likelihood
@@ -183,10 +199,10 @@ class ProbeRunner:
             items.append((ctx, rec.result.text[:sl.reply_chars], rec.seed))
         results = asyncio.run(self._score_all(base_url, items, alive))
         rows = []
-        for k, (rec, (res, err)) in enumerate(zip(sampled, results)):
+        for k, (rec, (ids, lps, ranks, digest, err)) in enumerate(zip(sampled, results)):
             rows.append({"evaluation_id": self.eid, "reply_engine": reply_engine, "scorer_engine": "stock",
-                         "request_id": rec.request_id, "sample_index": k,
-                         "token_logprobs": res[1] if res else None, "token_ranks": res[2] if res else None,
-                         "answered": res is not None, "error": err})
+                         "request_id": rec.request_id, "sample_index": k, "token_ids": ids,
+                         "context_sha256": digest, "token_logprobs": lps, "token_ranks": ranks,
+                         "answered": err is None, "error": err})
         self.say(f"stock scored {sum(r['answered'] for r in rows)}/{len(rows)} sampled {reply_engine} replies")
         return rows

@@ -247,8 +247,8 @@ def record_rows(rec: RequestRecord, *, evaluation_id: str, engine: str, pass_id:
 
     r = rec.result
     output_tokens, chunk_tokens = attribute_chunks(tokenizer, r.chunk_texts)
-    # `error` holds what went wrong on the wire only; whether a reply over its budget counts is
-    # the scorer's rule, applied to `output_tokens` (raw rows are the truth, rules are views).
+    # `error` holds what went wrong on the wire only; whether a request counts is the rule of
+    # scoring/counted.py, applied to these columns (raw rows are the truth, rules are views).
     error = r.error
     row = {
         "evaluation_id": evaluation_id, "pass_id": pass_id, "engine": engine, "workload": workload,
@@ -262,11 +262,8 @@ def record_rows(rec: RequestRecord, *, evaluation_id: str, engine: str, pass_id:
         "max_tokens": rec.max_tokens, "done": r.done, "finish_reason": r.finish_reason,
         "error": error, "window_cut": rec.window_cut,
         "chunk_times": list(r.chunk_times), "chunk_tokens": chunk_tokens,
+        "chunk_chars": [len(c) for c in r.chunk_texts],
     }
     reply = {"evaluation_id": evaluation_id, "request_id": rec.request_id, "engine": engine, "text": r.text}
     return row, reply
 
-
-def counted(row: dict) -> bool:
-    """SCORING.md: ended with [DONE], no error, within max_tokens."""
-    return bool(row["done"]) and row["error"] is None and row["output_tokens"] <= row["max_tokens"]

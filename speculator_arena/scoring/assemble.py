@@ -1,15 +1,19 @@
 """The scorer's pandas step: every gate, the SpecScore precedence and the dev/test gap flag,
 computed over whole frames from the rows of the SQL queries (score.py runs those).
 
-Order of precedence for SpecScore (the first that applies decides):
-1. void (the runner's void_reason, the stock engine unanswered in a probe check, or the
-   device not idle before the stock engine) -> blank, "void: ...";
+Order of precedence for SpecScore (the first that applies decides; SCORING.md "Outcomes": a
+measured evaluation ends in a number, 0 with reasons, or void with the reason, never a blank):
+1. void (the runner's void_reason, the stock engine unanswered in a probe check, the device
+   not idle before the stock engine, the host contended on a timed pass, the stock engine
+   without speed on a timed pass) -> blank, "void: ...";
 2. the candidate did not start, died, or offloaded -> 0;
 3. still running, or a pass of either engine missing or aborted -> blank, "incomplete: ...";
-4. a gate fails -> 0;
-5. a gate not measured -> blank, except the memory gate on a task that is not public (the
-   local CPU task has no device to sample): it is shown "not measured" and does not block;
-6. otherwise (r_solo * r_team * r_busy) ** (1/3).
+4. a gate fails -> 0 (a gate the candidate left without data fails: the gates say so);
+5. a gate not measured (the arena's side: what the candidate causes already failed) -> void,
+   except the memory gate on a task that is not public (the local CPU task has no device to
+   sample): it is shown "not measured" and does not block;
+6. a workload ratio not measured -> void with the passes' reasons;
+7. otherwise (r_solo * r_team * r_busy) ** (1/3).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import pandas as pd
 
 from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.scoring import figures, frames
+from speculator_arena.scoring.contention import contention_void_reasons
 from speculator_arena.scoring.result import ENGINES, FINISHED, GATES, Scores
 from speculator_arena.scoring.statistics import cluster_ratio, two_sided_fails
 
@@ -86,29 +91,46 @@ def _blank_ratio_reasons(passes: pd.DataFrame, wr: pd.DataFrame) -> pd.Series:
     return pd.Series(out, index=wr.index, dtype="str")
 
 
+def _per_row(ev_ids: np.ndarray, values: np.ndarray, ids: pd.Series) -> np.ndarray:
+    """`values` (one per evaluation row, `ev_ids`) looked up for each of `ids`."""
+    return pd.Series(values, index=pd.Index(ev_ids)).groupby(level=0).first().reindex(ids).to_numpy()
+
+
 def _gate_greedy(greedy: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim_e: pd.DataFrame) -> dict:
-    """Greedy agreement: mean over prompts of the common prefix over the longer reply, against the floor."""
+    """Greedy agreement: mean over the prompts the stock engine answered of the common prefix over
+    the longer reply, against the floor. A prompt the candidate left unanswered counts a = 0 from
+    protocol v2 on (SCORING.md); under v1 it is left out."""
     n = len(codes)
     floor = lim_e["greedy_floor"].to_numpy()
     floor_f = frames.floats(lim_e["greedy_floor"])
     found = np.zeros(n, dtype=bool)
     stat = np.full(n, np.nan)
+    unanswered = np.zeros(n, dtype=np.int64)
     if len(greedy):
-        greedy = greedy.assign(a=greedy["common_prefix"] / np.maximum(greedy["len_candidate"], greedy["len_stock"]))
-        ga = greedy.groupby("evaluation_id")["a"].agg(["mean", "size"])
+        worst = _per_row(uniques[codes], lim_e["unanswered_worst"].to_numpy(dtype=bool), greedy["evaluation_id"])
+        answered = greedy["candidate_answered"].to_numpy(dtype=bool)
+        greedy = greedy[answered | worst.astype(bool)]
+        longer = np.maximum(greedy["len_candidate"], greedy["len_stock"])
+        a = (greedy["common_prefix"] / longer.where(longer > 0)).fillna(0.0)
+        greedy = greedy.assign(a=a.where(greedy["candidate_answered"].to_numpy(dtype=bool), 0.0),
+                               skipped=~greedy["candidate_answered"].to_numpy(dtype=bool))
+        ga = greedy.groupby("evaluation_id").agg(mean=("a", "mean"), size=("a", "size"), skipped=("skipped", "sum"))
         pos = ga.index.get_indexer(uniques)[codes]
         found = pos >= 0
         stat[found] = ga["mean"].to_numpy()[pos[found]]
         size = ga["size"].to_numpy()[pos[found]]
+        unanswered[found] = ga["skipped"].to_numpy()[pos[found]]
     no_floor = pd.isna(floor)
     ok = stat >= floor_f
     verdict = np.select([~found, no_floor | ok], [frames.objects(n, "not measured"), frames.objects(n, "pass")],
                         frames.objects(n, "fail"))
-    detail = frames.objects(n, "no greedy probe prompt answered by both engines")
+    detail = frames.objects(n, "no greedy probe prompt answered by the stock engine")
     if found.any():
-        detail[found] = [f"{k} prompts; no floor in this task" if nf else
-                         f"{k} prompts; mean agreement {'>=' if o else '<'} floor {f}"
-                         for k, nf, o, f in zip(size, no_floor[found], ok[found], floor[found])]
+        skipped = unanswered[found]
+        detail[found] = [(f"{k} prompts; no floor in this task" if nf else
+                          f"{k} prompts; mean agreement {'>=' if o else '<'} floor {f}")
+                         + (f"; {u} left unanswered by the candidate, counted as 0" if u else "")
+                         for k, nf, o, f, u in zip(size, no_floor[found], ok[found], floor[found], skipped)]
     return _gate(n, floor_f, verdict, detail, statistic=stat)
 
 
@@ -136,7 +158,16 @@ def _gates_replies(scored: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, l
             both = (pc >= 0) & (ps >= 0)
         stat, se, low, high = (np.full(n, np.nan) for _ in range(4))
         verdict = frames.objects(n, "not measured")
-        detail = frames.objects(n, "scored replies of both engines are needed")
+        detail = frames.objects(n, "the stock engine has fewer than 2 scored replies")
+        # the stock engine scored enough of its own replies: too few of the candidate's is the
+        # candidate's failure (it failed or emptied its timed replies), never an unmeasured gate
+        stock_r = np.zeros(n)
+        if "stock" in stats:
+            ps_all = stats["stock"].index.get_indexer(uniques)[codes]
+            stock_r[ps_all >= 0] = stats["stock"]["R"].to_numpy()[ps_all[ps_all >= 0]]
+        cand_short = stock_r >= 2
+        verdict[cand_short] = "fail"
+        detail[cand_short] = "the candidate has fewer than 2 scored replies with tokens (its timed replies failed or were empty)"
         if both.any():
             c, st = stats["candidate"], stats["stock"]
             c_est, s_est = c[est].to_numpy()[pc[both]], st[est].to_numpy()[ps[both]]
@@ -149,41 +180,59 @@ def _gates_replies(scored: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, l
             se[both] = np.where(measured, e, np.nan)
             low[both] = np.where(measured, lo, np.nan)
             high[both] = np.where(measured, hi, np.nan)
-            verdict[both] = np.where(measured, np.where(fails, "fail", "pass"), "not measured").astype(object)
+            s_ok = ~np.isnan(st[se_col].to_numpy()[ps[both]])
+            verdict[both] = np.where(measured, np.where(fails, "fail", "pass"),
+                                     np.where(s_ok, "fail", "not measured")).astype(object)
             detail[both] = [f"candidate {ce:.5f} ({int(cr)} replies), stock {se_:.5f} ({int(sr)} replies); "
-                            f"fails when CI lies beyond +-{b}" if m else "fewer than 2 scored replies per engine"
-                            for ce, cr, se_, sr, b, m in zip(c_est, c_r, s_est, s_r, bound[both], measured)]
+                            f"fails when CI lies beyond +-{b}" if m else
+                            ("the candidate has fewer than 2 scored replies with tokens" if so else
+                             "the stock engine has fewer than 2 scored replies with tokens")
+                            for ce, cr, se_, sr, b, m, so in zip(c_est, c_r, s_est, s_r, bound[both], measured, s_ok)]
         blocks.append(_gate(n, frames.floats(lim_e[bound_col]), verdict, detail, stat, se, low, high))
     return blocks
 
 
 def _gate_fidelity(fidelity: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim_e: pd.DataFrame) -> dict:
-    """Target fidelity: mean absolute log-probability difference over the fixed texts' tokens."""
+    """Target fidelity: mean absolute log-probability difference over the fixed texts' tokens the
+    stock engine scored. From protocol v2 on a text the candidate left unanswered (or answered on
+    other token positions than the arena's) counts its tokens at the largest per-token difference
+    any answered text showed, and at least `unanswered_min_nats` (SCORING.md); under v1 such texts
+    were left out and texts tokenized differently left the gate not measured."""
     n = len(codes)
     ceil = frames.floats(lim_e["fidelity_ceiling"])
-    found = np.zeros(n, dtype=bool)
-    if len(fidelity):
-        fa = fidelity.groupby("evaluation_id").agg(abs_diff=("abs_diff", "sum"), n=("n", "sum"), texts=("n", "size"))
-        misaligned = (~fidelity["aligned"].astype(bool)).groupby(fidelity["evaluation_id"]).sum()
-        pos = fa.index.get_indexer(uniques)[codes]
-        found = pos >= 0
-        tokens = fa["n"].to_numpy()[pos[found]]
-        found[found] = ~(tokens == 0)
-        p = pos[found]
-        tokens, texts, abs_diff = fa["n"].to_numpy()[p], fa["texts"].to_numpy()[p], fa["abs_diff"].to_numpy()[p]
-        bad = misaligned.reindex(fa.index).to_numpy()[p]
     stat = np.full(n, np.nan)
     verdict = frames.objects(n, "not measured")
-    detail = frames.objects(n, "no fixed text scored by both engines")
-    if found.any():
-        aligned = bad == 0
-        v = abs_diff / tokens
-        rows = np.flatnonzero(found)
-        stat[rows[aligned]] = v[aligned]
-        verdict[rows[aligned]] = np.where(v[aligned] <= ceil[rows[aligned]], "pass", "fail").astype(object)
-        detail[rows] = [f"{int(k)} tokens of {int(t)} texts" if a else
-                        f"{b} texts tokenized differently by the two engines"
-                        for k, t, a, b in zip(tokens, texts, aligned, bad)]
+    detail = frames.objects(n, "no fixed text scored by the stock engine")
+    if not len(fidelity):
+        return _gate(n, ceil, verdict, detail, statistic=stat)
+    ids = uniques[codes]
+    worst_rule = _per_row(ids, lim_e["unanswered_worst"].to_numpy(dtype=bool), fidelity["evaluation_id"]).astype(bool)
+    min_nats = _per_row(ids, lim_e["unanswered_min_nats"].to_numpy(dtype=float), fidelity["evaluation_id"])
+    good = fidelity["candidate_answered"].to_numpy(dtype=bool) & fidelity["aligned"].fillna(False).to_numpy(dtype=bool)
+    f = fidelity.assign(good=good, worst_rule=worst_rule, min_nats=min_nats)
+    f = f[good | worst_rule | fidelity["candidate_answered"].to_numpy(dtype=bool)]
+    f = f.assign(good_diff=f["abs_diff"].where(f["good"], 0.0), good_max=f["max_diff"].where(f["good"]),
+                 bad_n=f["n"].where(~f["good"], 0), good_n=f["n"].where(f["good"], 0),
+                 misaligned=(~f["good"] & ~f["worst_rule"]).astype(int), skipped=(~f["good"]).astype(int))
+    fa = f.groupby("evaluation_id").agg(abs_diff=("good_diff", "sum"), worst_seen=("good_max", "max"),
+                                        bad_n=("bad_n", "sum"), n=("n", "sum"), texts=("n", "size"),
+                                        misaligned=("misaligned", "sum"), skipped=("skipped", "sum"),
+                                        worst_rule=("worst_rule", "first"), min_nats=("min_nats", "first"))
+    worst = np.fmax(fa["worst_seen"].fillna(0.0).to_numpy(), fa["min_nats"].to_numpy())
+    value = (fa["abs_diff"].to_numpy() + fa["bad_n"].to_numpy() * np.where(fa["worst_rule"], worst, 0.0)) \
+        / fa["n"].where(fa["n"] > 0).to_numpy()
+    pos = fa.index.get_indexer(uniques)[codes]
+    rows = np.flatnonzero(pos >= 0)
+    p = pos[rows]
+    measured = (fa["misaligned"].to_numpy()[p] == 0) & ~np.isnan(value[p])
+    stat[rows[measured]] = value[p][measured]
+    verdict[rows[measured]] = np.where(value[p][measured] <= ceil[rows[measured]], "pass", "fail").astype(object)
+    detail[rows] = [(f"{int(k)} tokens of {int(t)} texts" + (f"; {int(u)} unanswered by the candidate, scored at "
+                                                              f"{w:.4g} nats per token" if u else "")) if m else
+                    (f"{int(b)} texts tokenized differently by the two engines" if b else "no tokens to score")
+                    for k, t, u, w, m, b in zip(fa["n"].to_numpy()[p], fa["texts"].to_numpy()[p],
+                                                fa["skipped"].to_numpy()[p], worst[p], measured,
+                                                fa["misaligned"].to_numpy()[p])]
     return _gate(n, ceil, verdict, detail, statistic=stat)
 
 
@@ -204,6 +253,11 @@ def _gate_length(length: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim
     if len(rows):
         r = length.iloc[pos[rows]]
         enough = ~(r["pairs"].to_numpy() < 2) & ~(r["sum_s"].to_numpy() <= 0)
+        # the stock engine counted enough requests: too few pairs is the candidate's failure
+        short = ~enough & (r["stock_counted"].to_numpy() >= 2)
+        verdict[rows[short]] = "fail"
+        detail[rows[short]] = [f"the candidate answered and counted {int(p)} of the stock engine's {int(k)} counted "
+                               "requests" for p, k in zip(r["pairs"].to_numpy()[short], r["stock_counted"].to_numpy()[short])]
         rows, r = rows[enough], r[enough]
     if len(rows):
         ratio, e = cluster_ratio(r.sum_c, r.sum_s, r.sum_cc, r.sum_cs, r.sum_ss, r.pairs)
@@ -217,23 +271,36 @@ def _gate_length(length: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim
 
 def _gate_memory(memory: pd.DataFrame, mem_pos: np.ndarray, lim_e: pd.DataFrame, public: np.ndarray) -> dict:
     """Memory: the candidate's peak against utilization x device total + slack (the stock
-    engine's peak is a figure). `mem_pos`: each row's memory row per engine (-1 where none)."""
+    engine's peak is a figure). `mem_pos`: each row's memory row per engine (-1 where none).
+
+    From protocol v2 on the samples must cover the timed passes: a failed read, or a gap between
+    samples (or a pass's ends) over `max_sample_gap_seconds`, leaves a gate that would pass "not
+    measured" with the reason; a peak already over the budget fails whatever the coverage."""
     n = len(mem_pos)
     util, slack = lim_e["gpu_memory_utilization"].to_numpy(), lim_e["memory_slack_bytes"].to_numpy()
+    max_gap = lim_e["max_sample_gap_seconds"].to_numpy(dtype=float)
     stat, limit = np.full(n, np.nan), np.full(n, np.nan)
     verdict = frames.objects(n, "not measured")
     detail = frames.objects(n, "no device memory samples (no GPU to sample)")
     detail[~public] = "no device memory samples (no GPU to sample); does not block on this non-public task"
     rows = np.flatnonzero(mem_pos[:, 0] >= 0)
     if len(rows):
-        peak = memory["peak_bytes"].to_numpy()[mem_pos[rows, 0]]
-        total = memory["total_bytes"].to_numpy()[mem_pos[rows, 0]]
+        m = memory.iloc[mem_pos[rows, 0]]
+        peak, total = m["peak_bytes"].to_numpy(dtype=float), m["total_bytes"].to_numpy(dtype=float)
         u, s = util[rows], slack[rows]
         allowed = u * total + s
         stat[rows], limit[rows] = peak, allowed
-        verdict[rows] = np.where(peak <= allowed, "pass", "fail").astype(object)
+        over = peak > allowed
+        failed = m["failed_reads"].fillna(0).to_numpy()
+        gap = m["max_gap"].to_numpy(dtype=float)
+        judged = ~np.isnan(max_gap[rows])
+        uncovered = judged & ((failed > 0) | ~(gap <= max_gap[rows]))
+        verdict[rows] = np.where(over, "fail", np.where(uncovered | np.isnan(peak), "not measured", "pass")).astype(object)
         detail[rows] = [f"peak {p / 2**30:.2f} GiB of {a / 2**30:.2f} GiB allowed ({uu} x {t / 2**30:.2f} GiB + "
-                        f"{ss / 2**30:.1f} GiB)" for p, a, uu, t, ss in zip(peak, allowed, u, total, s)]
+                        f"{ss / 2**30:.1f} GiB)" + (f"; samples do not cover the timed passes ({int(fr)} failed reads, "
+                                                   f"largest gap {g:.2f} s over {mg:g} s)" if unc and not o else "")
+                        for p, a, uu, t, ss, unc, o, fr, g, mg in zip(peak, allowed, u, total, s, uncovered, over,
+                                                                      failed, gap, max_gap[rows])]
     return _gate(n, limit, verdict, detail, statistic=stat)
 
 
@@ -293,7 +360,7 @@ def _prefixed(prefix: str, texts: np.ndarray) -> np.ndarray:
 
 
 def assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length, memory, answering, starts,
-              fig_req, fig_wall, fig_acc, engine_passes) -> Scores:
+              fig_req, fig_wall, fig_acc, engine_passes, contention, timed_passes) -> Scores:
     """The query results made into the scorer's frames, every evaluation at once.
 
     Why whole frames: this runs on the web page's first render (a 2-second budget); the former
@@ -333,29 +400,36 @@ def assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length
     blocking = unmeasured.copy()
     blocking[GATES.index("memory")] &= public | ~in_protocol
     start_pos = frames.positions(starts, ["evaluation_id", "engine"], (uniques, ("candidate",)))[codes, 0]
-    void_reason = _void_reasons(ev, codes, stock_text, _start_flags(starts, start_pos, "device_not_idle"))
+    host = contention_void_reasons(ev, contention, timed_passes, lim_e, _run_records_contention(ev))
+    void_reason = _void_reasons(ev, codes, stock_text, _start_flags(starts, start_pos, "device_not_idle"), host,
+                                _stock_without_speed(ev, passes))
     cand_fail = _candidate_failures(ev, starts, start_pos)
 
     # the precedence of the module docstring: the first case that applies decides
-    void, failed, unfinished, gate_failed, gate_unmeasured, scored = range(6)
-    case = np.select([pd.notna(void_reason), pd.notna(cand_fail), pd.notna(incomplete), fails.any(axis=0),
-                      blocking.any(axis=0)], [void, failed, unfinished, gate_failed, gate_unmeasured], scored)
     rs = np.stack([ev[f"r_{w}"].to_numpy(dtype=float) for w in WORKLOADS])
     ratio_blank = np.isnan(rs).any(axis=0)
+    void, failed, unfinished, gate_failed, gate_unmeasured, ratio_unmeasured, scored = range(7)
+    case = np.select([pd.notna(void_reason), pd.notna(cand_fail), pd.notna(incomplete), fails.any(axis=0),
+                      blocking.any(axis=0), ratio_blank],
+                     [void, failed, unfinished, gate_failed, gate_unmeasured, ratio_unmeasured], scored)
     specscore = np.where((case == failed) | (case == gate_failed), 0.0, np.nan)
-    scoring = np.flatnonzero((case == scored) & ~ratio_blank)
+    scoring = np.flatnonzero(case == scored)
     specscore[scoring] = [float(p) ** (1.0 / 3.0) for p in np.prod(rs, axis=0)[scoring]]  # Python's pow, as before
+    # A measured evaluation never ends blank (SCORING.md "Outcomes"): what is left unmeasured once
+    # the candidate's failures are scored 0 is the arena's side, so the evaluation is void.
     ratio_text = frames.objects(n)
-    blank_rows = np.flatnonzero((case == scored) & ratio_blank)
+    blank_rows = np.flatnonzero(case == ratio_unmeasured)
     if len(blank_rows):
         why = np.stack([ev[f"r_{w}_reason"].to_numpy(dtype=object) for w in WORKLOADS])
-        ratio_text[blank_rows] = ["; ".join(f"r_{w}: {why[k, i]}" for k, w in enumerate(WORKLOADS)
-                                            if np.isnan(rs[k, i])) for i in blank_rows]
-    reason = np.select([case == k for k in (void, failed, unfinished, gate_failed, gate_unmeasured, scored)],
-                       [_prefixed("void: ", void_reason), _prefixed("candidate failed: ", cand_fail), incomplete,
-                        _prefixed("gate failed: ", np.array(frames.joined_names(fails, GATES, ", "), dtype=object)),
-                        _prefixed("gate not measured: ", np.array(frames.joined_names(blocking, GATES, ", "), dtype=object)),
-                        ratio_text], None)
+        ratio_text[blank_rows] = ["ratios not measured: " + "; ".join(f"r_{w}: {why[k, i]}" for k, w in enumerate(WORKLOADS)
+                                                                  if np.isnan(rs[k, i])) for i in blank_rows]
+    unmeasured_text = _prefixed("gate not measured: ", np.array(frames.joined_names(blocking, GATES, ", "), dtype=object))
+    void_reason = np.select([case == void, case == gate_unmeasured, case == ratio_unmeasured],
+                            [void_reason, unmeasured_text, ratio_text], None)
+    reason = np.select([case == k for k in (failed, unfinished, gate_failed)],
+                       [_prefixed("candidate failed: ", cand_fail), incomplete,
+                        _prefixed("gate failed: ", np.array(frames.joined_names(fails, GATES, ", "), dtype=object))],
+                       _prefixed("void: ", void_reason))
     ev["void"] = pd.notna(void_reason).tolist()
     ev["void_reason"] = [x if x is not None else y for x, y in zip(void_reason, ev["void_reason"].to_numpy())]
     ev["specscore"] = pd.array(specscore, dtype=float)
@@ -390,10 +464,40 @@ def _gates_frame(eids: pd.Series, blocks: list) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def _void_reasons(ev: pd.DataFrame, codes: np.ndarray, stock_text: np.ndarray, not_idle: np.ndarray) -> np.ndarray:
+def _run_records_contention(ev: pd.DataFrame) -> np.ndarray:
+    """Per row: whether the protocol version the evaluation ran under recorded host contention."""
+    from speculator_arena.protocol import load_protocol
+
+    known: dict = {}
+    for v in ev["run_protocol_version"].dropna().unique():
+        try:
+            known[v] = load_protocol(int(v)).contention is not None
+        except (KeyError, ValueError):  # a staged version no longer present: not judged on absence
+            known[v] = False
+    return np.array([known.get(v, False) for v in ev["run_protocol_version"].to_numpy()], dtype=bool)
+
+
+def _stock_without_speed(ev: pd.DataFrame, passes: pd.DataFrame) -> np.ndarray:
+    """Per row: the timed passes on which the stock engine had no speed (it counted no tokens in
+    its window), which voids the evaluation (the arena's side); None where there is none."""
+    out = frames.objects(len(ev))
+    if not len(passes):
+        return out
+    bad = passes["missing_reason"].isna() & ~passes["zeroed_by_failure_rule"].fillna(False).astype(bool) \
+        & ~(passes["stock_speed"] > 0)
+    listed = passes[bad].groupby("evaluation_id")["pass_id"].apply(lambda s: ", ".join(s))
+    hit = ev["evaluation_id"].map(listed).to_numpy(dtype=object)
+    has = pd.notna(hit)
+    out[has] = [f"the stock engine counted no tokens in its window on {p}" for p in hit[has]]
+    return out
+
+
+def _void_reasons(ev: pd.DataFrame, codes: np.ndarray, stock_text: np.ndarray, not_idle: np.ndarray,
+                  host: np.ndarray, stock_speed: np.ndarray) -> np.ndarray:
     """Why each evaluation is void (None where it is not): the runner voided it, the stock engine
-    left probe requests unanswered (the last row of a repeated id that did decides), or the device
-    did not come back idle before the stock engine."""
+    left probe requests unanswered (the last row of a repeated id that did decides), the device
+    did not come back idle before the stock engine, the host was contended, or the stock engine
+    had no speed on a timed pass."""
     n = len(ev)
     runner = (ev["status"] == "void").to_numpy(dtype=bool, na_value=False)
     given = ev["void_reason"].to_numpy()
@@ -401,8 +505,9 @@ def _void_reasons(ev: pd.DataFrame, codes: np.ndarray, stock_text: np.ndarray, n
     runner_text[runner] = [x if isinstance(x, str) and x else "voided by the runner" for x in given[runner]]
     by_id = {int(codes[i]): stock_text[i] for i in np.flatnonzero(pd.notna(stock_text))}
     stock = np.array([by_id.get(c) for c in codes.tolist()], dtype=object) if by_id else frames.objects(n)
-    return np.select([runner, pd.notna(stock), not_idle],
-                     [runner_text, stock, frames.objects(n, "device did not come back idle before the stock engine")], None)
+    return np.select([runner, pd.notna(stock), not_idle, pd.notna(host), pd.notna(stock_speed)],
+                     [runner_text, stock, frames.objects(n, "device did not come back idle before the stock engine"),
+                      host, stock_speed], None)
 
 
 def _candidate_failures(ev: pd.DataFrame, starts: pd.DataFrame, start_pos: np.ndarray) -> np.ndarray:

@@ -34,6 +34,13 @@ def protocol_limits(proto: Protocol) -> pd.DataFrame:
             memory_slack_bytes=float(g.memory["slack_gib"]) * GIB,
             gpu_memory_utilization=float(tp.engine_environment.gpu_memory_utilization),
             max_unanswered_share=float(g.answering["max_unanswered_share"]),
+            # SCORING.md "Probe items the candidate does not answer" (from v2): worst values
+            unanswered_worst="unanswered_fidelity_min_nats" in g.answering,
+            unanswered_min_nats=float(g.answering.get("unanswered_fidelity_min_nats", float("nan"))),
+            max_sample_gap_seconds=float(g.memory.get("max_sample_gap_seconds", float("nan"))),
+            count_slack_tokens=int(tp.count_slack_tokens),
+            max_foreign_cpu_share=float(tp.contention.max_foreign_cpu_share) if tp.contention else float("nan"),
+            max_steal_share=float(tp.contention.max_steal_share) if tp.contention else float("nan"),
             dev_test_gap=float(tp.dev_test_gap),
             passes=int(tp.passes_per_workload),
         ))

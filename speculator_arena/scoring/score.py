@@ -56,7 +56,7 @@ def _q(con, name: str, ids, t0=None) -> pd.DataFrame:
 # scoring/busy_scan.py, which returns both the busy windows and the scalar columns of the staged
 # requests every query reads (sql/staged_requests_cached.sql is the same rows from the view
 # raw_requests, used for the evaluations the scan hands back).
-_CACHED = ("evaluations", "passes", "metrics", "memory", "probe_greedy", "probe_scored", "probe_fidelity",
+_CACHED = ("evaluations", "passes", "metrics", "memory", "contention", "probe_greedy", "probe_scored", "probe_fidelity",
            "engine_starts")
 # Free text no score is computed from (a greedy reply's text, an engine's start-up log): not read
 # at all, which also keeps hidden text out of the scorer's memory.
@@ -213,6 +213,8 @@ def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_i
         scored = _q(con, "gate_scored.sql", ids, t0)
         fidelity = _q(con, "gate_fidelity.sql", ids, t0)
         memory = _q(con, "gate_memory.sql", ids, t0)
+        contention = _q(con, "contention_passes.sql", ids, t0)
+        timed_passes = _q(con, "timed_passes.sql", ids, t0)
         answering = _q(con, "gate_answering.sql", ids, t0)
         starts = _q(con, "engine_starts_summary.sql", ids, t0)
         fig_wall = _q(con, "figures_wall.sql", ids, t0)
@@ -234,6 +236,6 @@ def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_i
         pool.shutdown(wait=True, cancel_futures=True)
         con.close()
     out = assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length, memory, answering, starts,
-              fig_req, fig_wall, fig_acc, engine_passes)
+                   fig_req, fig_wall, fig_acc, engine_passes, contention, timed_passes)
     _tick("gates, figures, SpecScore (pandas)", t0)
     return out

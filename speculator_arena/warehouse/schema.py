@@ -85,6 +85,8 @@ REQUESTS = pa.schema([
     ("window_cut", BOOL),           # the history was cut by the window rule
     ("chunk_times", pa.list_(F64)), # arrival time of every chunk carrying text
     ("chunk_tokens", pa.list_(I64)),# tokens of the reply attributed to each chunk
+    ("chunk_chars", pa.list_(I64)), # characters of each chunk: with the reply's text (replies), each
+                                    # chunk's span, from which chunk_tokens is re-derived
 ])
 
 # The reply texts of timed requests, apart from the request rows, so that no public view
@@ -114,9 +116,32 @@ MEMORY = pa.schema([
     ("pass_id", STR),
     ("engine", STR),
     ("sampled_at", F64),
-    ("used_bytes", I64),            # device-wide used memory
+    ("used_bytes", I64),            # device-wide used memory; null when the read failed
     ("total_bytes", I64),
     ("engine_bytes", I64),          # sum over the engine's processes, null if NVML hides them
+    ("error", STR),                 # why this sample's read failed (a failed read is a row, never a zero)
+])
+
+# Host contention (SCORING.md), sampled from outside the engine during timed passes: one row per
+# interval between two samples.
+CONTENTION = pa.schema([
+    ("evaluation_id", STR),
+    ("pass_id", STR),
+    ("engine", STR),
+    ("started_at", F64),            # the interval's start and end (runner clock)
+    ("ended_at", F64),
+    ("cpu_seconds", F64),           # CPU time used by everything on the machine (not idle, not steal)
+    ("own_cpu_seconds", F64),       # of which the engine's and the runner's process trees
+    ("foreign_cpu_seconds", F64),   # cpu_seconds - own_cpu_seconds (at least 0)
+    ("steal_seconds", F64),         # CPU steal (a hypervisor ran something else)
+    ("total_cpu_seconds", F64),     # every CPU second of the interval (incl. idle and steal)
+    ("cpus", I64),
+    ("foreign_gpu_processes", I64), # processes on the device outside the engine; null without a device
+    ("foreign_gpu_bytes", I64),
+    ("foreign_gpu_pids", STR),      # JSON list of those pids
+    ("gpu_utilization", F64),       # percent, device-wide; null without a device
+    ("throttle_reasons", I64),      # NVML clocks-event reasons bitmask; null without a device
+    ("error", STR),                 # a failed read: the interval judges nothing and says why
 ])
 
 # Greedy agreement probe: one row per prompt per engine.
@@ -138,6 +163,8 @@ PROBE_SCORED = pa.schema([
     ("scorer_engine", STR),         # stock
     ("request_id", STR),
     ("sample_index", I64),
+    ("token_ids", pa.list_(I64)),   # the scored reply's tokens, tokenized by the arena (the positions scored)
+    ("context_sha256", STR),        # sha256 of the JSON of the scored messages (context + cut reply)
     ("token_logprobs", pa.list_(F64)),
     ("token_ranks", pa.list_(I64)),
     ("answered", BOOL),
@@ -149,7 +176,7 @@ PROBE_FIDELITY = pa.schema([
     ("evaluation_id", STR),
     ("engine", STR),
     ("text_id", STR),
-    ("token_ids", pa.list_(I64)),
+    ("token_ids", pa.list_(I64)),   # the text's reply tokens, tokenized by the arena (the positions scored)
     ("token_logprobs", pa.list_(F64)),
     ("answered", BOOL),
     ("error", STR),
@@ -183,6 +210,7 @@ TABLES: dict[str, pa.Schema] = {
     "replies": REPLIES,
     "metrics": METRICS,
     "memory": MEMORY,
+    "contention": CONTENTION,
     "probe_greedy": PROBE_GREEDY,
     "probe_scored": PROBE_SCORED,
     "probe_fidelity": PROBE_FIDELITY,

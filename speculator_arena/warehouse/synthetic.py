@@ -11,7 +11,8 @@ Scale: `"protocol"` uses the task's lanes and pass seconds from the protocol (th
 three passes, both engines, 64/512/64 probes); `"small"` uses at most 3 lanes and 10-second
 passes for fast tests. To keep 1,000 protocol-scale evaluations writable on 2 cores, chunks are
 coarse (`chunk_tokens` tokens per chunk, default 16), memory is sampled every 5 s rather than
-0.5 s, probe replies are 16 tokens long and reply texts are short placeholders. Nothing of that
+0.5 s (or just under the protocol's largest allowed gap, where it has one), host contention is one
+row per pass, probe replies are 16 tokens long and reply texts are short placeholders. Nothing of that
 changes a formula, only the row counts (docs/benchmarks/scoring.md).
 """
 
@@ -43,6 +44,7 @@ ATTACKS = (
     "candidate_unanswered",  # the candidate leaves > 10% of the greedy check unanswered
     "died",              # the candidate died: SpecScore 0
     "offload",           # offload in the candidate's start-up log: SpecScore 0
+    "contended",         # another process used most of a core during the candidate's team-0: void
 )
 
 SPEC_COUNTERS = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
@@ -135,6 +137,9 @@ def write_synthetic_evaluation(
     grace = tp.grace_seconds
     gpu_util = proto.engine_environment.gpu_memory_utilization
 
+    max_gap = g.memory.get("max_sample_gap_seconds")
+    mem_step = min(5.0, 0.9 * max_gap) if max_gap else 5.0
+    host = []
     passes, req_cols, replies, metrics, mem = [], {k: [] for k in (
         "pass_id", "engine", "workload", "pass_index", "request_id", "lane", "session_id", "turn", "seed",
         "sent_at", "first_token_at", "last_token_at", "ended_at", "prompt_tokens", "usage_prompt_tokens",
@@ -206,8 +211,14 @@ def write_synthetic_evaluation(
                     for phase, st, at in (("before", before, t0 - 0.5), ("after", acc_state, t0 + pass_seconds + 2)):
                         for name, key in zip(SPEC_COUNTERS, ("drafts", "draft_tokens", "accepted")):
                             metrics.append((pass_id, engine, phase, at, name, json.dumps({"model_name": "target"}), st[key]))
+                finished = t0 + pass_seconds + 1.0
+                busy = sum(t[5] for t in timeline) / s / (finished - t0)   # the runner's own work, in cores
+                foreign = 0.8 if (attack == "contended" and engine == "candidate" and pass_id == "team-0") else 0.02
+                host.append((pass_id, engine, t0, finished, (busy + foreign) * (finished - t0), busy * (finished - t0),
+                             foreign * (finished - t0), 0.0, 2.0 * (finished - t0), 2,
+                             0 if memory else None, 0 if memory else None))
                 if memory:
-                    times = np.arange(t0, t0 + pass_seconds, 5.0)
+                    times = np.append(np.arange(t0, finished, mem_step), finished)
                     frac = 0.97 if (attack == "memory" and engine == "candidate") else 0.88
                     used = (frac * DEVICE_TOTAL - rng.uniform(0, 0.5 * GIB, len(times))).astype(np.int64)
                     for ts, u in zip(times, used):
@@ -244,6 +255,13 @@ def write_synthetic_evaluation(
         warehouse.write_rows("metrics", evaluation_id, _table("metrics", dict(
             evaluation_id=[evaluation_id] * len(metrics), **{k: [m[i] for m in metrics] for i, k in enumerate(
                 ("pass_id", "engine", "phase", "taken_at", "name", "labels", "value"))})))
+    if proto.contention is not None:
+        cols = ("pass_id", "engine", "started_at", "ended_at", "cpu_seconds", "own_cpu_seconds",
+                "foreign_cpu_seconds", "steal_seconds", "total_cpu_seconds", "cpus", "foreign_gpu_processes",
+                "foreign_gpu_bytes")
+        warehouse.write_rows("contention", evaluation_id, _table("contention", dict(
+            evaluation_id=[evaluation_id] * len(host),
+            **{k: [h[i] for h in host] for i, k in enumerate(cols)})))
     if mem:
         warehouse.write_rows("memory", evaluation_id, _table("memory", dict(
             evaluation_id=[evaluation_id] * len(mem), **{k: [m[i] for m in mem] for i, k in enumerate(

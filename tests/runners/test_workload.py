@@ -10,7 +10,8 @@ import pytest
 
 from speculator_arena.runners.lifecycle import EngineRun, free_port
 from speculator_arena.runners.tokens import attribute_chunks, load_tokenizer
-from speculator_arena.runners.workload import ClientConfig, WindowRule, counted, record_rows, request_seed, run_lanes
+from speculator_arena.runners.workload import ClientConfig, WindowRule, record_rows, request_seed, run_lanes
+from speculator_arena.scoring.counted import counted_row
 
 
 @pytest.fixture
@@ -54,7 +55,8 @@ def test_closed_loop_lanes_and_rows(engine, qwen_tokenizer_dir, chat_sessions):
     assert sent[0]["role"] == "system" and sent[-1]["role"] == "user"
     row, reply = record_rows(second, evaluation_id="ev1", engine="candidate", pass_id="team-0", workload="team",
                              pass_index=0, tokenizer=tok)
-    assert counted(row) and reply["text"] == second.result.text
+    assert counted_row(row, slack=0, ends_at=t0 + 3.0, grace_ends_at=t0 + 10) and reply["text"] == second.result.text
+    assert "".join(second.result.chunk_texts) == reply["text"] and row["chunk_chars"] == [len(c) for c in second.result.chunk_texts]
     assert row["output_tokens"] == len(tok(second.result.text, add_special_tokens=False)["input_ids"])
     assert sum(row["chunk_tokens"]) == row["output_tokens"] and len(row["chunk_times"]) == len(row["chunk_tokens"])
     assert row["usage_completion_tokens"] == 999 and row["output_tokens"] < 999  # the engine's claim is not used
@@ -84,8 +86,9 @@ def test_over_budget_reply_is_not_counted(engine, qwen_tokenizer_dir, chat_sessi
                                  ends_at=t0 + 0.5, grace_ends_at=t0 + 10, max_requests_per_lane=1))
     row, _ = record_rows(recs[0], evaluation_id="ev1", engine="candidate", pass_id="solo-0", workload="solo",
                          pass_index=0, tokenizer=tok)
-    assert row["done"] and row["output_tokens"] > row["max_tokens"]
-    assert not counted(row) and row["error"] is None  # the stream was fine; the budget rule rejects it
+    assert row["done"] and row["output_tokens"] > row["max_tokens"] + 4
+    # the stream was fine; the budget rule rejects it, even with protocol v2's slack of 4 tokens
+    assert not counted_row(row, slack=4, ends_at=t0 + 0.5, grace_ends_at=t0 + 10) and row["error"] is None
 
 
 def test_grace_end_cuts_stream(engine_factory, tmp_path, qwen_tokenizer_dir, chat_sessions):

@@ -1,0 +1,78 @@
+"""SCORING.md "Host contention": which evaluations had a contended timed pass, the one home of
+the rule (the evaluation page shows the same per-pass shares from `pass_contention`).
+
+A pass (of either engine) is contended when, over its sampled intervals, processes outside the
+engine's and the runner's trees used more than `max_foreign_cpu_share` of one core on average,
+steal exceeded `max_steal_share` of all CPU time, or another process held the device. An
+evaluation with a contended pass is void (the arena's side: the operator re-runs it). A timed
+pass with no usable contention rows is void too when the version the evaluation ran under
+recorded them (its runner should have); evaluations run before any version recorded them are
+not judged (the reason says so on their page, through `pass_contention`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from speculator_arena.scoring import frames
+
+
+def pass_contention(contention: pd.DataFrame) -> pd.DataFrame:
+    """Per timed pass and engine: the foreign CPU share of one core, the steal share and the
+    foreign device processes (the rows of sql/contention_passes.sql plus the shares)."""
+    c = contention.copy()
+    c["foreign_cpu_share"] = c["foreign_cpu_seconds"] / c["seconds"].where(c["seconds"] > 0)
+    c["steal_share"] = c["steal_seconds"] / c["total_cpu_seconds"].where(c["total_cpu_seconds"] > 0)
+    return c
+
+
+def _judged_passes(contention: pd.DataFrame, lim: pd.DataFrame) -> pd.DataFrame:
+    c = pass_contention(contention).merge(lim, on="evaluation_id")
+    foreign, steal = c["foreign_cpu_share"].to_numpy(dtype=float), c["steal_share"].to_numpy(dtype=float)
+    gpu = c["foreign_gpu_processes"].fillna(0).to_numpy(dtype=float)
+    c["contended"] = (foreign > c["max_foreign_cpu_share"].to_numpy()) | (steal > c["max_steal_share"].to_numpy()) \
+        | (gpu > 0)
+    c["why"] = [", ".join(w for w, on in ((f"foreign CPU {f:.2f} of a core", f > mf), (f"steal {s:.1%}", s > ms),
+                                          (f"{int(g)} other process(es) on the device", g > 0)) if on)
+                for f, s, g, mf, ms in zip(foreign, steal, gpu, c["max_foreign_cpu_share"], c["max_steal_share"])]
+    return c
+
+
+def contention_void_reasons(ev: pd.DataFrame, contention: pd.DataFrame, timed_passes: pd.DataFrame,
+                            lim_e: pd.DataFrame, run_records: np.ndarray) -> np.ndarray:
+    """Per evaluation row: why it is void for host contention (None where it is not).
+
+    `contention`: sql/contention_passes.sql rows; `timed_passes`: (evaluation_id, pass_id, engine)
+    of the stored timed passes; `lim_e`: each row's limits (NaN limits: the version scored under
+    does not judge contention); `run_records`: per row, whether the version it ran under recorded
+    contention rows.
+    """
+    n = len(ev)
+    out = frames.objects(n)
+    judged = ~np.isnan(lim_e["max_foreign_cpu_share"].to_numpy(dtype=float))
+    if not judged.any():
+        return out
+    ids = ev["evaluation_id"].to_numpy()
+    lim = pd.DataFrame({"evaluation_id": ids, "max_foreign_cpu_share": lim_e["max_foreign_cpu_share"].to_numpy(),
+                        "max_steal_share": lim_e["max_steal_share"].to_numpy()}).drop_duplicates("evaluation_id")
+    texts: dict[str, list[str]] = {}
+    if len(contention):
+        c = _judged_passes(contention[contention["intervals"] > 0], lim)
+        for eid, pid, eng, why in c.loc[c["contended"], ["evaluation_id", "pass_id", "engine", "why"]].itertuples(index=False):
+            texts.setdefault(eid, []).append(f"{eng} {pid}: {why}")
+    recorded = set()
+    if len(contention):
+        ok = contention[contention["intervals"] > 0]
+        recorded = set(zip(ok["evaluation_id"], ok["pass_id"], ok["engine"]))
+    missing: dict[str, list[str]] = {}
+    for eid, pid, eng in timed_passes[["evaluation_id", "pass_id", "engine"]].itertuples(index=False):
+        if (eid, pid, eng) not in recorded:
+            missing.setdefault(eid, []).append(f"{eng} {pid}")
+    for i in np.flatnonzero(judged):
+        eid = ids[i]
+        if eid in texts:
+            out[i] = "host contended (" + "; ".join(texts[eid]) + ")"
+        elif run_records[i] and eid in missing:
+            out[i] = "host contention not recorded on " + ", ".join(missing[eid])
+    return out
