@@ -229,14 +229,40 @@ def _empty_frames(protocol_version: int | None) -> ScoreFrames:
 SPLITS = ("dev", "test")
 
 
+def score_board_candidates(index: pd.DataFrame, task_id: str, score):
+    """`score(ids)` over the evaluations the board ranks: each group's last finished evaluation,
+    and, for a group whose candidates the scorer left all without a score (void by a rule the
+    runner's status cannot show, such as host contention), its earlier ones too, until it has a
+    scored one or none is left (SCORING.md "Ranking": the last *scored* evaluation). What the
+    text board over every evaluation would pick, at the cost of the latest ones alone when none
+    is void. Returns the last `score` result (None when there is nothing to score)."""
+    keep, scores = 1, None
+    while True:
+        ids = board_candidates(index, task_id, keep)
+        if not ids:
+            return None
+        scores = score(ids)
+        ev = getattr(scores, "evaluations", None)
+        if ev is None or ev.empty:
+            return scores
+        ref = ev["is_reference"].fillna(False).astype(bool)
+        group = ev["split"].astype(str) + "\x00" + ref.astype(str) + "\x00" + \
+            ev["account_id"].where(~ref, ev["label"]).fillna("").astype(str)
+        per = pd.DataFrame({"g": group, "scored": ev["specscore"].notna()}).groupby("g")["scored"].agg(["any", "size"])
+        if not ((~per["any"]) & (per["size"] >= keep)).any():
+            return scores
+        keep *= 2
+
+
 def board_scores(home: str | os.PathLike | None, task_id: str, protocol_version: int | None = None,
                  index: pd.DataFrame | None = None) -> ScoreFrames:
     """The board of one task: the scorer's ranked rows over the evaluations the board needs."""
     index = evaluations_index(home) if index is None else index
-    ids = board_candidates(index, task_id)
-    if not ids:
+    scores = score_board_candidates(index, task_id, lambda ids: _score(home, ids, protocol_version)[1])
+    if scores is None:
         return _empty_frames(protocol_version)
-    frames, scores = _score(home, ids, protocol_version)
+    frames = ScoreFrames(**_frames(scores), protocol_version=getattr(scores, "protocol_version", protocol_version),
+                         protocol_digest=getattr(scores, "protocol_digest", None))
     frames.boards = {split: pd.DataFrame(_scoring().board_rows(scores, task_id, split)) for split in SPLITS}
     return frames
 

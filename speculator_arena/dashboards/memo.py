@@ -138,8 +138,8 @@ class BoardMemo:
     def board(self, task_id: str, protocol_version: int | None, index: pd.DataFrame | None = None) -> data.ScoreFrames:
         """What `data.board_scores` computes, from the memo (`index`: the evaluations index when
         the caller has just read it, so a render lists the warehouse once)."""
-        ids = data.board_candidates(self.index() if index is None else index, task_id)
-        scores = self.scores(ids, protocol_version)
+        scores = data.score_board_candidates(self.index() if index is None else index, task_id,
+                                             lambda ids: self.scores(ids, protocol_version))
         if scores is None:
             return data._empty_frames(protocol_version)
         from speculator_arena.scoring import board_rows

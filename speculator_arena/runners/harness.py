@@ -40,6 +40,7 @@ from speculator_arena.runners.status import (
     write_state, write_status)
 from speculator_arena.runners.tokens import load_tokenizer
 from speculator_arena.runners.workload import ClientConfig, RequestRecord, WindowRule, record_rows, run_lanes
+from speculator_arena.scoring.answering import over_limit
 from speculator_arena.scoring.counted import counted_row
 from speculator_arena.warehouse.store import Warehouse
 
@@ -533,7 +534,7 @@ class Evaluation:
         self._stop_engine(er, record=True)
         limit = self.task.gates.answering["max_unanswered_share"]
         for check, rows in (("greedy agreement", rows_g), ("target fidelity", rows_f), ("likelihood scoring", rows_s)):
-            if rows and sum(not r["answered"] for r in rows) > limit * len(rows):
+            if over_limit(sum(not r["answered"] for r in rows), len(rows), limit)[0]:
                 return False, f"stock engine left more than {limit:.0%} of the {check} probes unanswered"
         if not self._idle_ok:
             return False, self._idle_reason

@@ -90,6 +90,28 @@ def parse_prompt_logprobs(resp: dict, token_ids: list[int]) -> tuple[list[float]
     return lps, ranks
 
 
+def scored_reply_ids(tokenizer, messages: list[dict]) -> list[int]:
+    """The scored reply's tokens at the arena's own positions (SCORING.md): the whole scored text
+    (the chat template rendered with the reply as the final message, continued, as the request
+    asks the engine to) tokenized with the target's tokenizer; the reply's tokens are those that
+    end inside it, so a token the template's last characters share with the reply (a reply that
+    starts with blank lines) is the reply's, as it is in the engine's positions. Falls back to the
+    reply alone when the template does not end the text with the reply as given."""
+    reply = messages[-1]["content"]
+    if not reply:
+        return []
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False,
+                                             continue_final_message=True, enable_thinking=False)
+    except Exception:
+        text = None
+    if not isinstance(text, str) or not text.endswith(reply):
+        return token_ids(tokenizer, reply)
+    start = len(text) - len(reply)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return [int(t) for t, (_, end) in zip(enc["input_ids"], enc["offset_mapping"]) if end > start]
+
+
 def context_digest(messages: list[dict]) -> str:
     """sha256 of the scored messages as sent (context and reply), so a stored row names them."""
     return hashlib.sha256(json.dumps(messages, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
@@ -156,7 +178,7 @@ class ProbeRunner:
                                      trust_env=False) as client:
             for messages, reply, seed in items:
                 body = self._score_body(messages, reply, seed)
-                digest, ids = context_digest(body["messages"]), token_ids(self.tok, reply)
+                digest, ids = context_digest(body["messages"]), scored_reply_ids(self.tok, body["messages"])
                 if not ids:
                     out.append((ids, [], [], digest, None))
                     continue
@@ -188,7 +210,8 @@ class ProbeRunner:
 
     def unanswered_fidelity(self, engine: str, texts, reason: str) -> list[dict]:
         return [{"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id,
-                 "token_ids": token_ids(self.tok, t.reply), "token_logprobs": None, "answered": False,
+                 "token_ids": scored_reply_ids(self.tok, list(t.messages) + [{"role": "assistant", "content": t.reply}]),
+                 "token_logprobs": None, "answered": False,
                  "error": reason} for t in texts]
 
     def scored(self, reply_engine: str, base_url: str, sampled: list[RequestRecord], alive) -> list[dict]:

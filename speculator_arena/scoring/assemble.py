@@ -23,6 +23,7 @@ import pandas as pd
 
 from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.scoring import figures, frames
+from speculator_arena.scoring.answering import over_limit
 from speculator_arena.scoring.contention import contention_void_reasons
 from speculator_arena.scoring.result import ENGINES, FINISHED, GATES, Scores
 from speculator_arena.scoring.statistics import cluster_ratio, two_sided_fails
@@ -322,7 +323,7 @@ def _gate_answering(answering: pd.DataFrame, eids: pd.Series, lim_e: pd.DataFram
         row, engine, share = m["_row"].to_numpy(), m["engine"].to_numpy(), m["share"].to_numpy(dtype=float)
         checks = m["probe_check"].to_numpy()
         parts = [f"{u}/{q} of {c}" for u, q, c in zip(m["unanswered"].to_numpy(), m["requests"].to_numpy(), checks)]
-        over = share > mx[row]
+        over = over_limit(m["unanswered"].to_numpy(), m["requests"].to_numpy(), mx[row])
         stock, cand = engine == "stock", engine == "candidate"
         bad = np.flatnonzero(stock & over)
         stock_text = frames.texts_by_row(n, frames.by_row(row[bad], [parts[i] for i in bad]),

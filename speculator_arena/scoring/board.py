@@ -1,9 +1,10 @@
 """The board's ranking, shared by `arena board --text`, `arena score --board` and the Streamlit board.
 
-Per task and split: each participant account's last evaluation (by created_at) ranked by
-SpecScore; evaluations without a score that passed every gate (a failed or unmeasured gate,
-void, incomplete) are listed below the ranked ones, unranked. References (is_reference) are
-ranked apart, each reference label's last evaluation.
+Per task and split: each participant account's last *scored* evaluation (by created_at; a
+SpecScore or 0, SCORING.md "Ranking") ranked by SpecScore; a void, queued, running or failed-to-run
+evaluation never hides an earlier score. An account with no scored evaluation is listed below the
+ranked ones, unranked, with its last evaluation's reason, as are scores of 0. References
+(is_reference) are ranked apart, each reference label's last scored evaluation.
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ def _rank(rows: pd.DataFrame, section: str) -> pd.DataFrame:
 def board_rows(scores: Scores, task_id: str, split: str = "test") -> pd.DataFrame:
     """Ranked rows of one task's board: participants first, then references (column `section`)."""
     ev = scores.evaluations
-    ev = ev[(ev["task_id"] == task_id) & (ev["split"] == split)].sort_values(["created_at", "evaluation_id"])
+    ev = ev[(ev["task_id"] == task_id) & (ev["split"] == split)]
+    # scored rows sort after unscored ones, so each group's last row is its last scored evaluation
+    # when it has one, else its last evaluation
+    ev = ev.assign(_scored=ev["specscore"].notna()).sort_values(["_scored", "created_at", "evaluation_id"])
+    ev = ev.drop(columns="_scored")
     parts = ev[~ev["is_reference"].fillna(False).astype(bool)].groupby("account_id", dropna=False).tail(1)
     refs = ev[ev["is_reference"].fillna(False).astype(bool)].groupby("label", dropna=False).tail(1)
     out = pd.concat([_rank(parts, "participants"), _rank(refs, "references")], ignore_index=True)

@@ -29,7 +29,16 @@ ATTACKS = {
     "other_sampling": ("engines/attacks/dev-other-sampling", {"first_choice", "sampled_likelihood", "length"}),
     "quantized": ("engines/attacks/dev-quantized", {"target_fidelity"}),
     "cut_half": ("engines/attacks/dev-cut-half", {"length"}),
+    # SCORING.md "Probe items the candidate does not answer": each hole planted alone must score
+    # 0 with its gate named, never void (refunded) and never pass.
+    "empty_probe_replies": ("engines/attacks/dev-empty-probe-replies", {"greedy_agreement"}),
+    "garbage_logprob_ids": ("engines/attacks/dev-garbage-logprob-ids", {"target_fidelity", "answering"}),
+    "skip_probe_items": ("engines/attacks/dev-skip-probe-items", {"target_fidelity"}),
 }
+PROBE_HOLES = ("empty_probe_replies", "garbage_logprob_ids", "skip_probe_items")
+# skip_probe_items refuses every 11th prompt_logprobs request: under the 10% answering limit only
+# with 11 or more fidelity texts, so it runs under a version of the attack profile that has 11.
+SKIP_TEXTS = 11
 SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "answering"}
 
 
@@ -58,7 +67,8 @@ def evaluated(built_home, tmp_path_factory):
     from ci_profile import ATTACK_OVERRIDES, stage_ci_protocol
 
     d = tmp_path_factory.mktemp("attack_protocol")
-    stage_ci_protocol(d, **ATTACK_OVERRIDES)
+    version = stage_ci_protocol(d, **ATTACK_OVERRIDES)
+    more_texts = _stage_more_fidelity_texts(d, version, SKIP_TEXTS)
     old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS")}
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -72,11 +82,12 @@ def evaluated(built_home, tmp_path_factory):
         for name, engine in names.items():
             eid = f"atk-{name.replace('_', '-')}"
             spec = EvaluationSpec(task_id="local-smollm2", engine=str(REPO / engine), evaluation_id=eid, label=name,
-                                  target=str(built_home["target"]), is_reference=name in HONEST)
+                                  target=str(built_home["target"]), is_reference=name in HONEST,
+                                  protocol_version=more_texts if name == "skip_probe_items" else version)
             status[name] = Evaluation(spec, home=built_home["home"], progress=lambda m: print(m, flush=True)).run()
         from speculator_arena.scoring import score_warehouse
 
-        scores = score_warehouse(Warehouse(built_home["home"]),
+        scores = score_warehouse(Warehouse(built_home["home"]), protocol_version=version,
                                  evaluation_ids=[f"atk-{n.replace('_', '-')}" for n in names])
     finally:
         for k, v in old.items():
@@ -85,6 +96,17 @@ def evaluated(built_home, tmp_path_factory):
             else:
                 os.environ[k] = v
     return {"status": status, "scores": scores}
+
+
+def _stage_more_fidelity_texts(d: Path, version: int, texts: int) -> int:
+    """Stage v<version+1>: the attack profile with `texts` fidelity texts; return its number."""
+    import yaml
+
+    doc = yaml.safe_load((d / f"v{version}.yaml").read_text())
+    doc["version"] = version + 1
+    doc["tasks"]["local-smollm2"]["gates"]["target_fidelity"] = {"texts": texts}
+    (d / f"v{version + 1}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return version + 1
 
 
 def _verdicts(scores, name):
@@ -115,7 +137,31 @@ def test_attack_is_caught_by_its_gate(evaluated, name):
     caught_by = {k for k, v in verdicts.items() if v == "fail"}
     assert caught_by & ATTACKS[name][1], f"{name} was not caught by {ATTACKS[name][1]}:\n{g.to_string()}"
     ev = evaluated["scores"].evaluations.set_index("evaluation_id").loc[f"atk-{name.replace('_', '-')}"]
-    assert ev["specscore"] == 0 or ev["specscore"] != ev["specscore"]  # never a positive score
+    assert ev["specscore"] == 0 and not ev["void"], ev[["specscore", "specscore_reason"]].to_dict()  # 0: never blank, never void
+    assert ev["specscore_reason"].startswith("gate failed: "), ev["specscore_reason"]
+
+
+@pytest.mark.parametrize("name", PROBE_HOLES)
+def test_probe_holes_score_zero_with_their_reason(evaluated, name):
+    """Empty probe replies, prompt_logprobs on other token ids, skipped probe items: each is the
+    candidate's failure (0, with the gate that saw it), where before it voided the evaluation
+    (refunded), left a gate "not measured" (blank) or cost nothing."""
+    _need(evaluated, name)
+    verdicts, g = _verdicts(evaluated["scores"], name)
+    ev = evaluated["scores"].evaluations.set_index("evaluation_id").loc[f"atk-{name.replace('_', '-')}"]
+    assert evaluated["status"][name] == "measured" and not ev["void"]
+    assert not any(v == "not measured" for k, v in verdicts.items() if k != "memory"), g.to_string()
+    detail = dict(zip(g["gate"], g["detail"]))
+    if name == "skip_probe_items":
+        # one text in 11 skipped: within the answering limit, so only its worst value catches it
+        assert verdicts["answering"] == "pass" and verdicts["target_fidelity"] == "fail", g.to_string()
+        assert "1 unanswered by the candidate" in detail["target_fidelity"], detail["target_fidelity"]
+    elif name == "garbage_logprob_ids":
+        assert verdicts["answering"] == "fail" and verdicts["target_fidelity"] == "fail", g.to_string()
+    else:
+        assert verdicts["greedy_agreement"] == "fail", g.to_string()
+        stat = g.set_index("gate").loc["greedy_agreement", "statistic"]
+        assert stat == 0.0, g.to_string()  # every greedy reply empty: no agreement at all
 
 
 def test_inflated_counters_change_nothing_scored(evaluated):
@@ -127,11 +173,11 @@ def test_inflated_counters_change_nothing_scored(evaluated):
     assert infl["candidate_mean_acceptance_length"] > 1
     # SpecScore is the geometric mean of the workload ratios, which come from the arena's own
     # token counts and times; the engine's counters enter no part of it.
-    ratios = [infl[f"r_{w}"] for w in ("solo", "team", "busy")]
-    if all(r == r for r in ratios) and infl["specscore"] == infl["specscore"]:
-        import math
+    import math
 
-        assert infl["specscore"] == pytest.approx(math.prod(ratios) ** (1 / 3))
+    ratios = [infl[f"r_{w}"] for w in ("solo", "team", "busy")]
+    assert all(r > 0 for r in ratios) and infl["specscore"] > 0, infl[["specscore", "specscore_reason"]].to_dict()
+    assert infl["specscore"] == pytest.approx(math.prod(ratios) ** (1 / 3))
     if "dev-ngram" in evaluated["status"]:
         # Same speculator (n-gram, 4 tokens) as dev-ngram: the doubled counters show a higher
         # acceptance than the honest engine reports.
