@@ -46,3 +46,23 @@ def memory(samples: pd.DataFrame, budgets: pd.DataFrame, workload: str) -> alt.L
         y="budget_gib:Q", tooltip=[alt.Tooltip("budget_gib:Q", title="budget (GiB)", format=".2f")])
     data = pd.concat([df, b[["pass", "budget_gib"]]], ignore_index=True)
     return alt.layer(lines, rule, data=data).properties(height=180, width=260).facet(column=alt.Column("pass:N", title=None))
+
+
+def contention(intervals: pd.DataFrame, workload: str, limit: float | None) -> alt.LayerChart | alt.FacetChart:
+    """Foreign CPU (cores held by processes outside the engine's and the runner's trees) over each
+    pass of one workload, with the protocol's limit on its pass average."""
+    df = intervals[(intervals["workload"] == workload) & intervals["error"].isna()].copy()
+    df["pass"] = "pass " + df["pass_index"].astype(int).astype(str)
+    lines = alt.Chart().mark_line(interpolate="step-before").encode(
+        x=alt.X("second:Q", title="seconds from the pass's start"),
+        y=alt.Y("foreign_cores:Q", title="foreign CPU (cores)"),
+        color=alt.Color("engine:N", scale=ENGINE_COLORS),
+        tooltip=["engine", "pass", "second", alt.Tooltip("foreign_cores:Q", format=".2f"),
+                 alt.Tooltip("steal_share:Q", format=".1%"), "foreign_gpu_processes"],
+    )
+    layers = [lines]
+    if limit is not None:
+        df["limit"] = limit
+        layers.append(alt.Chart().mark_rule(strokeDash=[6, 3], color="black").encode(
+            y="limit:Q", tooltip=[alt.Tooltip("limit:Q", title="limit on the pass average (cores)")]))
+    return alt.layer(*layers, data=df).properties(height=160, width=260).facet(column=alt.Column("pass:N", title=None))

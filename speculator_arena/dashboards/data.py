@@ -301,6 +301,7 @@ class EvaluationRaw:
     memory: pd.DataFrame
     failures: pd.DataFrame
     engine_starts: pd.DataFrame
+    contention: pd.DataFrame
 
 
 def evaluation_raw(home: str | os.PathLike | None, evaluation_id: str, bin_seconds: float = 1.0) -> EvaluationRaw:
@@ -315,6 +316,7 @@ def evaluation_raw(home: str | os.PathLike | None, evaluation_id: str, bin_secon
             memory=q("memory_samples.sql", evaluation_id),
             failures=q("request_failures.sql", evaluation_id),
             engine_starts=q("engine_starts.sql", evaluation_id),
+            contention=q("contention_intervals.sql", evaluation_id),
         )
 
 

@@ -13,6 +13,7 @@ from speculator_arena.dashboards import data
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards.data_card import load_data_card
 from speculator_arena.dashboards.protocol_diff import flatten, protocol_diff
+from speculator_arena.protocol import load_protocol
 from speculator_arena.warehouse import Warehouse, catalog
 
 from .conftest import TASK, scores_of_whole_warehouse
@@ -79,7 +80,7 @@ def test_board_scores_rank_each_split(synthetic_home):
     ranked = dev[(dev["section"] == "participants") & dev["ranked"]]
     assert list(ranked["evaluation_id"]) == ["ev-alpha", "ev-beta"]
     assert list(frames.boards["test"]["evaluation_id"]) == ["ev-alpha-test"]
-    assert frames.protocol_digest and frames.protocol_version == 1
+    assert frames.protocol_digest and frames.protocol_version == load_protocol().version
 
 
 def test_empty_and_missing_warehouses(tmp_path):
@@ -119,18 +120,24 @@ def test_memory_budget():
 def test_protocol_diff_names_each_changed_value(tmp_path, monkeypatch):
     from importlib import resources
 
-    doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / "v1.yaml").read_text())
-    doc["version"] = 2
+    from speculator_arena.protocol import load_protocol
+
+    n = load_protocol().version  # the latest shipped version; the staged one is n + 1
+    doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / f"v{n}.yaml").read_text())
+    doc["version"] = n + 1
     doc["tasks"]["qwen3-8b"]["limits"]["fidelity_ceiling"] = 0.002
     del doc["quotas"]["study_agent"]
-    (tmp_path / "v2.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / f"v{n + 1}.yaml").write_text(yaml.safe_dump(doc))
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))
-    rows = {r["value"]: r for r in protocol_diff(1, 2)}
-    assert rows["tasks.qwen3-8b.limits.fidelity_ceiling"]["v1"] == "0.001"
-    assert rows["tasks.qwen3-8b.limits.fidelity_ceiling"]["v2"] == "0.002"
-    assert rows["quotas.study_agent.dev"]["v2"] == "(absent)"
+    rows = {r["value"]: r for r in protocol_diff(n, n + 1)}
+    assert rows["tasks.qwen3-8b.limits.fidelity_ceiling"][f"v{n}"] == "0.001"
+    assert rows["tasks.qwen3-8b.limits.fidelity_ceiling"][f"v{n + 1}"] == "0.002"
+    assert rows["quotas.study_agent.dev"][f"v{n + 1}"] == "(absent)"
     assert set(rows) == {"version", "tasks.qwen3-8b.limits.fidelity_ceiling", "quotas.study_agent.dev",
                          "quotas.study_agent.test"}
+    # v1 -> v2 names what issue 10 added (the counted slack, host contention)
+    shipped = {r["value"] for r in protocol_diff(1, 2)}
+    assert {"count_slack_tokens", "contention.max_foreign_cpu_share", "gates.memory.max_sample_gap_seconds"} <= shipped
     assert protocol_diff(1, 1) == []
     assert flatten({"a": {"b": [1, 2]}}) == {"a.b": [1, 2]}
 

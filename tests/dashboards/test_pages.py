@@ -10,6 +10,8 @@ from speculator_arena.protocol.model import protocol_digest
 
 from .conftest import TASK, page_text, scores_of_whole_warehouse
 
+LATEST = load_protocol().version   # the latest shipped protocol version: what the board scores under
+
 PAGES = ["board", "evaluation", "references", "gap", "protocol", "data_card"]
 
 
@@ -54,7 +56,7 @@ def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home)
     participants, references = _board_rows(at)
     lines = [ln for ln in participants.splitlines()[2:]]
     # ranked order: alpha (its last dev evaluation, not the older faster one), then beta
-    assert "[alpha](./evaluation?evaluation=ev-alpha&protocol=1)" in lines[0]
+    assert f"[alpha](./evaluation?evaluation=ev-alpha&protocol={LATEST})" in lines[0]
     assert lines[0].startswith("| 1 |")
     assert fmt.score(ev.at["ev-alpha", "specscore"]) in lines[0]
     assert f"| {fmt.ratio(ev.at['ev-alpha', 'r_solo'])} |" in lines[0]
@@ -121,10 +123,12 @@ def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
     tps = scores.figures[(scores.figures["evaluation_id"] == "ev-alpha") & (scores.figures["engine"] == "candidate")
                          & (scores.figures["figure"] == "output_tokens_per_second")]["value"].iloc[0]
     assert fmt.general(tps) in set(figures["candidate"])
-    # one throughput chart per workload; memory not measured on the CPU task, with the runner's note
-    assert len(at.get("vega_lite_chart")) == 3
+    # one throughput and one host-contention chart per workload; memory not measured on the CPU
+    # task, with the runner's note
+    assert len(at.get("vega_lite_chart")) == 6
+    assert "Host contention" in text
     assert "Not measured: no NVIDIA device (synthetic)" in text
-    assert "Run under protocol **v1**" in text
+    assert f"Run under protocol **v{LATEST}**" in text
     import json
 
     from speculator_arena.warehouse import Warehouse
@@ -142,7 +146,7 @@ def test_evaluation_page_plots_memory_against_the_budget(app, synthetic_home):
     total = passes["device_total_bytes"].dropna().iloc[0]
     budget = tp.engine_environment.gpu_memory_utilization * total + tp.gates.memory["slack_gib"] * (1 << 30)
     assert f"= {fmt.gib(budget)} (protocol section 7)" in text
-    assert len(at.get("vega_lite_chart")) == 6  # throughput and memory per workload
+    assert len(at.get("vega_lite_chart")) == 9  # throughput, memory and host contention per workload
 
 
 def test_evaluation_page_explains_a_partial_evaluation(app, synthetic_home):
@@ -210,26 +214,27 @@ def test_protocol_page_and_version_differences(app, synthetic_home, tmp_path, mo
     from importlib import resources
 
     import yaml
-    doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / "v1.yaml").read_text())
-    doc["version"] = 2
+    nxt = LATEST + 1
+    doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / f"v{LATEST}.yaml").read_text())
+    doc["version"] = nxt
     doc["gates"]["length"]["bound"] = 0.5
-    (staged / "v2.yaml").write_text(yaml.safe_dump(doc))
+    (staged / f"v{nxt}.yaml").write_text(yaml.safe_dump(doc))
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged))
     at = app(synthetic_home, "protocol")
     _no_exception(at)
     text = page_text(at)
-    assert protocol_digest(2) in text
-    diff = next(t.value for t in at.table if "value" in t.value.columns and "v1" in t.value.columns)
+    assert protocol_digest(nxt) in text
+    diff = next(t.value for t in at.table if "value" in t.value.columns and f"v{LATEST}" in t.value.columns)
     assert list(diff["value"]) == ["gates.length.bound", "version"]
-    assert diff.set_index("value").at["gates.length.bound", "v2"] == "0.5"
+    assert diff.set_index("value").at["gates.length.bound", f"v{nxt}"] == "0.5"
 
-    # the board under v2: the longer replies are within the looser length bound and rank first
-    at = app(synthetic_home, task=TASK, split="dev", protocol=2)
+    # the board under the staged version: the longer replies are within the looser length bound and rank first
+    at = app(synthetic_home, task=TASK, split="dev", protocol=nxt)
     _no_exception(at)
-    v2 = scores_of_whole_warehouse(synthetic_home, protocol_version=2).evaluations.set_index("evaluation_id")
+    v2 = scores_of_whole_warehouse(synthetic_home, protocol_version=nxt).evaluations.set_index("evaluation_id")
     first = _board_rows(at)[0].splitlines()[2]
     assert "[longer]" in first and fmt.score(v2.at["ev-longer", "specscore"]) in first
-    assert "Scored under protocol v2" in page_text(at)
+    assert f"Scored under protocol v{nxt}" in page_text(at)
 
 
 def test_data_card_page_shows_the_public_card_only(app, tmp_path):

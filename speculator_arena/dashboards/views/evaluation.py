@@ -194,6 +194,24 @@ def plots_section(ev: pd.Series, raw, version: int) -> None:
             st.altair_chart(charts.memory(raw.memory, budgets, w), width="content")
 
 
+def contention_section(raw, version: int) -> None:
+    st.subheader("Host contention")
+    rule = load_protocol(version).contention
+    st.caption("What else used the machine during the timed passes, read from outside the engine: a pass whose "
+               "foreign CPU averages over " + (f"{rule.max_foreign_cpu_share} of a core, whose steal exceeds "
+                                                f"{rule.max_steal_share:.0%}, or " if rule else "the limit, ")
+               + "during which another process held the device is contended, and the evaluation is void "
+               "(SCORING.md, host contention)." + ("" if rule else f" Protocol v{version} does not judge contention."))
+    if raw.contention.empty:
+        st.info("No contention rows stored: the evaluation ran under a protocol version that did not record them.")
+        return
+    for w in WORKLOADS:
+        if (raw.contention["workload"] == w).any():
+            st.markdown(f"**{w}**")
+            st.altair_chart(charts.contention(raw.contention, w, rule.max_foreign_cpu_share if rule else None),
+                            width="content")
+
+
 def figures_section(figures: pd.DataFrame) -> None:
     st.subheader("Figures (ADR-0009)")
     st.caption("Derived from the stored rows only; a figure is blank, with the reason, when any row it needs is missing.")
@@ -275,6 +293,7 @@ def main() -> None:
     gates_section(frames.gates)
     failures_section(ev, raw, split)
     plots_section(ev, raw, version)
+    contention_section(raw, version)
     figures_section(frames.figures)
     provenance_section(ev, raw, version, frames.protocol_digest, split)
     if fmt.text(ev.get("gap_detail")):
