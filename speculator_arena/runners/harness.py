@@ -41,6 +41,7 @@ from speculator_arena.runners.status import (
 from speculator_arena.runners.tokens import load_tokenizer
 from speculator_arena.runners.workload import ClientConfig, RequestRecord, WindowRule, record_rows, run_lanes
 from speculator_arena.scoring.answering import over_limit
+from speculator_arena.scoring.contention import pass_rows_contended
 from speculator_arena.scoring.counted import counted_row
 from speculator_arena.warehouse.store import Warehouse
 
@@ -49,6 +50,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 class RunnerInterrupted(BaseException):
     """SIGTERM/SIGINT reached the runner: stop the engine, mark the evaluation void."""
+
+
+class ArenaVoid(Exception):
+    """The arena's side failed during the run (host contended): stop and mark the evaluation void."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 class EngineFailure(Exception):
@@ -294,12 +303,16 @@ class Evaluation:
             self._timed("candidate", cand_src)
         except EngineFailure as exc:
             return self.finish("failed", failure_reason=exc.reason)
+        except ArenaVoid as exc:
+            return self.finish("void", void_reason=exc.reason)
         if not self._idle_ok:
             return self.finish("void", void_reason=self._idle_reason)
         try:
             self._timed("stock", stock_src)
         except EngineFailure as exc:
             return self.finish("void", void_reason=f"stock engine: {exc.reason}")
+        except ArenaVoid as exc:
+            return self.finish("void", void_reason=exc.reason)
         if not self._idle_ok:
             return self.finish("void", void_reason=self._idle_reason)
 
@@ -492,6 +505,10 @@ class Evaluation:
         if died:
             self._stop_engine(er, record=True)
             raise EngineFailure(f"{engine} engine died during {pass_id}")
+        why = pass_rows_contended(host, t.contention) if t.contention is not None else None
+        if why:
+            self._stop_engine(er, record=True)
+            raise ArenaVoid(f"host contended ({engine} {pass_id}: {why})")
 
     # ---- probes ------------------------------------------------------------------------
     def _probes(self, cand_src: Path, stock_src: Path) -> tuple[bool, str | None]:

@@ -1,5 +1,7 @@
 """SCORING.md "Host contention": which evaluations had a contended timed pass, the one home of
-the rule (the evaluation page shows the same per-pass shares from `pass_contention`).
+the rule (`why_contended`): the scorer judges every stored evaluation with it, and the runner
+calls it at the end of each timed pass to stop a contended evaluation at once (void, the
+operator re-runs it) instead of spending the rest of its device time.
 
 A pass (of either engine) is contended when, over its sampled intervals, processes outside the
 engine's and the runner's trees used more than `max_foreign_cpu_share` of one core on average,
@@ -27,15 +29,36 @@ def pass_contention(contention: pd.DataFrame) -> pd.DataFrame:
     return c
 
 
+def why_contended(foreign_cpu_share: float, steal_share: float, foreign_gpu_processes: float,
+                  max_foreign_cpu_share: float, max_steal_share: float) -> str | None:
+    """The rule for one pass: why it is contended, or None. NaN shares (nothing sampled) judge nothing."""
+    why = [text for text, on in ((f"foreign CPU {foreign_cpu_share:.2f} of a core", foreign_cpu_share > max_foreign_cpu_share),
+                                 (f"steal {steal_share:.1%}", steal_share > max_steal_share),
+                                 (f"{int(foreign_gpu_processes)} other process(es) on the device",
+                                  foreign_gpu_processes > 0)) if on]
+    return ", ".join(why) or None
+
+
+def pass_rows_contended(rows: list[dict], rule) -> str | None:
+    """The runner's check of one pass's raw contention rows (runners/contention.py) under the
+    protocol's `contention` rule, with the same sums as sql/contention_passes.sql."""
+    ok = [r for r in rows if r.get("error") is None]
+    if not ok:
+        return None
+    seconds = sum(r["ended_at"] - r["started_at"] for r in ok)
+    total = sum(r["total_cpu_seconds"] for r in ok)
+    foreign = sum(r["foreign_cpu_seconds"] for r in ok) / seconds if seconds > 0 else float("nan")
+    steal = sum(r["steal_seconds"] for r in ok) / total if total > 0 else float("nan")
+    gpu = max((r.get("foreign_gpu_processes") or 0) for r in ok)
+    return why_contended(foreign, steal, gpu, rule.max_foreign_cpu_share, rule.max_steal_share)
+
+
 def _judged_passes(contention: pd.DataFrame, lim: pd.DataFrame) -> pd.DataFrame:
     c = pass_contention(contention).merge(lim, on="evaluation_id")
-    foreign, steal = c["foreign_cpu_share"].to_numpy(dtype=float), c["steal_share"].to_numpy(dtype=float)
-    gpu = c["foreign_gpu_processes"].fillna(0).to_numpy(dtype=float)
-    c["contended"] = (foreign > c["max_foreign_cpu_share"].to_numpy()) | (steal > c["max_steal_share"].to_numpy()) \
-        | (gpu > 0)
-    c["why"] = [", ".join(w for w, on in ((f"foreign CPU {f:.2f} of a core", f > mf), (f"steal {s:.1%}", s > ms),
-                                          (f"{int(g)} other process(es) on the device", g > 0)) if on)
-                for f, s, g, mf, ms in zip(foreign, steal, gpu, c["max_foreign_cpu_share"], c["max_steal_share"])]
+    c["why"] = [why_contended(f, s, g, mf, ms) for f, s, g, mf, ms in zip(
+        c["foreign_cpu_share"].to_numpy(dtype=float), c["steal_share"].to_numpy(dtype=float),
+        c["foreign_gpu_processes"].fillna(0).to_numpy(dtype=float), c["max_foreign_cpu_share"], c["max_steal_share"])]
+    c["contended"] = c["why"].notna()
     return c
 
 

@@ -36,6 +36,10 @@ ATTACKS = {
     "skip_probe_items": ("engines/attacks/dev-skip-probe-items", {"target_fidelity"}),
 }
 PROBE_HOLES = ("empty_probe_replies", "garbage_logprob_ids", "skip_probe_items")
+# The stock engine as candidate while a process outside the runner's and the engine's trees burns
+# a core: the runner sees the contended first pass and stops the evaluation, void (refunded).
+CONTENDED = {"host_contended": "engines/dev-stock"}
+HOG = "import time\nt = time.time()\nwhile time.time() - t < 120: pass\n"
 # skip_probe_items refuses every 11th prompt_logprobs request: under the 10% answering limit only
 # with 11 or more fidelity texts, so it runs under a version of the attack profile that has 11.
 SKIP_TEXTS = 11
@@ -72,7 +76,7 @@ def evaluated(built_home, tmp_path_factory):
     old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS")}
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}}
+    names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}, **CONTENDED}
     names["loose_accept"] = str(_relaxed_loose_accept(tmp_path_factory.mktemp("engines")))
     only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
     if only:
@@ -84,7 +88,12 @@ def evaluated(built_home, tmp_path_factory):
             spec = EvaluationSpec(task_id="local-smollm2", engine=str(REPO / engine), evaluation_id=eid, label=name,
                                   target=str(built_home["target"]), is_reference=name in HONEST,
                                   protocol_version=more_texts if name == "skip_probe_items" else version)
-            status[name] = Evaluation(spec, home=built_home["home"], progress=lambda m: print(m, flush=True)).run()
+            hog = _start_hog() if name in CONTENDED else None
+            try:
+                status[name] = Evaluation(spec, home=built_home["home"], progress=lambda m: print(m, flush=True)).run()
+            finally:
+                if hog is not None:
+                    _stop_hog(hog)
         from speculator_arena.scoring import score_warehouse
 
         scores = score_warehouse(Warehouse(built_home["home"]), protocol_version=version,
@@ -95,7 +104,30 @@ def evaluated(built_home, tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return {"status": status, "scores": scores}
+    wh = Warehouse(built_home["home"])
+    contention = {f"atk-{n.replace('_', '-')}": wh.read_table("contention", f"atk-{n.replace('_', '-')}").to_pylist()
+                  for n in names}
+    return {"status": status, "scores": scores, "contention": contention}
+
+
+def _start_hog() -> int:
+    """A CPU hog detached from this process's tree (its shell exits at once), as another job on
+    the machine would be; bounded to 120 s by itself. Returns its pid."""
+    import subprocess
+    import sys
+
+    out = subprocess.run(["sh", "-c", f"{sys.executable} -c '{HOG}' >/dev/null 2>&1 & echo $!"],
+                         check=True, capture_output=True, text=True).stdout
+    return int(out.split()[-1])
+
+
+def _stop_hog(pid: int) -> None:
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def _stage_more_fidelity_texts(d: Path, version: int, texts: int) -> int:
@@ -204,3 +236,16 @@ def test_hog_memory_fails_the_memory_gate(built_home):
         assert verdicts["memory"] == "fail"
     finally:
         os.environ.pop("ARENA_PROTOCOL_DIR", None)
+
+
+def test_a_contended_machine_voids_the_evaluation_instead_of_ranking_it(evaluated):
+    """SCORING.md "Host contention": the A/A run beside a CPU hog is not ranked as a speed far
+    from 1; the runner stops at the first contended pass and the evaluation is void."""
+    _need(evaluated, "host_contended")
+    assert evaluated["status"]["host_contended"] == "void"
+    ev = evaluated["scores"].evaluations.set_index("evaluation_id").loc["atk-host-contended"]
+    assert bool(ev["void"]) and ev["specscore"] != ev["specscore"]   # NaN: void, never a number
+    assert ev["specscore_reason"].startswith("void: host contended (candidate solo-0: foreign CPU"), ev["specscore_reason"]
+    rows = evaluated["contention"]["atk-host-contended"]
+    share = sum(r["foreign_cpu_seconds"] for r in rows) / sum(r["ended_at"] - r["started_at"] for r in rows)
+    assert share > 0.5, share      # the hog's core, seen from outside the engine
