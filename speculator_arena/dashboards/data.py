@@ -327,7 +327,9 @@ def memory_budget_bytes(total_bytes: float | None, gpu_memory_utilization: float
         return None
     if any(isinstance(v, float) and math.isnan(v) for v in (total_bytes, gpu_memory_utilization)):
         return None
-    return float(gpu_memory_utilization) * float(total_bytes) + slack_gib * GIB
+    from speculator_arena.scoring.limits import memory_budget_bytes as budget
+
+    return budget(float(total_bytes), float(gpu_memory_utilization), slack_gib * GIB)
 
 
 def provenance(value: str | None) -> dict | str | None:

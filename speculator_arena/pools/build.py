@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from speculator_arena.protocol.window import WindowRule
 from speculator_arena.pools import diversity, structure
 from speculator_arena.pools.model import SourceConversation
 from speculator_arena.pools.settings import PoolSettings, operator_key, pool_settings
@@ -132,9 +133,7 @@ class BuildContext:
     def turn_budget(self, max_tokens: int) -> int:
         """Prompt tokens a turn may take so that, with the template overhead and its reply budget,
         it fits the cut-down window (the history after the first message cut to its share)."""
-        w = self.task.window
-        room = self.window * w.cut_to_fraction - w.overhead_tokens - max_tokens
-        return int(room / (1.0 + w.overhead_fraction)) - self.settings.salt_reserve_tokens
+        return int(WindowRule.of(self.task).room_after_cut(max_tokens)) - self.settings.salt_reserve_tokens
 
     def fits(self, prompt_tokens: int, max_tokens: int) -> bool:
         return prompt_tokens <= self.turn_budget(max_tokens)
@@ -493,11 +492,10 @@ def build_warmup(ctx: BuildContext, split: str, *, key: bytes | None = None, par
 def build_probes(ctx: BuildContext) -> dict:
     """Spec-Bench first-turn questions that fit the window, chosen by diverse selection."""
     g = ctx.task.gates.greedy_agreement
-    w = ctx.task.window
+    rule = WindowRule.of(ctx.task)
     qs = [q for q in ctx.sources.probes]
     toks = ctx.counter([q["turns"][0] for q in qs])
-    fit = [q for q, t in zip(qs, toks)
-           if t * (1 + w.overhead_fraction) + w.overhead_tokens + g.max_tokens <= ctx.window]
+    fit = [q for q, t in zip(qs, toks) if rule.fits(t, g.max_tokens)]
     X = diversity.embed([q["turns"][0] for q in fit], ctx.embedding_cache, ctx.progress)
     sel = diversity.diverse_select(X, g.prompts, seed=_seed(ctx.task_id, "probes"))
     rep = diversity.diversity_report(X, sel, seed=_seed(ctx.task_id, "probes-rand"))

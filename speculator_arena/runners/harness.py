@@ -39,7 +39,8 @@ from speculator_arena.runners.status import (
     FINAL, EvaluationStateError, current_row, own_identity, read_state, runner_alive, runs_dir,
     write_state, write_status)
 from speculator_arena.runners.tokens import load_tokenizer
-from speculator_arena.runners.workload import ClientConfig, RequestRecord, WindowRule, record_rows, run_lanes
+from speculator_arena.protocol.window import WindowRule
+from speculator_arena.runners.workload import ClientConfig, RequestRecord, record_rows, run_lanes
 from speculator_arena.scoring.answering import over_limit
 from speculator_arena.scoring.contention import pass_rows_contended
 from speculator_arena.scoring.counted import counted_row
@@ -404,8 +405,7 @@ class Evaluation:
         return ClientConfig(
             base_url=er.base_url, served_name=t.task.model, evaluation_id=self.eid, engine=engine,
             sampling={"temperature": t.sampling.temperature, "top_p": t.sampling.top_p, "top_k": t.sampling.top_k},
-            window=WindowRule(t.task.max_model_len, t.window.overhead_fraction, t.window.overhead_tokens,
-                              t.window.cut_to_fraction),
+            window=WindowRule.of(t),
             think_cap_s=t.think_time.cap_seconds, think_scale=t.think_time.scale_c,
             max_tokens_cap=t.max_tokens_cap, tokenizer=self.tokenizer)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from speculator_arena.protocol.window import WindowRule
 from speculator_arena.runners.stream import StreamResult, stream_chat
 from speculator_arena.runners.tokens import count_tokens
 
@@ -30,18 +31,6 @@ def request_seed(evaluation_id: str, session_id: str, turn: int) -> int:
     """The same seed for the same turn of the same session on both engines."""
     h = hashlib.sha256(f"{evaluation_id}|{session_id}|{turn}".encode()).digest()
     return int.from_bytes(h[:4], "big") & 0x7FFFFFFF
-
-
-@dataclass
-class WindowRule:
-    max_model_len: int
-    overhead_fraction: float
-    overhead_tokens: int
-    cut_to_fraction: float
-
-    def estimate(self, content_tokens: int) -> int:
-        """Prompt tokens as the client counts them: contents plus what the template adds."""
-        return int(content_tokens * (1 + self.overhead_fraction) + self.overhead_tokens)
 
 
 @dataclass
@@ -143,7 +132,7 @@ class Lane:
     def _cut(self, st: SessionState, max_tokens: int) -> None:
         """Window rule: keep the first message, drop the oldest others down to the cut size."""
         w = self.cfg.window
-        target = int(w.cut_to_fraction * w.max_model_len)
+        target = w.cut_target
         keep_head = 1 if len(st.messages) > 1 else 0
         # A cut history is a new list from here on: earlier records keep the one they sent.
         st.messages = list(st.messages)
@@ -179,7 +168,7 @@ class Lane:
             if cfg.max_tokens_cap:
                 max_tokens = min(max_tokens, int(cfg.max_tokens_cap))
             cut = False
-            if cfg.window.estimate(sum(st.counts) + st.tools_tokens) + max_tokens > cfg.window.max_model_len:
+            if not cfg.window.fits(sum(st.counts) + st.tools_tokens, max_tokens):
                 self._cut(st, max_tokens)
                 cut = True
             prompt_tokens = sum(st.counts) + st.tools_tokens

@@ -25,6 +25,7 @@ from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.scoring import figures, frames
 from speculator_arena.scoring.answering import over_limit
 from speculator_arena.scoring.contention import contention_void_reasons
+from speculator_arena.scoring.limits import memory_budget_bytes
 from speculator_arena.scoring.result import ENGINES, FINISHED, GATES, Scores
 from speculator_arena.scoring.statistics import cluster_ratio, two_sided_fails
 
@@ -289,7 +290,7 @@ def _gate_memory(memory: pd.DataFrame, mem_pos: np.ndarray, lim_e: pd.DataFrame,
         m = memory.iloc[mem_pos[rows, 0]]
         peak, total = m["peak_bytes"].to_numpy(dtype=float), m["total_bytes"].to_numpy(dtype=float)
         u, s = util[rows], slack[rows]
-        allowed = u * total + s
+        allowed = memory_budget_bytes(total, u, s)
         stat[rows], limit[rows] = peak, allowed
         over = peak > allowed
         failed = m["failed_reads"].fillna(0).to_numpy()

@@ -10,7 +10,8 @@ import pytest
 
 from speculator_arena.runners.lifecycle import EngineRun, free_port
 from speculator_arena.runners.tokens import attribute_chunks, load_tokenizer
-from speculator_arena.runners.workload import ClientConfig, WindowRule, record_rows, request_seed, run_lanes
+from speculator_arena.protocol.window import WindowRule
+from speculator_arena.runners.workload import ClientConfig, record_rows, request_seed, run_lanes
 from speculator_arena.scoring.counted import counted_row
 
 
