@@ -14,9 +14,11 @@ from speculator_arena.pools.model import Session, Turn
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # ci_profile, sse_engine
-# The stdlib server runs under the system Python when there is one: the venv's interpreter may
-# live where the engine's user cannot reach it (here: under /root/.pyenv).
-ENGINE_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+# The stdlib server runs under the venv's interpreter (scripts/setup.sh builds the venv on the
+# system Python when it runs as root, so the engine's user can run it, as it runs the development
+# engine): it reads the target's tokenizer with `tokenizers` to answer prompt_logprobs at the
+# arena's token positions.
+ENGINE_PYTHON = sys.executable
 
 
 def make_engine(root: Path, name: str, mode: str = "normal", extra_env: dict | None = None) -> Path:

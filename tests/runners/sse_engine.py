@@ -25,6 +25,23 @@ COUNT = {"chat": 0}
 CHUNK_DELAY = float(os.environ.get("ENGINE_CHUNK_DELAY", "0.01"))
 
 
+def reply_ids(text):
+    """The text's token ids under the target's tokenizer ($TOKENIZER/tokenizer.json, through the
+    `tokenizers` package when the interpreter has it); none without it."""
+    global _TOK
+    if _TOK is None:
+        try:
+            from tokenizers import Tokenizer
+
+            _TOK = Tokenizer.from_file(os.path.join(os.environ.get("TOKENIZER", ""), "tokenizer.json"))
+        except Exception:
+            _TOK = False
+    return _TOK.encode(text, add_special_tokens=False).ids if _TOK else []
+
+
+_TOK = None
+
+
 def reply_words(body):
     last = [m for m in body.get("messages", []) if m.get("role") == "user"]
     words = (last[-1]["content"] if last else "hello").split() or ["hello"]
@@ -67,8 +84,11 @@ class H(BaseHTTPRequestHandler):
         if body.get("prompt_logprobs") is not None:
             msgs = body["messages"]
             n = sum(len(m["content"].split()) for m in msgs) + 8
-            pl = [None] + [{str(100 + i): {"logprob": -0.5 - (i % 3) * 0.1, "rank": 1 + (i % 4 == 0)},
-                           "7": {"logprob": -0.1, "rank": 1}} for i in range(n * 4)]
+            # the scored reply's own tokens last, as a real engine's positions (the arena reads
+            # its own token at each of them); filler ids before them
+            ids = [100 + i for i in range(n * 4)] + reply_ids(msgs[-1]["content"])
+            pl = [None] + [{str(t): {"logprob": -0.5 - (i % 3) * 0.1, "rank": 1 + (i % 4 == 0)},
+                           "7": {"logprob": -0.1, "rank": 1}} for i, t in enumerate(ids)]
             self._send(200, {"id": "x", "object": "chat.completion", "prompt_logprobs": pl,
                              "choices": [{"index": 0, "message": {"role": "assistant", "content": "."},
                                           "finish_reason": "length"}]})
