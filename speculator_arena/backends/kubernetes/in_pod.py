@@ -111,7 +111,9 @@ def run(args, reporter: Reporter) -> dict:
         reporter.event(event="status", evaluation_id=spec.evaluation_id, status="running")
         status = ev.run()
     manifest = write_results_manifest(home, spec.evaluation_id)
+    row = ev.row or {}
     summary = {"event": "results", "evaluation_id": spec.evaluation_id, "status": status,
+               "reason": row.get("void_reason") or row.get("failure_reason"),
                "parts": len(manifest["parts"]), "rows": sum(p["rows"] for p in manifest["parts"])}
     reporter.event(**summary)
     return summary
