@@ -1,8 +1,9 @@
 """Where an evaluation runs: `local` (the default: the harness on this machine) or `kubernetes`
 (the same harness in a GPU pod, its raw rows brought back whole through a results volume).
 
-Both take the harness's `EvaluationSpec` unchanged; `run_evaluation(backend, spec, home, ...)`
-is the one entry the Dagster asset and `arena evaluate --backend` call.
+Both take the harness's `EvaluationSpec` unchanged. The Dagster resource `backend`
+(resource.py, `EvaluationBackendResource.run`) is the one entry: the `evaluation` asset calls it,
+and `arena evaluate --backend` chooses it (after `preflight` below).
 """
 
 from __future__ import annotations

@@ -114,13 +114,13 @@ class KubernetesLauncher:
     def ensure_namespace_objects(self) -> None:
         """Create the namespace, its quota and its network policy, or bring them up to date;
         check that the two volumes exist (the operator provisions storage)."""
-        net = k8s.NetworkingV1Api()
         s = self.s
+        core = self.core  # loads the configuration the networking client uses too
+        net = k8s.NetworkingV1Api()
         create_patch = {
-            "Namespace": (lambda o: self.core.create_namespace(o),
-                          lambda o: self.core.patch_namespace(s.namespace, o)),
-            "ResourceQuota": (lambda o: self.core.create_namespaced_resource_quota(s.namespace, o),
-                              lambda o: self.core.patch_namespaced_resource_quota(o.metadata.name, s.namespace, o)),
+            "Namespace": (lambda o: core.create_namespace(o), lambda o: core.patch_namespace(s.namespace, o)),
+            "ResourceQuota": (lambda o: core.create_namespaced_resource_quota(s.namespace, o),
+                              lambda o: core.patch_namespaced_resource_quota(o.metadata.name, s.namespace, o)),
             "NetworkPolicy": (lambda o: net.create_namespaced_network_policy(s.namespace, o),
                               lambda o: net.patch_namespaced_network_policy(o.metadata.name, s.namespace, o)),
         }
@@ -134,7 +134,7 @@ class KubernetesLauncher:
                 patch(obj)
         for claim in (s.artifacts_claim, s.results_claim):
             try:
-                self.core.read_namespaced_persistent_volume_claim(claim, s.namespace)
+                core.read_namespaced_persistent_volume_claim(claim, s.namespace)
             except ApiException as exc:
                 if exc.status == 404:
                     raise RuntimeError(f"no PersistentVolumeClaim {claim} in namespace {s.namespace}: "
