@@ -186,3 +186,38 @@ def test_verification_reports_parts_and_the_final_row(pod_results):
     assert {p.table for p in parts} == with_rows | {"evaluations"} and {"requests", "passes"} <= with_rows
     assert row["status"] == "measured"
     assert all(pq.ParquetFile(Path(pod_results["results"]) / p.path).metadata.num_rows == p.rows for p in parts)
+
+
+# ---- the launcher's conclusion after the pod is gone --------------------------------------------
+def _conclude(r, outcome):
+    from speculator_arena.backends.kubernetes.launcher import KubernetesLauncher
+    from speculator_arena.backends.kubernetes.settings import KubernetesSettings
+
+    launcher = KubernetesLauncher(KubernetesSettings(), r["wh"].home, progress=lambda m: None)
+    return launcher.conclude(r["row"], outcome, r["results"], {"backend": "kubernetes", "pod": "p-1"})
+
+
+def test_a_pod_that_succeeded_lands_and_its_results_directory_goes(pod_results):
+    from speculator_arena.backends.kubernetes.outcome import PodOutcome
+
+    row = _conclude(pod_results, PodOutcome("succeeded", "succeeded", "the runner exited 0"))
+    assert row["status"] == "measured" and _counts(pod_results["wh"], EID) == pod_results["expected"]
+    assert not pod_results["results"].exists()
+
+
+def test_a_pod_that_ended_badly_is_void_with_its_reason_and_lands_nothing(pod_results):
+    from speculator_arena.backends.kubernetes.outcome import PodOutcome
+
+    row = _conclude(pod_results, PodOutcome("oom_killed", "void", "the runner container was OOMKilled (exit code 137)"))
+    assert row["status"] == "void" and row["void_reason"].startswith("pod oom_killed: the runner container was OOMKilled")
+    assert all(n == 0 for n in _counts(pod_results["wh"], EID).values())
+    assert current_row(pod_results["wh"], EID)["status"] == "void" and not pod_results["results"].exists()
+
+
+def test_a_pod_that_succeeded_with_broken_results_is_void(pod_results):
+    from speculator_arena.backends.kubernetes.outcome import PodOutcome
+
+    next((pod_results["results"] / "raw" / "passes").rglob("*.parquet")).unlink()
+    row = _conclude(pod_results, PodOutcome("succeeded", "succeeded", "the runner exited 0"))
+    assert row["status"] == "void" and row["void_reason"].startswith("results rejected: missing part")
+    assert all(n == 0 for n in _counts(pod_results["wh"], EID).values())

@@ -179,20 +179,23 @@ class KubernetesLauncher:
         row = write_status(self.wh, row, "running", provenance=where)
         outcome = self._run_pod(context, manifests.evaluation_pod(pod_spec, task, self.s, name=pod_name), task)
         self.say(f"[evaluate {spec.evaluation_id}] pod {pod_name}: {outcome.kind}: {outcome.reason}")
+        return self.conclude(row, outcome, results, where)["status"]
+
+    def conclude(self, row: dict, outcome: PodOutcome, results: Path, where: dict) -> dict:
+        """After the pod is gone: land its results whole, or void the evaluation with the reason
+        (nothing landed); the results sub-directory is removed either way. The final row."""
+        eid = row["evaluation_id"]
         try:
             if outcome.ok:
                 try:
-                    row = land(self.wh, results, spec.evaluation_id, launcher_row=row,
-                               provenance={**where, "pod_outcome": outcome.kind})
+                    return land(self.wh, results, eid, launcher_row=row, provenance={**where, "pod_outcome": outcome.kind})
                 except ResultsRejected as exc:
-                    row = write_status(self.wh, row, "void", void_reason=f"results rejected: {exc.reason}"[:500],
-                                       provenance={"pod_outcome": outcome.kind})
+                    reason = f"results rejected: {exc.reason}"
             else:
-                row = write_status(self.wh, row, "void", void_reason=f"pod {outcome.kind}: {outcome.reason}"[:500],
-                                   provenance={"pod_outcome": outcome.kind})
+                reason = f"pod {outcome.kind}: {outcome.reason}"
+            return write_status(self.wh, row, "void", void_reason=reason[:500], provenance={"pod_outcome": outcome.kind})
         finally:
             shutil.rmtree(results, ignore_errors=True)
-        return row["status"]
 
     def _run_pod(self, context, pod: k8s.V1Pod, task) -> PodOutcome:
         body = manifests.to_dict(pod)
