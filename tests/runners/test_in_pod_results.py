@@ -16,12 +16,7 @@ from speculator_arena.runners.harness import Evaluation, EvaluationSpec
 from speculator_arena.runners.status import current_row
 from speculator_arena.warehouse import Warehouse
 
-FAST = {
-    "workloads": {w: {"interleave": 1 if w == "solo" else 2, "pass_seconds": 1,
-                      "speed": "request_time" if w == "solo" else "busy_window"} for w in ("solo", "team", "busy")},
-    "start_stop": {"health_timeout_seconds": 5, "sigterm_grace_seconds": 3},
-    "grace_seconds": 5,
-}
+from .test_evaluate_asset import FAST
 
 
 def test_the_pods_runner_reports_through_pipes_and_its_rows_land_whole(built_home, engine_factory, profile, tmp_path):
