@@ -71,6 +71,15 @@ def _link_pools(home: Path, artifacts: Path) -> None:
         link.symlink_to(artifacts / "pools", target_is_directory=True)
 
 
+def _hand_over(home: Path) -> None:
+    """Make the finished raw parts readable by the launcher. The harness keeps raw/ private
+    (0700) while an engine runs, against the engine; every engine has stopped by now."""
+    raw = home / "raw"
+    if raw.is_dir():
+        for path in [raw, *raw.rglob("*")]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+
+
 class Reporter:
     """Progress and status to stderr and, inside a Pipes session, to Dagster."""
 
@@ -110,6 +119,7 @@ def run(args, reporter: Reporter) -> dict:
     else:
         reporter.event(event="status", evaluation_id=spec.evaluation_id, status="running")
         status = ev.run()
+    _hand_over(home)
     manifest = write_results_manifest(home, spec.evaluation_id)
     row = ev.row or {}
     summary = {"event": "results", "evaluation_id": spec.evaluation_id, "status": status,

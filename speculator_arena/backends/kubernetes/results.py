@@ -175,7 +175,10 @@ def land(wh: Warehouse, results_dir: str | os.PathLike, evaluation_id: str, *, l
     """
     step = on_step or (lambda name: None)
     recover(wh, evaluation_id)
-    parts, pod_row = verify_results(results_dir, evaluation_id)
+    try:
+        parts, pod_row = verify_results(results_dir, evaluation_id)
+    except OSError as exc:  # e.g. a part the launcher may not read
+        raise ResultsRejected(f"results unreadable: {exc}") from None
     tables = sorted({p.table for p in parts} - {STATUS_TABLE})
     occupied = [t for t in tables if part_files(wh.home, t, evaluation_id)]
     if occupied:
