@@ -1,7 +1,8 @@
 """The `evaluation` asset: one dynamic partition per evaluation.
 
 Materializing a partition runs the harness (speculator_arena.runners.harness) for that
-evaluation in-process (the local backend); its raw rows are the asset's data, in the
+evaluation on the `backend` resource's choice: in-process (local, the default) or in a GPU pod
+(kubernetes, speculator_arena/backends/kubernetes); its raw rows are the asset's data, in the
 warehouse, and the materialization carries the status and row counts as metadata. `arena
 evaluate` and `arena demo` add the partition and materialize it through these definitions on a
 persistent Dagster instance under `$ARENA_HOME/dagster`, so `DAGSTER_HOME=$ARENA_HOME/dagster
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from speculator_arena.backends.resource import EvaluationBackendResource
 from speculator_arena.dagster_project.resources import WarehouseResource
 
 evaluation_partitions = dg.DynamicPartitionsDefinition(name="evaluations")
@@ -41,9 +43,9 @@ class EvaluationConfig(dg.Config):
     description="One paired evaluation: candidate passes, stock passes, gate probes, as raw warehouse rows.",
 )
 def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
-               warehouse: WarehouseResource) -> dg.MaterializeResult:
+               warehouse: WarehouseResource, backend: EvaluationBackendResource) -> dg.MaterializeResult:
     from speculator_arena.runners.evaluate import summary
-    from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+    from speculator_arena.runners.harness import EvaluationSpec
 
     spec = EvaluationSpec(
         task_id=config.task_id, engine=config.engine, split=config.split, evaluation_id=context.partition_key,
@@ -51,12 +53,12 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
         submission_id=config.submission_id or None, is_reference=config.is_reference,
         solution_kind=config.solution_kind, speculator=config.speculator or None, target=config.target or None)
     wh = warehouse.get()
-    Evaluation(spec, home=wh.home, progress=_progress(context)).run()
+    backend.run(spec, wh.home, context, progress=_progress(context))
     s = summary(wh.home, spec.evaluation_id)
     meta = {
         "status": s["status"],
         "reason": s["void_reason"] or s["failure_reason"] or "",
-        "task_id": spec.task_id, "split": spec.split, "engine": spec.engine,
+        "task_id": spec.task_id, "split": spec.split, "engine": spec.engine, "backend": backend.backend,
     }
     meta.update({f"rows_{t}": dg.MetadataValue.int(int(n)) for t, n in s["rows"].items()})
     return dg.MaterializeResult(metadata=meta)
@@ -84,7 +86,8 @@ def dagster_instance(home: Path) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(d))
 
 
-def materialize_evaluation(config: dict, evaluation_id: str, home: Path) -> dg.ExecuteInProcessResult:
+def materialize_evaluation(config: dict, evaluation_id: str, home: Path,
+                           backend: str = "") -> dg.ExecuteInProcessResult:
     """Add the evaluation's partition and materialize it in-process on the ARENA_HOME instance."""
     instance = dagster_instance(home)
     instance.add_dynamic_partitions(evaluation_partitions.name, [evaluation_id])
@@ -94,4 +97,5 @@ def materialize_evaluation(config: dict, evaluation_id: str, home: Path) -> dg.E
                     # The harness prints its own progress lines; Dagster's console stays at warnings
                     # (the run's event log in the instance keeps everything).
                     "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        resources={"warehouse": WarehouseResource(home=str(home))}, raise_on_error=True)
+        resources={"warehouse": WarehouseResource(home=str(home)), "backend": EvaluationBackendResource(kind=backend)},
+        raise_on_error=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from speculator_arena.backends.resource import EvaluationBackendResource
 from speculator_arena.warehouse import Warehouse, arena_home
 
 
@@ -21,4 +22,4 @@ class WarehouseResource(dg.ConfigurableResource):
 
 
 def default_resources() -> dict:
-    return {"warehouse": WarehouseResource(home=str(arena_home()))}
+    return {"warehouse": WarehouseResource(home=str(arena_home())), "backend": EvaluationBackendResource()}

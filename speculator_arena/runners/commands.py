@@ -15,8 +15,12 @@ import time
 def register(sub: argparse._SubParsersAction) -> None:
     from speculator_arena.runners.evaluate import add_arguments
 
-    e = sub.add_parser("evaluate", help="run one paired evaluation on this machine (Dagster asset, in-process)")
+    from speculator_arena.backends import BACKENDS, DEFAULT_BACKEND
+
+    e = sub.add_parser("evaluate", help="run one paired evaluation (Dagster asset): on this machine or in a GPU pod")
     add_arguments(e)
+    e.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                   help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators.md)")
     e.set_defaults(func=_evaluate)
     d = sub.add_parser("demo", help="build the local pools, evaluate the development references, print the board")
     d.add_argument("--task", default="local-smollm2")
@@ -29,19 +33,21 @@ def _say(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def run_evaluation(spec, home) -> dict:
+def run_evaluation(spec, home, backend: str = "") -> dict:
     """Queue the evaluation (its row says `queued`), then materialize its partition."""
     from speculator_arena.assets.evaluations import materialize_evaluation
     from speculator_arena.runners.evaluate import summary
+    from speculator_arena.backends import preflight
     from speculator_arena.runners.harness import Evaluation
 
+    preflight(backend, spec, home)
     Evaluation(spec, home=home, progress=_say).queue()
     config = {k: v for k, v in {
         "task_id": spec.task_id, "engine": spec.engine, "split": spec.split, "stock_engine": spec.stock_engine,
         "label": spec.label, "account_id": spec.account_id, "submission_id": spec.submission_id,
         "is_reference": spec.is_reference, "solution_kind": spec.solution_kind,
         "speculator": spec.speculator, "target": spec.target}.items() if v is not None}
-    materialize_evaluation(config, spec.evaluation_id, home)
+    materialize_evaluation(config, spec.evaluation_id, home, backend=backend)
     return summary(home, spec.evaluation_id)
 
 
@@ -56,7 +62,7 @@ def _evaluate(args) -> int:
         resume_dead(Warehouse(home), args.resume, progress=_say)
         print_json(summary(home, args.resume))
         return 0
-    s = run_evaluation(spec_from_args(args), home)
+    s = run_evaluation(spec_from_args(args), home, backend=args.backend)
     print_json(s)
     return 0
 

@@ -1,0 +1,27 @@
+"""Where an evaluation runs: `local` (the default: the harness on this machine) or `kubernetes`
+(the same harness in a GPU pod, its raw rows brought back whole through a results volume).
+
+Both take the harness's `EvaluationSpec` unchanged. The Dagster resource `backend`
+(resource.py, `EvaluationBackendResource.run`) is the one entry: the `evaluation` asset calls it,
+and `arena evaluate --backend` chooses it (after `preflight` below).
+"""
+
+from __future__ import annotations
+
+BACKENDS = ("local", "kubernetes")
+DEFAULT_BACKEND = "local"
+
+
+def check_backend(name: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; backends: {', '.join(BACKENDS)}")
+    return name
+
+
+def preflight(backend: str, spec, home) -> None:
+    """The backend's own refusals, before the evaluation is queued (a refusal stores nothing)."""
+    if check_backend(backend or DEFAULT_BACKEND) == "kubernetes":
+        from speculator_arena.backends.resource import EvaluationBackendResource
+        from speculator_arena.backends.kubernetes.launcher import KubernetesLauncher
+
+        KubernetesLauncher(EvaluationBackendResource(kind="kubernetes").settings(), home).preflight(spec)

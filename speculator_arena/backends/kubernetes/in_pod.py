@@ -1,0 +1,145 @@
+"""`python -m speculator_arena.backends.kubernetes.in_pod`: the evaluation pod's entry point.
+
+It runs the same harness as `arena evaluate` on a machine (runners/harness.py, the same
+`EvaluationSpec` and arguments as `python -m speculator_arena.runners.evaluate`), with
+ARENA_HOME the pod's results sub-directory, and then writes the results manifest (results.py)
+that the launcher verifies before landing anything. Before the harness starts, the sealed target
+and speculator are checked against their manifests (full sha256): the pod must evaluate the
+bytes the arena prepared. Progress lines and status changes go to Dagster as Pipes messages when
+the launcher opened a Pipes session (DAGSTER_PIPES_CONTEXT), and to stderr (the pod's log).
+
+Exit status: 0 when the evaluation reached a final status (measured, failed or void) and the
+manifest is written; anything else is a runner failure the launcher voids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+
+POD_RESULTS = "/arena/results"       # the results volume's sub-directory of this evaluation
+POD_ARTIFACTS = "/arena/artifacts"   # read-only: pools/, sealed targets and speculators, engines
+POD_SCRATCH = "/arena/scratch"       # HOME and caches (emptyDir)
+MODULE = "speculator_arena.backends.kubernetes.in_pod"
+
+
+def pod_command(spec) -> list[str]:
+    """The container's command for an EvaluationSpec (whose paths are the pod's)."""
+    cmd = ["python", "-m", MODULE, "--task", spec.task_id, "--engine", spec.engine, "--split", spec.split,
+           "--evaluation-id", spec.evaluation_id, "--kind", spec.solution_kind]
+    for flag, value in (("--stock-engine", spec.stock_engine), ("--label", spec.label), ("--account", spec.account_id),
+                        ("--submission", spec.submission_id), ("--speculator", spec.speculator),
+                        ("--target", spec.target), ("--protocol-version", spec.protocol_version)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    if spec.is_reference:
+        cmd.append("--reference")
+    return cmd
+
+
+def parse(argv: list[str] | None):
+    from speculator_arena.runners.evaluate import add_arguments
+
+    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.add_argument("--submission", default=None)
+    p.add_argument("--protocol-version", type=int, default=None)
+    p.add_argument("--artifacts", default=POD_ARTIFACTS, help="the read-only artifacts mount (pools/)")
+    return p.parse_args(argv)
+
+
+def sealed_problems(spec) -> list[str]:
+    """What differs between the sealed target/speculator and their manifests (full sha256)."""
+    from speculator_arena.checkpoints.seal import verify_manifest
+
+    problems = []
+    for what, path in (("target", spec.target), ("speculator", spec.speculator)):
+        if path:
+            problems += [f"sealed {what}: {p}" for p in verify_manifest(path, full=True)]
+    return problems
+
+
+def _link_pools(home: Path, artifacts: Path) -> None:
+    """The harness reads pools from ARENA_HOME/pools: point it at the read-only artifacts."""
+    link = home / "pools"
+    if not link.exists() and (artifacts / "pools").is_dir():
+        link.symlink_to(artifacts / "pools", target_is_directory=True)
+
+
+def _hand_over(home: Path) -> None:
+    """Make the finished raw parts readable by the launcher. The harness keeps raw/ private
+    (0700) while an engine runs, against the engine; every engine has stopped by now."""
+    raw = home / "raw"
+    if raw.is_dir():
+        for path in [raw, *raw.rglob("*")]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+
+
+class Reporter:
+    """Progress and status to stderr and, inside a Pipes session, to Dagster."""
+
+    def __init__(self, pipes=None):
+        self.pipes = pipes
+
+    def say(self, msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+        if self.pipes is not None:
+            self.pipes.log.info(msg)
+
+    def event(self, **payload) -> None:
+        print(json.dumps(payload, default=str), file=sys.stderr, flush=True)
+        if self.pipes is not None:
+            self.pipes.report_custom_message(payload)
+
+
+def run(args, reporter: Reporter) -> dict:
+    from speculator_arena.backends.kubernetes.results import write_results_manifest
+    from speculator_arena.runners.evaluate import spec_from_args
+    from speculator_arena.runners.harness import Evaluation
+    from speculator_arena.runners.status import write_status
+    from speculator_arena.warehouse import arena_home
+
+    home = arena_home(args.home)
+    home.mkdir(parents=True, exist_ok=True)
+    _link_pools(home, Path(args.artifacts))
+    spec = spec_from_args(args)
+    spec.submission_id, spec.protocol_version = args.submission, args.protocol_version
+    ev = Evaluation(spec, home=home, progress=reporter.say)
+    reporter.event(event="status", evaluation_id=spec.evaluation_id, status="queued")
+    ev.queue()
+    problems = sealed_problems(spec)
+    if problems:
+        ev.row = write_status(ev.wh, ev.row, "void", void_reason="; ".join(problems)[:500])
+        status = "void"
+    else:
+        reporter.event(event="status", evaluation_id=spec.evaluation_id, status="running")
+        status = ev.run()
+    _hand_over(home)
+    manifest = write_results_manifest(home, spec.evaluation_id)
+    row = ev.row or {}
+    summary = {"event": "results", "evaluation_id": spec.evaluation_id, "status": status,
+               "reason": row.get("void_reason") or row.get("failure_reason"),
+               "parts": len(manifest["parts"]), "rows": sum(p["rows"] for p in manifest["parts"])}
+    reporter.event(**summary)
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    with ExitStack() as stack:
+        pipes = None
+        if os.environ.get("DAGSTER_PIPES_CONTEXT"):
+            from dagster_pipes import open_dagster_pipes
+
+            pipes = stack.enter_context(open_dagster_pipes())
+        run(args, Reporter(pipes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""Launching one evaluation as a pod, from a Dagster asset, through dagster-k8s Pipes.
+
+Order: refuse bad input before storing anything (paths the pod cannot see, no sealed target, a
+pool that differs from the artifacts volume's); queue the evaluation in the warehouse as the
+local backend does; create (or find) the namespace objects; run the pod with `PipesK8sClient`
+(its progress and status arrive as Pipes messages through the pod's log); read how the pod
+ended (outcome.py); delete the pod whatever happened; then land the results whole (results.py)
+or mark the evaluation void with the reason (refunded). The results sub-directory is removed
+once its rows landed or the evaluation is void.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from dagster_k8s import PipesK8sClient
+from dagster_k8s.pipes import get_pod_name
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+
+from speculator_arena.backends.kubernetes import manifests
+from speculator_arena.backends.kubernetes.deadline import active_deadline_seconds
+from speculator_arena.backends.kubernetes.outcome import PodOutcome, classify_pod, is_started
+from speculator_arena.backends.kubernetes.results import ResultsRejected, land
+from speculator_arena.backends.kubernetes.settings import KubernetesSettings
+from speculator_arena.protocol import load_protocol
+from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+from speculator_arena.runners.status import FINAL, EvaluationStateError, write_status
+from speculator_arena.warehouse.store import Warehouse
+
+
+class PodEnded(Exception):
+    """The pod ended (or can never start) before its logs could be followed."""
+
+    def __init__(self, outcome: PodOutcome):
+        super().__init__(outcome.reason)
+        self.outcome = outcome
+
+
+def read_pod(core: k8s.CoreV1Api, namespace: str, name: str) -> k8s.V1Pod | None:
+    try:
+        return core.read_namespaced_pod(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def wait_until_started(core: k8s.CoreV1Api, namespace: str, name: str, s: KubernetesSettings,
+                       sleep=time.sleep) -> None:
+    """Return once the runner container runs (or ran); raise PodEnded for a pod that cannot."""
+    seen = False
+    while True:
+        pod = read_pod(core, namespace, name)
+        if pod is None and not seen:
+            sleep(s.poll_interval_s)  # not visible yet right after its creation
+            seen = True
+            continue
+        outcome = classify_pod(pod, now=datetime.now(timezone.utc), unschedulable_timeout_s=s.unschedulable_timeout_s,
+                               container=manifests.RUNNER_CONTAINER)
+        if outcome is not None and not outcome.ok:
+            raise PodEnded(outcome)
+        if is_started(pod, manifests.RUNNER_CONTAINER):
+            return
+        sleep(s.poll_interval_s)
+
+
+class ArenaPipesK8sClient(PipesK8sClient):
+    """dagster-k8s' Pipes client, with the arena's own watch over the pod's start: dagster-k8s
+    waits hours for a pod no node can take; the arena voids it after `unschedulable_timeout_s`,
+    and an image that cannot be pulled at once."""
+
+    def __init__(self, settings: KubernetesSettings, **kwargs):
+        super().__init__(**kwargs)
+        self.settings = settings
+
+    @contextmanager
+    def consume_pod_logs(self, context, client, namespace, pod_name, **kwargs):
+        wait_until_started(client.core_api, namespace, pod_name, self.settings)
+        with super().consume_pod_logs(context, client, namespace, pod_name, **kwargs):
+            yield
+
+
+class KubernetesLauncher:
+    def __init__(self, settings: KubernetesSettings, home, progress=None):
+        self.s = settings
+        self.wh = Warehouse(home)
+        self.say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self._core = None
+
+    # ---- the API -------------------------------------------------------------------------
+    def _load_config(self) -> None:
+        from kubernetes import config
+
+        if self.s.kubeconfig or self.s.kube_context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_kube_config(config_file=self.s.kubeconfig or None, context=self.s.kube_context or None)
+        else:
+            config.load_incluster_config()
+
+    @property
+    def core(self) -> k8s.CoreV1Api:
+        if self._core is None:
+            self._load_config()
+            self._core = k8s.CoreV1Api()
+        return self._core
+
+    def ensure_namespace_objects(self) -> None:
+        """Create the namespace, its quota and its network policy, or bring them up to date;
+        check that the two volumes exist (the operator provisions storage)."""
+        s = self.s
+        core = self.core  # loads the configuration the networking client uses too
+        net = k8s.NetworkingV1Api()
+        create_patch = {
+            "Namespace": (lambda o: core.create_namespace(o), lambda o: core.patch_namespace(s.namespace, o)),
+            "ResourceQuota": (lambda o: core.create_namespaced_resource_quota(s.namespace, o),
+                              lambda o: core.patch_namespaced_resource_quota(o.metadata.name, s.namespace, o)),
+            "NetworkPolicy": (lambda o: net.create_namespaced_network_policy(s.namespace, o),
+                              lambda o: net.patch_namespaced_network_policy(o.metadata.name, s.namespace, o)),
+        }
+        for obj in manifests.namespace_objects(s):
+            create, patch = create_patch[obj.kind]
+            try:
+                create(obj)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                patch(obj)
+        for claim in (s.artifacts_claim, s.results_claim):
+            try:
+                core.read_namespaced_persistent_volume_claim(claim, s.namespace)
+            except ApiException as exc:
+                if exc.status == 404:
+                    raise RuntimeError(f"no PersistentVolumeClaim {claim} in namespace {s.namespace}: "
+                                       "apply `arena k8s manifests` (volumes.yaml) or create it") from None
+                raise
+
+    # ---- one evaluation ---------------------------------------------------------------------
+    def preflight(self, spec: EvaluationSpec) -> EvaluationSpec:
+        """Bad input fails here, before anything is stored: the spec as the pod sees it."""
+        if not spec.target:
+            raise ValueError("the kubernetes backend needs --target: a sealed target on the artifacts volume "
+                             "(the pod has no network to prepare one)")
+        pod_spec = manifests.pod_spec_of(spec, self.s)
+        ours = self.wh.home / "pools" / spec.task_id
+        theirs = Path(self.s.artifacts_root) / "pools" / spec.task_id
+        for rel in (("dev" if spec.split == "dev" else f"hidden/{spec.split}") + "/manifest.json", "probes.jsonl"):
+            a, b = ours / rel, theirs / rel
+            if not b.is_file() or not a.is_file() or a.read_bytes() != b.read_bytes():
+                raise ValueError(f"the artifacts volume's pool {b} is missing or differs from {a}: "
+                                 "copy the built pools to the artifacts volume")
+        return pod_spec
+
+    def run(self, spec: EvaluationSpec, context) -> str:
+        """Run the evaluation in a pod from a Dagster asset's `context`; the final status."""
+        task = load_protocol(spec.protocol_version).task(spec.task_id)
+        pod_spec = self.preflight(spec)
+        ev = Evaluation(spec, home=self.wh.home, progress=self.say)
+        row = ev.queue()
+        if row["status"] in FINAL or row["status"] == "running":
+            raise EvaluationStateError(f"evaluation {spec.evaluation_id} is already {row['status']}")
+        results = Path(self.s.results_root) / spec.evaluation_id
+        if results.exists() and any(results.iterdir()):
+            raise EvaluationStateError(f"{results} already holds results: a pod of {spec.evaluation_id} ran before")
+        results.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            os.chown(results, self.s.runner_uid, self.s.runner_uid)
+        else:
+            os.chmod(results, 0o777)  # the pod's user must write it; the volume is the arena's alone
+        self.ensure_namespace_objects()
+        pod_name = get_pod_name(context.run_id, context.op.name)
+        where = {"backend": "kubernetes", "namespace": self.s.namespace, "pod": pod_name}
+        row = write_status(self.wh, row, "running", provenance=where)
+        outcome = self._run_pod(context, manifests.evaluation_pod(pod_spec, task, self.s, name=pod_name), task)
+        self.say(f"[evaluate {spec.evaluation_id}] pod {pod_name}: {outcome.kind}: {outcome.reason}")
+        return self.conclude(row, outcome, results, where)["status"]
+
+    def conclude(self, row: dict, outcome: PodOutcome, results: Path, where: dict) -> dict:
+        """After the pod is gone: land its results whole, or void the evaluation with the reason
+        (nothing landed); the results sub-directory is removed either way. The final row."""
+        eid = row["evaluation_id"]
+        try:
+            if outcome.ok:
+                try:
+                    return land(self.wh, results, eid, launcher_row=row, provenance={**where, "pod_outcome": outcome.kind})
+                except ResultsRejected as exc:
+                    reason = f"results rejected: {exc.reason}"
+            else:
+                reason = f"pod {outcome.kind}: {outcome.reason}"
+            return write_status(self.wh, row, "void", void_reason=reason[:500], provenance={"pod_outcome": outcome.kind})
+        finally:
+            shutil.rmtree(results, ignore_errors=True)
+
+    def _run_pod(self, context, pod: k8s.V1Pod, task) -> PodOutcome:
+        body = manifests.to_dict(pod)
+        pipes = ArenaPipesK8sClient(self.s, kubeconfig_file=self.s.kubeconfig or None,
+                                    kube_context=self.s.kube_context or None, poll_interval=self.s.poll_interval_s)
+        name, ns = body["metadata"]["name"], self.s.namespace
+        outcome, error = None, None
+        try:
+            invocation = pipes.run(
+                context=context, namespace=ns, base_pod_meta=body["metadata"], base_pod_spec=body["spec"],
+                pod_wait_timeout=active_deadline_seconds(task) + self.s.unschedulable_timeout_s,
+                delete_pod_on_completion=False)
+            for message in invocation.get_custom_messages():
+                self.say(f"[pod {name}] {json.dumps(message, default=str)}")
+        except PodEnded as exc:
+            outcome = exc.outcome
+        except Exception as exc:  # dagster-k8s raises on a failed container; the pod says why
+            error = exc
+        finally:
+            try:
+                final = read_pod(self.core, ns, name)
+                outcome = outcome or classify_pod(final, now=datetime.now(timezone.utc),
+                                                  unschedulable_timeout_s=self.s.unschedulable_timeout_s,
+                                                  container=manifests.RUNNER_CONTAINER)
+            finally:
+                self.delete_pod(name)
+        if outcome is None:
+            outcome = PodOutcome("runner_failed", "void", f"the launcher stopped following the pod: {error}"[:500])
+        return outcome
+
+    def delete_pod(self, name: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(name, self.s.namespace, grace_period_seconds=0)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -1,0 +1,115 @@
+"""The backend choice (Dagster resource, `arena evaluate --backend`), the launcher's refusals
+(nothing stored), and, with a reachable cluster, `arena evaluate --backend kubernetes` for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from speculator_arena.backends.resource import EvaluationBackendResource
+from speculator_arena.cli import main
+from speculator_arena.runners.status import current_row
+from speculator_arena.warehouse import Warehouse
+
+
+def test_the_backend_resource_defaults_to_local(monkeypatch):
+    monkeypatch.delenv("ARENA_BACKEND", raising=False)
+    assert EvaluationBackendResource().backend == "local"
+    monkeypatch.setenv("ARENA_BACKEND", "kubernetes")
+    assert EvaluationBackendResource().backend == "kubernetes"
+    assert EvaluationBackendResource(kind="local").backend == "local"
+    with pytest.raises(ValueError, match="unknown backend"):
+        _ = EvaluationBackendResource(kind="slurm").backend
+    monkeypatch.setenv("ARENA_K8S_NAMESPACE", "arena-test")
+    monkeypatch.setenv("ARENA_K8S_UNSCHEDULABLE_TIMEOUT_S", "30")
+    s = EvaluationBackendResource(kind="kubernetes", image="registry.example/arena-runner:1").settings()
+    assert (s.namespace, s.image, s.unschedulable_timeout_s) == ("arena-test", "registry.example/arena-runner:1", 30.0)
+
+
+def test_definitions_carry_the_backend_resource():
+    from speculator_arena.dagster_project.definitions import build_definitions
+
+    defs = build_definitions()
+    assert isinstance(defs.resources["backend"], EvaluationBackendResource)
+    assert "backend" in defs.get_assets_def("evaluation").required_resource_keys
+
+
+@pytest.mark.parametrize("extra, words", [
+    ([], "needs --target"),
+    (["--target", "/somewhere/not/on/the/volume"], "not under the artifacts volume"),
+])
+def test_kubernetes_refusals_store_nothing(tmp_path, monkeypatch, capsys, extra, words):
+    monkeypatch.setenv("ARENA_K8S_ARTIFACTS_ROOT", str(tmp_path / "artifacts"))
+    home = tmp_path / "home"
+    rc = main(["evaluate", "--backend", "kubernetes", "--task", "local-smollm2", "--engine", "engines/dev-stock",
+               "--home", str(home), "--evaluation-id", "k8s-refused", *extra])
+    assert rc == 2 and words in capsys.readouterr().err
+    assert current_row(Warehouse(home), "k8s-refused") is None
+
+
+def test_a_pool_missing_from_the_artifacts_volume_is_refused(tmp_path, monkeypatch, capsys):
+    artifacts = tmp_path / "artifacts"
+    (artifacts / "checkpoints" / "local-smollm2").mkdir(parents=True)
+    monkeypatch.setenv("ARENA_K8S_ARTIFACTS_ROOT", str(artifacts))
+    rc = main(["evaluate", "--backend", "kubernetes", "--task", "local-smollm2", "--engine", "engines/dev-stock",
+               "--home", str(tmp_path / "home"), "--evaluation-id", "k8s-refused",
+               "--target", str(artifacts / "checkpoints" / "local-smollm2")])
+    assert rc == 2 and "copy the built pools to the artifacts volume" in capsys.readouterr().err
+    assert current_row(Warehouse(tmp_path / "home"), "k8s-refused") is None
+
+
+# ---- against a real API server ---------------------------------------------------------------
+def _cluster_or_skip() -> None:
+    if not os.environ.get("KUBECONFIG"):
+        pytest.skip("no Kubernetes cluster: set KUBECONFIG (and ARENA_K8S_IMAGE, ARENA_K8S_ARTIFACTS_ROOT, "
+                    "ARENA_K8S_RESULTS_ROOT; docs/operators.md) to run the kubernetes backend against a real API server")
+    from kubernetes import client, config
+
+    try:
+        config.load_kube_config()
+        client.VersionApi().get_code(_request_timeout=10)
+    except Exception as exc:  # any failure to reach it is a skip, with the reason
+        pytest.skip(f"KUBECONFIG is set but its API server is not reachable: {exc}")
+    for var in ("ARENA_K8S_IMAGE", "ARENA_K8S_ARTIFACTS_ROOT", "ARENA_K8S_RESULTS_ROOT"):
+        if not os.environ.get(var):
+            pytest.skip(f"a cluster is reachable but {var} is not set (docs/operators.md)")
+
+
+def _home_with_artifact_pools(tmp_path) -> Path:
+    home = tmp_path / "home"
+    shutil.copytree(Path(os.environ["ARENA_K8S_ARTIFACTS_ROOT"]) / "pools" / "local-smollm2",
+                    home / "pools" / "local-smollm2")
+    return home
+
+
+def _evaluate_on_cluster(tmp_path, capsys, eid: str) -> dict:
+    home = _home_with_artifact_pools(tmp_path)
+    target = Path(os.environ["ARENA_K8S_ARTIFACTS_ROOT"]) / "checkpoints" / "local-smollm2"
+    rc = main(["evaluate", "--backend", "kubernetes", "--task", "local-smollm2", "--engine", "engines/dev-ngram",
+               "--home", str(home), "--evaluation-id", eid, "--target", str(target)])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    from kubernetes import client
+
+    ns = os.environ.get("ARENA_K8S_NAMESPACE", "arena-evaluations")
+    assert client.CoreV1Api().list_namespaced_pod(ns, label_selector=f"speculator-arena/evaluation-id={eid}").items == []
+    return out
+
+
+def test_cluster_evaluation_lands_its_rows(tmp_path, capsys):
+    _cluster_or_skip()
+    out = _evaluate_on_cluster(tmp_path, capsys, "k8s-cluster-1")
+    assert out["status"] == "measured", out
+    assert out["rows"]["passes"] > 0 and out["rows"]["probe_scored"] > 0
+
+
+def test_cluster_image_pull_failure_is_void_and_cleaned_up(tmp_path, capsys, monkeypatch):
+    _cluster_or_skip()
+    monkeypatch.setenv("ARENA_K8S_IMAGE", "registry.invalid/speculator-arena/no-such-image:0")
+    out = _evaluate_on_cluster(tmp_path, capsys, "k8s-cluster-pull")
+    assert out["status"] == "void" and "image_pull" in out["void_reason"]
+    assert out["rows"]["passes"] == 0

@@ -1,0 +1,194 @@
+"""Every object the kubernetes backend builds passes the pinned Kubernetes version's schemas
+(kubernetes-validate, strict: no unknown fields) and every pod the restricted Pod Security
+profile; the pod is the one dagster-k8s would submit, and what it asks follows the protocol."""
+
+from __future__ import annotations
+
+import copy
+
+import kubernetes_validate
+import pytest
+import yaml
+from dagster_k8s.pipes import build_pod_body
+
+from speculator_arena.backends.kubernetes import manifests
+from speculator_arena.backends.kubernetes.commands import example_spec
+from speculator_arena.backends.kubernetes.deadline import active_deadline_seconds
+from speculator_arena.backends.kubernetes.podsecurity import restricted_violations
+from speculator_arena.backends.kubernetes.settings import KUBERNETES_VERSION, KubernetesSettings
+from speculator_arena.cli import main
+from speculator_arena.protocol import available_versions, load_protocol
+from speculator_arena.protocol.model import WORKLOADS
+
+VERSION = f"{KUBERNETES_VERSION}.0"
+TASKS = [(v, t) for v in available_versions() for t in load_protocol(v).tasks]
+
+
+def validate(obj: dict) -> None:
+    kubernetes_validate.validate(obj, VERSION, strict=True)
+
+
+def _objects(version, task_id, settings=None):
+    task = load_protocol(version).task(task_id)
+    s = settings or KubernetesSettings()
+    return task, manifests.export_objects(task, s, example_spec(task_id, version))
+
+
+@pytest.mark.parametrize("version, task_id", TASKS)
+def test_every_object_passes_the_schemas_and_every_pod_the_restricted_profile(version, task_id):
+    task, files = _objects(version, task_id, KubernetesSettings(memory_limit="200Gi", cpu_request="8",
+                                                                 storage_class="fast-rwx"))
+    kinds = []
+    for objs in files.values():
+        for obj in objs:
+            d = manifests.to_dict(obj)
+            validate(d)
+            kinds.append(d["kind"])
+            if d["kind"] == "Pod":
+                assert restricted_violations(d) == []
+    assert sorted(kinds) == sorted(["Namespace", "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim",
+                                    "PersistentVolumeClaim", "ServiceAccount", "Role", "RoleBinding",
+                                    "ClusterRole", "ClusterRoleBinding", "Pod"])
+
+
+@pytest.mark.parametrize("version, task_id", TASKS)
+def test_the_pod_dagster_k8s_submits_keeps_every_setting(version, task_id):
+    """PipesK8sClient merges its own name, labels and Pipes variables into our pod; the result
+    must still validate and meet the restricted profile."""
+    task, files = _objects(version, task_id)
+    ours = manifests.to_dict(files["evaluation-pod.yaml"][0])
+    # dagster-k8s leaves apiVersion and kind out (create_namespaced_pod's URL says them).
+    submitted = {"apiVersion": "v1", "kind": "Pod", **manifests.to_dict(build_pod_body(
+        pod_name="dagster-run-abc-evaluation", image=None, command=None,
+        env_vars={"DAGSTER_PIPES_CONTEXT": "e30=", "DAGSTER_PIPES_MESSAGES": "e30="},
+        base_pod_meta=ours["metadata"], base_pod_spec=ours["spec"]))}
+    validate(submitted)
+    assert restricted_violations(submitted) == []
+    c, spec = submitted["spec"]["containers"][0], submitted["spec"]
+    assert c["securityContext"] == ours["spec"]["containers"][0]["securityContext"]
+    assert c["resources"]["requests"]["nvidia.com/gpu"] == c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert spec["activeDeadlineSeconds"] == active_deadline_seconds(task)
+    assert spec["automountServiceAccountToken"] is False and spec["restartPolicy"] == "Never"
+    assert {"DAGSTER_PIPES_CONTEXT", "ARENA_HOME"} <= {e["name"] for e in c["env"]}
+    assert c["command"][:3] == ["python", "-m", "speculator_arena.backends.kubernetes.in_pod"]
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts["artifacts"]["readOnly"] is True and mounts["results"]["subPath"] == f"{task_id}-example"
+
+
+def test_gpu_and_node_selector_follow_the_task():
+    _, files = _objects(1, "qwen3-8b")
+    pod = manifests.to_dict(files["evaluation-pod.yaml"][0])
+    assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-B200"}
+    _, files = _objects(1, "qwen3-8b", KubernetesSettings(gpu_products={"qwen3-8b": "NVIDIA-B200-SXM6"}))
+    assert manifests.to_dict(files["evaluation-pod.yaml"][0])["spec"]["nodeSelector"]["nvidia.com/gpu.product"] \
+        == "NVIDIA-B200-SXM6"
+    _, files = _objects(1, "local-smollm2")  # "none (CPU) or any CUDA device": any GPU node
+    assert manifests.to_dict(files["evaluation-pod.yaml"][0])["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+
+
+def test_namespace_quota_and_policy():
+    _, files = _objects(1, "qwen3-8b", KubernetesSettings(gpu_quota=3))
+    ns = manifests.to_dict(files["namespace.yaml"][0])
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce-version"] == f"v{KUBERNETES_VERSION}"
+    assert manifests.to_dict(files["quota.yaml"][0])["spec"]["hard"] == {"requests.nvidia.com/gpu": "3"}
+    pol = manifests.to_dict(files["network-policy.yaml"][0])["spec"]
+    assert pol["podSelector"] == {} and set(pol["policyTypes"]) == {"Ingress", "Egress"}
+    assert pol["egress"] == [] and pol["ingress"] == []
+
+
+def test_the_deadline_is_derived_from_the_protocol_limits():
+    task = load_protocol(1).task("qwen3-8b")
+    base = active_deadline_seconds(task)
+    ss, grace = task.start_stop, task.grace_seconds
+    timed = sum((task.warmup_waves + task.passes_per_workload) * (task.workloads[w].pass_seconds + grace)
+                for w in WORKLOADS)
+    assert base > 2 * timed + 4 * ss.health_timeout_seconds
+    longer = task.model_copy(update={"grace_seconds": grace + 10})
+    probes = 2 * (task.gates.greedy_agreement.prompts + task.gates.target_fidelity.texts) \
+        + 2 * task.gates.sampled_likelihood.replies
+    passes = 2 * sum(task.warmup_waves + task.passes_per_workload for _ in WORKLOADS)
+    assert active_deadline_seconds(longer) - base == 10 * (passes + probes)
+    slower = task.model_copy(update={"start_stop": ss.model_copy(update={"health_timeout_seconds": ss.health_timeout_seconds + 1})})
+    assert active_deadline_seconds(slower) - base == 5  # preparation + four engine starts
+
+
+def test_paths_the_pod_cannot_see_are_refused(tmp_path):
+    s = KubernetesSettings(artifacts_root=str(tmp_path / "artifacts"))
+    (tmp_path / "artifacts" / "checkpoints").mkdir(parents=True)
+    assert manifests.pod_path(str(tmp_path / "artifacts" / "checkpoints"), s) == "/arena/artifacts/checkpoints"
+    assert manifests.pod_path("engines/vllm-ngram", s) == "engines/vllm-ngram"
+    with pytest.raises(ValueError, match="not under the artifacts volume"):
+        manifests.pod_path(str(tmp_path / "elsewhere"), s)
+
+
+def test_the_cli_writes_what_the_code_builds(tmp_path):
+    assert main(["k8s", "manifests", "--task", "qwen3-8b", "--out", str(tmp_path), "--namespace", "arena-x"]) == 0
+    kust = yaml.safe_load((tmp_path / "kustomization.yaml").read_text())
+    assert "evaluation-pod.yaml" not in kust["resources"]
+    for name in kust["resources"] + ["evaluation-pod.yaml"]:
+        for doc in yaml.safe_load_all((tmp_path / name).read_text()):
+            validate(doc)
+            assert doc["metadata"].get("namespace", "arena-x") == "arena-x"
+    _, files = _objects(None, "qwen3-8b", KubernetesSettings(namespace="arena-x"))
+    pod = yaml.safe_load((tmp_path / "evaluation-pod.yaml").read_text())
+    assert pod == manifests.to_dict(files["evaluation-pod.yaml"][0])
+
+
+# ---- the checker itself rejects pods that break the profile ------------------------------------
+def _good_pod() -> dict:
+    _, files = _objects(1, "qwen3-8b")
+    return manifests.to_dict(files["evaluation-pod.yaml"][0])
+
+
+def _set(path: str, value):
+    def change(pod):
+        obj = pod
+        keys = path.split(".")
+        for k in keys[:-1]:
+            obj = obj[int(k)] if k.isdigit() else obj.setdefault(k, {})
+        if value is None:
+            obj.pop(keys[-1], None)
+        else:
+            obj[keys[-1]] = value
+    return change
+
+
+C = "spec.containers.0.securityContext"
+BAD = [
+    ("privileged", _set(f"{C}.privileged", True), "privileged"),
+    ("privilege escalation allowed", _set(f"{C}.allowPrivilegeEscalation", True), "allowPrivilegeEscalation"),
+    ("privilege escalation unset", _set(f"{C}.allowPrivilegeEscalation", None), "allowPrivilegeEscalation"),
+    ("capabilities not dropped", _set(f"{C}.capabilities", {"drop": ["NET_RAW"]}), "drop must include ALL"),
+    ("capability added", _set(f"{C}.capabilities", {"drop": ["ALL"], "add": ["SYS_ADMIN"]}), "SYS_ADMIN"),
+    ("root allowed", lambda p: (_set(f"{C}.runAsNonRoot", None)(p), _set("spec.securityContext.runAsNonRoot", None)(p)),
+     "runAsNonRoot"),
+    ("uid 0", _set(f"{C}.runAsUser", 0), "runAsUser"),
+    ("seccomp unconfined", _set(f"{C}.seccompProfile", {"type": "Unconfined"}), "seccompProfile"),
+    ("no seccomp anywhere", lambda p: (_set(f"{C}.seccompProfile", None)(p),
+                                       _set("spec.securityContext.seccompProfile", None)(p)), "seccompProfile"),
+    ("host network", _set("spec.hostNetwork", True), "hostNetwork"),
+    ("hostPath volume", lambda p: p["spec"]["volumes"].append({"name": "h", "hostPath": {"path": "/"}}), "hostPath"),
+    ("host port", _set("spec.containers.0.ports", [{"containerPort": 8000, "hostPort": 8000}]), "hostPort"),
+    ("unsafe sysctl", _set("spec.securityContext.sysctls", [{"name": "kernel.msgmax", "value": "1"}]), "sysctl"),
+    ("unmasked /proc", _set(f"{C}.procMount", "Unmasked"), "procMount"),
+]
+
+
+@pytest.mark.parametrize("case, change, words", BAD, ids=[b[0] for b in BAD])
+def test_the_checker_rejects_a_pod_that_breaks_the_profile(case, change, words):
+    pod = copy.deepcopy(_good_pod())
+    change(pod)
+    problems = restricted_violations(pod)
+    assert problems and any(words in p for p in problems), (case, problems)
+
+
+def test_schema_validation_rejects_a_malformed_pod():
+    pod = _good_pod()
+    pod["spec"]["containers"][0]["resources"]["limits"] = ["nvidia.com/gpu"]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(pod)
+    pod = _good_pod()
+    pod["spec"]["containers"][0]["gpu"] = 1  # strict: an unknown field
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(pod)
