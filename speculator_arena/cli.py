@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "speculator_arena.pools.commands",
     "speculator_arena.runners.commands",
     "speculator_arena.dashboards.commands",
+    "speculator_arena.frontdoor.commands",
 )
 
 
