@@ -47,11 +47,12 @@ def _stays_inside(dest: Path, path: Path, name: str) -> None:
         raise Refused(f"engine archive: member {name!r} leads out of the directory through a link")
 
 
-def extract_engine(data: bytes, dest: Path, max_bytes: int, max_members: int = MAX_MEMBERS) -> dict:
+def extract_engine(data: bytes, dest: Path, max_bytes: int, max_members: int | None = None) -> dict:
     """Extract a gzip'd tar into `dest` (created); returns {'files': n, 'bytes': total}.
 
     Refused (nothing kept by the caller) when a member is unsafe or the bounds are passed.
     """
+    max_members = MAX_MEMBERS if max_members is None else max_members
     dest.mkdir(parents=True)
     total = members = files = 0
     try:

@@ -51,6 +51,7 @@ def seal_tree(staged: Path, kind: str, source: str, home=None) -> tuple[str, Pat
     digest = _digest(manifest)
     final = store_dir(home) / digest
     final.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(final.parent, 0o700)  # the engine's user reaches its own inputs only as the runner stages them
     if final.exists() and not verify_manifest(final, full=True):
         shutil.rmtree(staged)  # the same bytes are already sealed
     else:
@@ -81,8 +82,7 @@ def verify_sealed(path: str | os.PathLike | None, home=None) -> str | None:
     problems = verify_manifest(entry, full=True)
     manifest = read_manifest(entry) or {"files": {}}
     listed = set(manifest["files"])
-    present = {p.relative_to(entry).as_posix() for p in entry.rglob("*")
-               if (p.is_file() or p.is_symlink()) and p.name != MANIFEST}
+    present = {p.relative_to(entry).as_posix() for p in entry.rglob("*") if p.is_file() and p.name != MANIFEST}
     problems += [f"unlisted file {rel}" for rel in sorted(present - listed)]
     if not problems and _digest(manifest) != entry.name:
         problems.append("the manifest's digest is not the directory's name")
