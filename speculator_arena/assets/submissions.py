@@ -19,7 +19,7 @@ IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dag
              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 submission_evaluation_job = dg.define_asset_job(
-    "submission_evaluation", selection=[evaluation], partitions_def=evaluation_partitions,
+    "submission_evaluation", selection=[evaluation],
     description="One accepted submission's evaluation (started by the submission_queue sensor).")
 
 
