@@ -32,12 +32,13 @@ def _split_at(value: str, what: str) -> tuple[str, str]:
 
 
 def build_submission(task: str, split: str, kind: str, method: str = "", engine: str | None = None,
-                     engine_repo: str | None = None, speculator: str | None = None) -> dict:
-    """The JSON of protocol section 2 for these arguments."""
-    if bool(engine) == bool(engine_repo):
-        raise SubmitError("give exactly one of --engine DIR and --engine-repo URL@COMMIT")
-    if engine:
-        src = {"inline": base64.b64encode(pack_engine(Path(engine))).decode()}
+                     engine_repo: str | None = None, speculator: str | None = None,
+                     engine_archive: bytes | None = None) -> dict:
+    """The JSON of protocol section 2: the engine as a directory, a `.tar.gz`'s bytes, or URL@COMMIT."""
+    if sum(map(bool, (engine, engine_repo, engine_archive))) != 1:
+        raise SubmitError("give exactly one engine: a directory (--engine DIR), a .tar.gz, or --engine-repo URL@COMMIT")
+    if engine or engine_archive:
+        src = {"inline": base64.b64encode(engine_archive or pack_engine(Path(engine))).decode()}
     else:
         url, commit = _split_at(engine_repo, "--engine-repo")
         src = {"repository": url, "commit": commit}
