@@ -103,13 +103,14 @@ def _registration(args) -> int:
 
 def _queue_list(args) -> int:
     from speculator_arena.cli import print_json
-    from speculator_arena.frontdoor.quotas import evaluation_status
+    from speculator_arena.frontdoor.quotas import evaluation_statuses
     from speculator_arena.warehouse import Warehouse
 
     wh = Warehouse()
     rows = [dict(r) for r in _con().execute("SELECT submission_id, evaluation_id, account_id, task_id, split, "
                                             "accepted_at FROM submissions ORDER BY accepted_at")]
-    print_json([dict(r, status=evaluation_status(wh, r["evaluation_id"])) for r in rows])
+    statuses = evaluation_statuses(wh)
+    print_json([dict(r, status=statuses.get(r["evaluation_id"], "queued")) for r in rows])
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from speculator_arena.frontdoor.quotas import evaluation_status
+from speculator_arena.frontdoor.quotas import evaluation_statuses
 from speculator_arena.frontdoor.state import sql
 
 DEVICE_TAG = "arena/device"
@@ -25,7 +25,9 @@ def device_name() -> str:
 
 def waiting(con, wh) -> list[dict]:
     """Accepted submissions whose evaluation has not started (oldest first)."""
-    return [dict(r) for r in con.execute(sql("queued_submissions")) if evaluation_status(wh, r["evaluation_id"]) == "queued"]
+    statuses = evaluation_statuses(wh)
+    return [dict(r) for r in con.execute(sql("queued_submissions"))
+            if statuses.get(r["evaluation_id"], "queued") == "queued"]
 
 
 def evaluation_config(sub: dict, account_name: str) -> dict:

@@ -27,6 +27,17 @@ def evaluation_status(wh, evaluation_id: str) -> str:
     return row["status"] if row else "queued"
 
 
+def evaluation_statuses(wh) -> dict[str, str]:
+    """Every evaluation's latest status, read in one pass (the queue's view of the warehouse)."""
+    if not (wh.raw / "evaluations").is_dir():
+        return {}
+    latest: dict[str, tuple[float, str]] = {}
+    for r in wh.read_table("evaluations").select(["evaluation_id", "status", "updated_at"]).to_pylist():
+        if r["evaluation_id"] not in latest or (r["updated_at"] or 0) >= latest[r["evaluation_id"]][0]:
+            latest[r["evaluation_id"]] = (r["updated_at"] or 0, r["status"])
+    return {k: v[1] for k, v in latest.items()}
+
+
 def used(con: sqlite3.Connection, wh, account_id: str, task_id: str, split: str) -> int:
     ids = [r["evaluation_id"] for r in con.execute(sql("quota_submissions"), (account_id, task_id, split))]
     return sum(evaluation_status(wh, eid) != "void" for eid in ids)

@@ -133,3 +133,18 @@ def hub(monkeypatch, tmp_path):
         monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         yield server
+
+
+def finish_evaluation(home, evaluation_id: str, status: str) -> None:
+    """The evaluation's row as the runner writes it (runners.status), with a final status."""
+    import time
+
+    from speculator_arena.runners.status import write_status
+    from speculator_arena.warehouse import Warehouse
+
+    now = time.time()
+    row = {"evaluation_id": evaluation_id, "task_id": "local-smollm2", "split": "dev", "protocol_version": 1,
+           "submission_id": evaluation_id, "account_id": "a", "is_reference": False, "label": "x",
+           "solution_kind": "ngram", "status": "queued", "void_reason": None, "failure_reason": None,
+           "created_at": now, "updated_at": now, "provenance": "{}"}
+    write_status(Warehouse(home), row, status, void_reason="stock engine died" if status == "void" else None)

@@ -9,7 +9,7 @@ import uuid
 import dagster as dg
 import pytest
 
-from .conftest import submission
+from .conftest import finish_evaluation, submission
 
 
 @pytest.fixture
@@ -59,8 +59,11 @@ def test_sensor_starts_the_oldest_waiting_submission(front, instance):
 def test_sensor_moves_on_once_a_submission_has_its_run(front, instance, monkeypatch):
     from speculator_arena.frontdoor.queue import DEVICE_TAG, SUBMISSION_TAG
 
+    done = front.post(submission()).json()
+    finish_evaluation(front.home, done["evaluation_id"], "measured")  # run elsewhere: not waiting
     first = front.post(submission()).json()
     second = front.post(submission()).json()
+    assert _tick(instance, front.home).run_requests[0].tags[SUBMISSION_TAG] == first["submission_id"]
     _run_with_tags(instance, {DEVICE_TAG: "local", SUBMISSION_TAG: first["submission_id"]})
     req = _tick(instance, front.home).run_requests[0]
     assert req.tags[SUBMISSION_TAG] == second["submission_id"]

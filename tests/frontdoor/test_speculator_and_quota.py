@@ -11,7 +11,7 @@ import pytest
 
 from speculator_arena.protocol import load_protocol
 
-from .conftest import submission
+from .conftest import finish_evaluation, submission
 
 TARGET_TASK = "qwen3-8b"  # its target is listed by the (local) hub, as on the real arena
 SPEC_REV = "0123456789abcdef0123456789abcdef01234567"
@@ -85,21 +85,6 @@ def test_workspace_speculator(front, tmp_path, monkeypatch, hub, target_on_hub):
     assert sorted(p.name for p in tree.iterdir()) == ["config.json", "model.safetensors"]
 
 
-def _finish(home, evaluation_id: str, status: str) -> None:
-    """The evaluation's row as the runner writes it (runners.status), with a final status."""
-    import time
-
-    from speculator_arena.runners.status import write_status
-    from speculator_arena.warehouse import Warehouse
-
-    now = time.time()
-    row = {"evaluation_id": evaluation_id, "task_id": "local-smollm2", "split": "dev", "protocol_version": 1,
-           "submission_id": evaluation_id, "account_id": "a", "is_reference": False, "label": "x",
-           "solution_kind": "ngram", "status": "queued", "void_reason": None, "failure_reason": None,
-           "created_at": now, "updated_at": now, "provenance": "{}"}
-    write_status(Warehouse(home), row, status, void_reason="stock engine died" if status == "void" else None)
-
-
 def test_quota_exhausted_and_void_refund(front):
     """A study agent has one `test` evaluation per task: the second is refused until the first is void."""
     from speculator_arena.frontdoor.accounts import invite
@@ -116,9 +101,9 @@ def test_quota_exhausted_and_void_refund(front):
     assert r.status_code == 429 and f"{limit} of {limit} test evaluations" in r.json()["error"]
     assert front.stored()["submissions"] == limit
     # a measured evaluation keeps its slot; a void one (the arena's fault) refunds it
-    _finish(front.home, accepted[0]["evaluation_id"], "measured")
+    finish_evaluation(front.home, accepted[0]["evaluation_id"], "measured")
     assert front.post(submission(split="test"), token=token).status_code == 429
-    _finish(front.home, accepted[0]["evaluation_id"], "void")
+    finish_evaluation(front.home, accepted[0]["evaluation_id"], "void")
     r = front.post(submission(split="test"), token=token)
     assert r.status_code == 201, r.text
     # the participant account next to it is untouched
