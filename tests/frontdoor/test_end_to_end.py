@@ -32,7 +32,8 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
     from speculator_arena.pools.build import build_all
 
     home = tmp_path / "arena_home"
-    version = stage_ci_protocol(tmp_path / "protocol")
+    # one pass per workload: the front door is under test here, not the speed statistics
+    version = stage_ci_protocol(tmp_path / "protocol", passes_per_workload=1)
     env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(tmp_path / "protocol"),
                ARENA_SHARED_DATA=str(shared_data))
     for k, v in env.items():
