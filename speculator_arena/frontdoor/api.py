@@ -38,10 +38,14 @@ def create_app(home=None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app):
-        from speculator_arena.frontdoor.intake import clean_staging
+        from speculator_arena.frontdoor.intake import clean_staging, remove_unreferenced_seals
 
-        connect(home).close()
-        clean_staging(home)
+        con = connect(home)
+        try:
+            clean_staging(home)
+            remove_unreferenced_seals(con, home)
+        finally:
+            con.close()
         yield
 
     app = FastAPI(title="SpeculatorArena", version="1", lifespan=lifespan,

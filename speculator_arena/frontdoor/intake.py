@@ -5,12 +5,12 @@ Order, so that a refusal stores nothing and uses no quota:
    commits), and the account's quota (a cheap early refusal);
 2. the engine extracted or fetched, and the speculator fetched, into a private staging
    directory (refusals remove it);
-3. both sealed into the content-addressed store (`seal.py`; a sealed copy with no submission
-   row is inert, and identical bytes share it);
+3. both sealed into the content-addressed store (`seal.py`; identical bytes share one copy; a
+   copy no row names is inert and is removed once old by `remove_unreferenced_seals`);
 4. in one `BEGIN IMMEDIATE` transaction: the quota counted again and the submission row
    inserted. Only a committed row is an accepted submission; the queue reads nothing else.
-A server killed at any step leaves either no row or a whole one; staging leftovers are removed
-by `clean_staging` when the API starts.
+A server killed at any step leaves either no row or a whole one; staging leftovers and old
+unnamed sealed copies are removed when the API starts.
 """
 
 from __future__ import annotations
@@ -197,3 +197,25 @@ def clean_staging(home=None) -> int:
         shutil.rmtree(d, ignore_errors=True)
         n += 1
     return n
+
+
+def remove_unreferenced_seals(con, home=None, min_age_s: float = 3600.0) -> list[str]:
+    """Sealed copies no submission names, older than `min_age_s`: what a killed server, or a
+    submission that lost the race for the last quota slot after sealing, left behind.
+
+    The age keeps a copy that an intake still in flight has just sealed (or found) and is about
+    to name in its row.
+    """
+    from speculator_arena.frontdoor.seal import store_dir, unseal_and_remove
+
+    store = store_dir(home)
+    if not store.is_dir():
+        return []
+    named = {r[0] for r in con.execute("SELECT engine_digest FROM submissions UNION "
+                                       "SELECT speculator_digest FROM submissions WHERE speculator_digest IS NOT NULL")}
+    removed = []
+    for entry in store.iterdir():
+        if entry.name not in named and time.time() - entry.stat().st_mtime > min_age_s:
+            unseal_and_remove(entry)
+            removed.append(entry.name)
+    return removed

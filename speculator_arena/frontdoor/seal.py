@@ -56,11 +56,15 @@ def seal_tree(staged: Path, kind: str, source: str, home=None) -> tuple[str, Pat
         shutil.rmtree(staged)  # the same bytes are already sealed
     else:
         if final.exists():  # a torn copy (crash mid-rename cannot happen; a tampered one can)
-            unseal(final)
-            shutil.rmtree(final)
+            unseal_and_remove(final)
         seal(staged)
         os.replace(staged, final)
     return digest, final / TREE
+
+
+def unseal_and_remove(entry: Path) -> None:
+    unseal(entry)
+    shutil.rmtree(entry)
 
 
 def sealed_root(path: str | os.PathLike | None, home=None) -> Path | None:

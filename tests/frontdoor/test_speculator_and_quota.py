@@ -172,3 +172,25 @@ def test_protocol_and_board_endpoints(front):
     assert r.status_code == 404
     r = front.client.get(f"/api/submissions/{sid}", headers={"Authorization": f"Bearer {front.token}"})
     assert r.status_code == 200 and r.json()["status"] == "queued" and r.json()["position"] == 1
+
+
+def test_unreferenced_seals_are_collected_when_old(front):
+    """A sealed copy no submission names (a lost race, a killed server) goes once it is old."""
+    import time
+
+    from speculator_arena.frontdoor.intake import remove_unreferenced_seals
+    from speculator_arena.frontdoor.seal import TREE, seal_tree, staging_dir, store_dir
+    from speculator_arena.frontdoor.state import connect
+
+    kept = front.post(submission()).json()["engine_digest"]
+    staged = staging_dir(front.home) / "orphan"
+    (staged / TREE).mkdir(parents=True)
+    (staged / TREE / "launch.sh").write_text("#!/bin/bash\n")
+    orphan, _ = seal_tree(staged, "engine", "inline", front.home)
+    con = connect(front.home)
+    assert remove_unreferenced_seals(con, front.home) == []  # young: an intake may be about to name it
+    old = time.time() - 7200
+    for d in (orphan, kept):
+        os.utime(store_dir(front.home) / d, (old, old))
+    assert remove_unreferenced_seals(con, front.home) == [orphan]
+    assert sorted(p.name for p in store_dir(front.home).iterdir()) == [kept]
