@@ -32,8 +32,7 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
     from speculator_arena.pools.build import build_all
 
     home = tmp_path / "arena_home"
-    # one pass per workload: the front door is under test here, not the speed statistics
-    version = stage_ci_protocol(tmp_path / "protocol", passes_per_workload=1)
+    version = stage_ci_protocol(tmp_path / "protocol")
     env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(tmp_path / "protocol"),
                ARENA_SHARED_DATA=str(shared_data))
     for k, v in env.items():
@@ -65,15 +64,14 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
         for word in ("queued", "running", "measured"):
             assert word in err  # the participant watched it move
         assert entry is not None and entry["section"] == "participants" and entry["is_reference"] is False
-        assert entry["specscore"] is not None and entry["label"] == "newcomer"
+        assert entry["specscore"] is not None and entry["label"] == "newcomer", entry
 
         board = httpx.get(f"{server.url}/api/board", params={"task": TASK, "split": "dev"}, timeout=120).json()
         assert board["protocol_version"] == version
         ours = [r for r in board["participants"] if r["evaluation_id"] == status["evaluation_id"]]
         assert len(ours) == 1 and ours[0]["account_id"].startswith("acct-")
         assert not any(r["evaluation_id"] == status["evaluation_id"] for r in board["references"])
-        if ours[0]["ranked"]:
-            assert ours[0]["rank"] == 1
+        assert ours[0]["ranked"] and ours[0]["rank"] == 1, ours[0]
     finally:
         server.stop()
 
