@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "speculator_arena.runners.commands",
     "speculator_arena.dashboards.commands",
     "speculator_arena.backends.kubernetes.commands",
+    "speculator_arena.frontdoor.commands",
 )
 
 

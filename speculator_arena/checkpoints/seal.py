@@ -68,10 +68,13 @@ def verify_manifest(directory: str | os.PathLike, full: bool = False) -> list[st
 
 
 def seal(directory: Path) -> None:
-    """Make the tree read-only for everyone and readable (and traversable) by everyone."""
+    """Make the tree read-only for everyone and readable (and traversable) by everyone; executable files
+    stay executable, links are left as they are (chmod would follow them)."""
     for path in sorted(directory.rglob("*"), key=lambda p: len(p.parts), reverse=True):
         mode = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
-        if path.is_dir():
+        if path.is_symlink():
+            continue
+        if path.is_dir() or path.stat().st_mode & stat.S_IXUSR:  # directories, and executables stay so
             mode |= stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
         os.chmod(path, mode)
     os.chmod(directory, 0o555)

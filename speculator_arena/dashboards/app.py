@@ -21,6 +21,7 @@ PAGES = [
     st.Page(HERE / "views" / "gap.py", title="Dev/test gap", url_path="gap"),
     st.Page(HERE / "views" / "protocol.py", title="Protocol", url_path="protocol"),
     st.Page(HERE / "views" / "data_card.py", title="Data card", url_path="data-card"),
+    st.Page(HERE / "views" / "submit.py", title="Submit", url_path="submit"),
 ]
 
 page = st.navigation(PAGES)

@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from speculator_arena.frontdoor.seal import sealed_provenance, verify_sealed_inputs
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.runners import probes as probes_mod
@@ -219,7 +220,8 @@ class Evaluation:
         return {
             "engine_path": str(eng), "engine_digest": tree_digest(eng),
             "stock_engine_path": str(stock), "stock_engine_digest": tree_digest(stock),
-            "speculator": s.speculator, "host": socket.gethostname(), "code_commit": code_commit(),
+            "speculator": s.speculator, **sealed_provenance(s.engine, s.speculator, self.wh.home),
+            "host": socket.gethostname(), "code_commit": code_commit(),
             "runner_user": os.environ.get("USER") or str(os.geteuid()), "runner_is_root": os.geteuid() == 0,
             "device": {"nvml": self.device.available, "reason": self.device.reason,
                        "name": self.device.name, "total_bytes": self.device.total_bytes},
@@ -297,6 +299,7 @@ class Evaluation:
         from speculator_arena.pools.api import load_pool
 
         self.pool = load_pool(s.task_id, s.split, home=self.wh.home)
+        verify_sealed_inputs(s.engine, s.speculator, self.wh.home)
         cand_src = resolve_engine_path(s.engine)
         stock_src = resolve_engine_path(s.stock_engine or default_stock_engine(s.task_id, s.protocol_version))
 

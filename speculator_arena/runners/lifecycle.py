@@ -25,6 +25,8 @@ from pathlib import Path
 
 import httpx
 
+from speculator_arena.frontdoor.plugins import PluginInstallError, install_plugins, with_plugin_path
+
 ENGINE_USER = "arena-engine"
 LOG_HEAD = 32_000
 LOG_TAIL = 32_000
@@ -211,6 +213,10 @@ class EngineRun:
         tmp.mkdir()
         env = dict(self.env_vars)
         env.update(HOME=str(home), TMPDIR=str(tmp), PORT=str(self.port))
+        try:
+            env = with_plugin_path(env, install_plugins(engine_dir, self.workspace, env.get("ARENA_PYTHON")))
+        except PluginInstallError as exc:
+            raise EngineStartError(str(exc)) from exc
         kwargs: dict = {}
         if root_mode:
             pw = ensure_engine_user()

@@ -1,0 +1,111 @@
+"""Accounts by invitation, and their bearer tokens.
+
+A token is `sa_<token id>_<secret>`: the id (8 random bytes) finds the row, the secret (32
+random bytes, 256 bits) proves it. Only sha256(secret) is stored, and it is compared with
+`hmac.compare_digest` (constant time). Why sha256 and not argon2: argon2's cost protects
+low-entropy passwords against guessing from a stolen hash; a 256-bit random secret cannot be
+guessed from its hash at any cost, and a slow hash would only slow every API call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import sqlite3
+import time
+import uuid
+from dataclasses import dataclass
+
+from speculator_arena.frontdoor.errors import Refused, Unauthorized
+from speculator_arena.frontdoor.state import get_setting, set_setting, sql, transaction
+
+KINDS = ("participant", "study_agent")
+TOKEN_RE = re.compile(r"^sa_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{1,62}$")
+REGISTRATION = "registration_open"
+
+
+@dataclass(frozen=True)
+class Account:
+    account_id: str
+    name: str
+    kind: str
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _new_token(con: sqlite3.Connection, account_id: str) -> str:
+    token_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+    con.execute("INSERT INTO tokens (token_id, account_id, secret_hash, created_at) VALUES (?, ?, ?, ?)",
+                (token_id, account_id, _hash(secret), time.time()))
+    return f"sa_{token_id}_{secret}"
+
+
+def invite(con: sqlite3.Connection, name: str, kind: str = "participant") -> tuple[Account, str]:
+    """Create an account and its first token; the token is returned once and never stored."""
+    if kind not in KINDS:
+        raise Refused(f"account kind must be one of {KINDS}, not {kind!r}")
+    if not NAME_RE.match(name or ""):
+        raise Refused("account name: 2 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit")
+    account = Account(account_id=f"acct-{uuid.uuid4().hex[:12]}", name=name, kind=kind)
+    with transaction(con):
+        if con.execute("SELECT 1 FROM accounts WHERE name = ?", (name,)).fetchone():
+            raise Refused(f"an account named {name!r} already exists", status=409)
+        con.execute("INSERT INTO accounts (account_id, name, kind, created_at) VALUES (?, ?, ?, ?)",
+                    (account.account_id, name, kind, time.time()))
+        token = _new_token(con, account.account_id)
+    return account, token
+
+
+def register(con: sqlite3.Connection, name: str) -> tuple[Account, str]:
+    """`POST /register`: a participant account, only while the operators keep registration open."""
+    if not registration_open(con):
+        raise Refused("registration is closed: ask the operators for an invitation", status=403)
+    return invite(con, name, "participant")
+
+
+def revoke(con: sqlite3.Connection, name: str) -> int:
+    """Revoke an account and every token of it; returns the number of tokens revoked."""
+    now = time.time()
+    with transaction(con):
+        row = con.execute("SELECT account_id FROM accounts WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise Refused(f"no account named {name!r}", status=404)
+        con.execute("UPDATE accounts SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL",
+                    (now, row["account_id"]))
+        n = con.execute("UPDATE tokens SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL",
+                        (now, row["account_id"])).rowcount
+    return n
+
+
+def authenticate(con: sqlite3.Connection, authorization: str | None) -> Account:
+    """The account of an `Authorization: Bearer <token>` header, or Unauthorized."""
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise Unauthorized("missing bearer token: send `Authorization: Bearer <token>`")
+    m = TOKEN_RE.match(token.strip())
+    row = con.execute(sql("token_lookup"), (m.group(1),)).fetchone() if m else None
+    # The secret's hash is compared even without a row, so both answers take the same time.
+    stored = row["secret_hash"] if row else _hash("")
+    given = _hash(m.group(2)) if m else _hash("-")
+    if not (hmac.compare_digest(stored, given) and row):
+        raise Unauthorized("invalid or revoked token")
+    return Account(row["account_id"], row["name"], row["kind"])
+
+
+def accounts(con: sqlite3.Connection) -> list[dict]:
+    return [dict(r) for r in con.execute("SELECT account_id, name, kind, created_at, revoked_at FROM accounts "
+                                         "ORDER BY created_at")]
+
+
+def registration_open(con: sqlite3.Connection) -> bool:
+    return get_setting(con, REGISTRATION, "0") == "1"
+
+
+def set_registration(con: sqlite3.Connection, is_open: bool) -> None:
+    with transaction(con):
+        set_setting(con, REGISTRATION, "1" if is_open else "0")

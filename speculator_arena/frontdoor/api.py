@@ -1,0 +1,142 @@
+"""The arena's HTTP API (FastAPI on uvicorn): `arena api`, the same behind a proxy in production.
+
+- `GET /api/protocol[?version=N]`: the protocol document (`arena protocol --json`), with an ETag.
+- `POST /api/submissions`: a section-2 submission with `Authorization: Bearer <token>`.
+- `GET /api/submissions/{id}`: the owner's status, progress and evaluation link.
+- `GET /api/board?task=&split=`: the public ranking as JSON.
+- `POST /register`: a participant token, only while the operators have opened registration.
+Errors are JSON `{"error": reason}` with the status code; OpenAPI docs are at `/docs`.
+The handlers do their work (SQLite, extraction, fetching, scoring) in FastAPI's thread pool,
+one SQLite connection per request.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Header, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+
+from speculator_arena.frontdoor import accounts
+from speculator_arena.frontdoor.errors import NotFound, Refused
+from speculator_arena.frontdoor.state import connect
+from speculator_arena.warehouse import Warehouse, arena_home
+
+# Room for the JSON around the largest inline engine the protocol allows.
+BODY_SLACK = 64 * 1024
+
+
+class RegisterRequest(BaseModel):
+    name: str
+
+
+def create_app(home=None) -> FastAPI:
+    home = arena_home(home)
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        from speculator_arena.frontdoor.intake import clean_staging, remove_unreferenced_seals
+
+        con = connect(home)
+        try:
+            clean_staging(home)
+            remove_unreferenced_seals(con, home)
+        finally:
+            con.close()
+        yield
+
+    app = FastAPI(title="SpeculatorArena", version="1", lifespan=lifespan,
+                  description="Submit speculators and engines, follow their evaluations, read the board.")
+
+    @app.exception_handler(Refused)
+    async def refused(_req, exc: Refused):
+        return JSONResponse({"error": exc.reason}, status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_req, exc: RequestValidationError):
+        errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
+        return JSONResponse({"error": errs}, status_code=422)
+
+    def _with_db(fn, *args):
+        con = connect(home)
+        try:
+            return fn(con, *args)
+        finally:
+            con.close()
+
+    @app.get("/api/protocol", summary="The protocol version in force (or any published one)")
+    def protocol(request: Request, version: int | None = Query(None)):
+        from speculator_arena.protocol import available_versions, load_protocol
+
+        if version is not None and version not in available_versions():
+            raise NotFound(f"no protocol version {version}; published: {available_versions()}")
+        doc = load_protocol(version).as_document()
+        etag = f'"{doc["digest"]}"'
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers={"ETag": etag})
+        return JSONResponse(doc, headers={"ETag": etag, "Cache-Control": "public, max-age=60"})
+
+    @app.post("/api/submissions", status_code=201, summary="Submit (protocol section 2)")
+    async def submit(request: Request, authorization: str | None = Header(None)):
+        from speculator_arena.frontdoor.intake import submit as intake
+        from speculator_arena.protocol import load_protocol
+
+        account = await run_in_threadpool(_with_db, accounts.authenticate, authorization)
+        limit = load_protocol().submission.inline_engine_max_chars + BODY_SLACK
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise Refused(f"request body over {limit:,} bytes (the inline engine limit is "
+                              f"{load_protocol().submission.inline_engine_max_chars:,} characters)", status=413)
+        row = await run_in_threadpool(_with_db, lambda con: intake(con, Warehouse(home), account, bytes(body)))
+        return {"submission_id": row["submission_id"], "evaluation_id": row["evaluation_id"], "status": "queued",
+                "engine_digest": row["engine_digest"], "speculator_digest": row["speculator_digest"]}
+
+    @app.get("/api/submissions/{submission_id}", summary="The owner's view of a submission")
+    def submission(submission_id: str, authorization: str | None = Header(None)):
+        from speculator_arena.frontdoor.queue import submission_status
+
+        def look(con):
+            account = accounts.authenticate(con, authorization)
+            found = submission_status(con, Warehouse(home), submission_id, account.account_id)
+            if found is None:
+                raise NotFound(f"no submission {submission_id} of this account")
+            return found
+
+        return _with_db(look)
+
+    @app.get("/api/quota", summary="The caller's quota use on a task and split")
+    def quota(task: str, split: str = "dev", authorization: str | None = Header(None)):
+        from speculator_arena.frontdoor.quotas import summary
+
+        def look(con):
+            account = accounts.authenticate(con, authorization)
+            return summary(con, Warehouse(home), account.account_id, account.kind, task, split)
+
+        return _with_db(look)
+
+    @app.get("/api/board", summary="The public ranking of a task and split")
+    def board(task: str, split: str = Query("test", pattern="^(dev|test)$")):
+        from speculator_arena.frontdoor.board import board_json
+        from speculator_arena.protocol import load_protocol
+
+        if task not in load_protocol().tasks:
+            raise NotFound(f"unknown task {task!r}")
+        return board_json(Warehouse(home), task, split)
+
+    @app.post("/register", status_code=201, summary="A participant token, while registration is open")
+    def register(req: RegisterRequest):
+        account, token = _with_db(accounts.register, req.name)
+        return {"account_id": account.account_id, "name": account.name, "kind": account.kind, "token": token,
+                "note": "the token is shown once; the arena keeps only its hash"}
+
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn's factory (`arena api`): the app on `$ARENA_HOME`."""
+    return create_app()

@@ -1,0 +1,108 @@
+"""The kit's client: `arena submit`, talking to the arena's API (`ARENA_URL`, `ARENA_TOKEN`).
+
+It packs an engine directory as an inline `.tar.gz` (or names a repository at a commit), posts
+the section-2 JSON, then follows the submission's status until its evaluation has ended and its
+row is on the board.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from speculator_arena.frontdoor.archive import pack_engine
+
+FINAL = ("measured", "failed", "void")
+
+
+class SubmitError(RuntimeError):
+    """The arena refused the submission, or could not be reached; the message says why."""
+
+
+def _split_at(value: str, what: str) -> tuple[str, str]:
+    if "@" not in value:
+        raise SubmitError(f"{what} must be NAME@COMMIT (an exact 40-hex commit), not {value!r}")
+    name, _, commit = value.rpartition("@")
+    return name, commit
+
+
+def build_submission(task: str, split: str, kind: str, method: str = "", engine: str | None = None,
+                     engine_repo: str | None = None, speculator: str | None = None,
+                     engine_archive: bytes | None = None) -> dict:
+    """The JSON of protocol section 2: the engine as a directory, a `.tar.gz`'s bytes, or URL@COMMIT."""
+    if sum(map(bool, (engine, engine_repo, engine_archive))) != 1:
+        raise SubmitError("give exactly one engine: a directory (--engine DIR), a .tar.gz, or --engine-repo URL@COMMIT")
+    if engine or engine_archive:
+        src = {"inline": base64.b64encode(engine_archive or pack_engine(Path(engine))).decode()}
+    else:
+        url, commit = _split_at(engine_repo, "--engine-repo")
+        src = {"repository": url, "commit": commit}
+    doc = {"task_id": task, "split": split, "engine": src, "solution": {"method": method, "kind": kind}}
+    if speculator:
+        if speculator.startswith("workspace:"):
+            doc["speculator"] = {"uri": speculator, "revision": ""}
+        else:
+            repo, rev = _split_at(speculator, "--speculator")
+            doc["speculator"] = {"uri": repo, "revision": rev}
+    return doc
+
+
+class Client:
+    def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 600.0):
+        self.url = (url or os.environ.get("ARENA_URL") or "http://127.0.0.1:8000").rstrip("/")
+        self.token = token if token is not None else os.environ.get("ARENA_TOKEN", "")
+        self.http = httpx.Client(base_url=self.url, timeout=timeout,
+                                 headers={"Authorization": f"Bearer {self.token}"} if self.token else {})
+
+    def _call(self, method: str, path: str, **kw) -> dict:
+        try:
+            r = self.http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise SubmitError(f"cannot reach the arena at {self.url}: {exc}") from exc
+        try:
+            body = r.json()
+        except ValueError:
+            body = {"error": r.text[:300]}
+        if r.status_code >= 400:
+            raise SubmitError(f"{r.status_code}: {body.get('error', body)}")
+        return body
+
+    def submit(self, doc: dict) -> dict:
+        return self._call("POST", "/api/submissions", json=doc)
+
+    def status(self, submission_id: str) -> dict:
+        return self._call("GET", f"/api/submissions/{submission_id}")
+
+    def board(self, task: str, split: str) -> dict:
+        return self._call("GET", "/api/board", params={"task": task, "split": split})
+
+    def follow(self, submission_id: str, poll_s: float = 5.0, say=None, timeout_s: float | None = None) -> dict:
+        """Poll until the evaluation ends; `say` gets each change of status or progress."""
+        say = say or (lambda m: print(m, file=sys.stderr, flush=True))
+        seen, t0 = None, time.time()
+        while True:
+            s = self.status(submission_id)
+            now = (s["status"], s.get("progress"), s.get("position"))
+            if now != seen:
+                where = f" (position {s['position']} in the queue)" if s.get("position") else ""
+                say(f"[{time.time() - t0:5.0f} s] {s['status']}{where}" + (f": {s['progress']}" if s.get("progress") else ""))
+                seen = now
+            if s["status"] in FINAL:
+                return s
+            if timeout_s is not None and time.time() - t0 > timeout_s:
+                raise SubmitError(f"submission {submission_id} still {s['status']} after {timeout_s:.0f} s")
+            time.sleep(poll_s)
+
+    def board_entry(self, status: dict) -> dict | None:
+        """The submission's row on its task's board, once the evaluation has been scored."""
+        board = self.board(status["task_id"], status["split"])
+        for section in ("participants", "references"):
+            for row in board[section]:
+                if row["evaluation_id"] == status["evaluation_id"]:
+                    return row
+        return None

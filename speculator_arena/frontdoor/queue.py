@@ -1,0 +1,68 @@
+"""The queue: accepted submissions waiting for, in, or past their evaluation.
+
+A committed submission row is a queued evaluation (its evaluation id is fixed at intake). The
+Dagster sensor `submission_queue` (speculator_arena/assets/submissions.py) starts the oldest one
+that has no run yet, one at a time per device, as a run of the `evaluation` asset's partition.
+What the participant sees is the warehouse's status of that evaluation (queued until the
+runner writes its row, then running, measured, failed or void) and the runner's phase.
+"""
+
+from __future__ import annotations
+
+import os
+
+from speculator_arena.frontdoor.quotas import evaluation_statuses
+from speculator_arena.frontdoor.state import sql
+
+DEVICE_TAG = "arena/device"
+SUBMISSION_TAG = "arena/submission"
+
+
+def device_name() -> str:
+    """The device this queue's runs use (`ARENA_DEVICE`); one evaluation at a time on each."""
+    return os.environ.get("ARENA_DEVICE", "local")
+
+
+def waiting(con, wh) -> list[dict]:
+    """Accepted submissions whose evaluation has not started (oldest first)."""
+    statuses = evaluation_statuses(wh)
+    return [dict(r) for r in con.execute(sql("queued_submissions"))
+            if statuses.get(r["evaluation_id"], "queued") == "queued"]
+
+
+def evaluation_config(sub: dict, account_name: str) -> dict:
+    """The `evaluation` asset's config for a submission (the harness's EvaluationSpec)."""
+    return {"task_id": sub["task_id"], "engine": sub["engine_dir"], "split": sub["split"],
+            "label": account_name, "account_id": sub["account_id"], "submission_id": sub["submission_id"],
+            "is_reference": False, "solution_kind": sub["solution_kind"],
+            "speculator": sub["speculator_dir"] or ""}
+
+
+def board_url(evaluation_id: str) -> str:
+    base = os.environ.get("ARENA_BOARD_URL", "").rstrip("/")
+    return f"{base}/evaluation?evaluation={evaluation_id}"
+
+
+def submission_status(con, wh, submission_id: str, account_id: str) -> dict | None:
+    """What the owner sees of a submission: status, the runner's phase, the evaluation's link."""
+    from speculator_arena.runners.status import current_row, read_state
+
+    row = con.execute("SELECT * FROM submissions WHERE submission_id = ? AND account_id = ?",
+                      (submission_id, account_id)).fetchone()
+    if row is None:
+        return None
+    eid = row["evaluation_id"]
+    ev = current_row(wh, eid) or {}
+    state = read_state(wh, eid) or {}
+    out = {
+        "submission_id": submission_id, "evaluation_id": eid, "task_id": row["task_id"], "split": row["split"],
+        "status": ev.get("status", "queued"), "progress": state.get("phase"),
+        "void_reason": ev.get("void_reason"), "failure_reason": ev.get("failure_reason"),
+        "accepted_at": row["accepted_at"], "engine_digest": row["engine_digest"],
+        "speculator_digest": row["speculator_digest"], "evaluation_url": board_url(eid),
+        "position": None,
+    }
+    if out["status"] == "queued":
+        ids = [w["submission_id"] for w in waiting(con, wh)]
+        out["position"] = ids.index(submission_id) + 1 if submission_id in ids else None
+    return out

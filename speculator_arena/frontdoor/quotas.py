@@ -1,0 +1,48 @@
+"""Quota use (protocol section 8), derived rather than counted.
+
+An account's use for a task and split is its accepted submissions minus those whose evaluation
+ended void (the arena's fault: refunded). It is read from the submissions table and the
+warehouse's `evaluations` rows each time, so there is no second counter that could drift from
+what happened; a refused submission never reaches the table and so uses nothing. Called inside
+the intake's `BEGIN IMMEDIATE` transaction, the count and the insert are one atomic step.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from speculator_arena.frontdoor.state import sql
+from speculator_arena.protocol import load_protocol
+
+
+def limit(kind: str, split: str, version: int | None = None) -> int:
+    return int(load_protocol(version).quotas[kind][split])
+
+
+def evaluation_status(wh, evaluation_id: str) -> str:
+    """The evaluation's status in the warehouse; `queued` until the runner wrote its row."""
+    from speculator_arena.runners.status import current_row
+
+    row = current_row(wh, evaluation_id)
+    return row["status"] if row else "queued"
+
+
+def evaluation_statuses(wh) -> dict[str, str]:
+    """Every evaluation's latest status, read in one pass (the queue's view of the warehouse)."""
+    if not (wh.raw / "evaluations").is_dir():
+        return {}
+    latest: dict[str, tuple[float, str]] = {}
+    for r in wh.read_table("evaluations").select(["evaluation_id", "status", "updated_at"]).to_pylist():
+        if r["evaluation_id"] not in latest or (r["updated_at"] or 0) >= latest[r["evaluation_id"]][0]:
+            latest[r["evaluation_id"]] = (r["updated_at"] or 0, r["status"])
+    return {k: v[1] for k, v in latest.items()}
+
+
+def used(con: sqlite3.Connection, wh, account_id: str, task_id: str, split: str) -> int:
+    ids = [r["evaluation_id"] for r in con.execute(sql("quota_submissions"), (account_id, task_id, split))]
+    return sum(evaluation_status(wh, eid) != "void" for eid in ids)
+
+
+def summary(con: sqlite3.Connection, wh, account_id: str, kind: str, task_id: str, split: str) -> dict:
+    n, cap = used(con, wh, account_id, task_id, split), limit(kind, split)
+    return {"task_id": task_id, "split": split, "used": n, "limit": cap, "left": max(cap - n, 0)}

@@ -1,0 +1,41 @@
+-- The front door's operational state (accounts, token hashes, submissions, settings).
+CREATE TABLE IF NOT EXISTS accounts (
+    account_id  TEXT PRIMARY KEY,
+    name        TEXT NOT NULL UNIQUE,
+    kind        TEXT NOT NULL CHECK (kind IN ('participant', 'study_agent')),
+    created_at  REAL NOT NULL,
+    revoked_at  REAL
+);
+
+CREATE TABLE IF NOT EXISTS tokens (
+    token_id     TEXT PRIMARY KEY,
+    account_id   TEXT NOT NULL REFERENCES accounts(account_id),
+    secret_hash  TEXT NOT NULL,
+    created_at   REAL NOT NULL,
+    revoked_at   REAL
+);
+
+CREATE TABLE IF NOT EXISTS submissions (
+    submission_id     TEXT PRIMARY KEY,
+    evaluation_id     TEXT NOT NULL UNIQUE,
+    account_id        TEXT NOT NULL REFERENCES accounts(account_id),
+    task_id           TEXT NOT NULL,
+    split             TEXT NOT NULL,
+    protocol_version  INTEGER NOT NULL,
+    solution_kind     TEXT NOT NULL,
+    solution_method   TEXT NOT NULL,
+    engine_source     TEXT NOT NULL,
+    engine_digest     TEXT NOT NULL,
+    engine_dir        TEXT NOT NULL,
+    speculator_source TEXT,
+    speculator_digest TEXT,
+    speculator_dir    TEXT,
+    accepted_at       REAL NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS submissions_quota ON submissions (account_id, task_id, split);
+
+CREATE TABLE IF NOT EXISTS settings (
+    key    TEXT PRIMARY KEY,
+    value  TEXT NOT NULL
+);

@@ -1,0 +1,104 @@
+"""Tried as a new user would: an operator invites an account, the participant submits
+`engines/dev-ngram` inline with `arena submit` to `arena api` on localhost, the queue runs the
+evaluation (the real runner, the development engine, SmolLM2 on CPU, the CI profile), and the
+account is ranked on the board JSON as a participant, not a reference."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from .conftest import DEV_NGRAM, REPO, TASK
+from .test_server import ApiServer
+
+pytestmark = pytest.mark.slow
+
+
+def _arena(args, env, **kw):
+    return subprocess.run([sys.executable, "-m", "speculator_arena.cli", *args], env=env, cwd=REPO,
+                          capture_output=True, text=True, **kw)
+
+
+def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_target):
+    sys.path.insert(0, str(REPO / "tests" / "runners"))
+    from ci_profile import stage_ci_protocol
+
+    from speculator_arena.pools.build import build_all
+
+    home = tmp_path / "arena_home"
+    version = stage_ci_protocol(tmp_path / "protocol")
+    env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(tmp_path / "protocol"),
+               ARENA_SHARED_DATA=str(shared_data))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    build_all(TASK, data=str(shared_data), home=home, progress=lambda *a, **k: None)
+
+    invited = _arena(["accounts", "invite", "newcomer"], env, check=True)
+    token = invited.stdout.strip()
+    assert token.startswith("sa_") and "shown once" in invited.stderr
+
+    server = ApiServer(home)
+    try:
+        submit = subprocess.Popen(
+            [sys.executable, "-m", "speculator_arena.cli", "submit", "--task", TASK, "--split", "dev",
+             "--engine", str(DEV_NGRAM), "--kind", "ngram", "--method", "n-gram lookup, 4 tokens", "--poll", "2"],
+            env=dict(env, ARENA_URL=server.url, ARENA_TOKEN=token), cwd=REPO,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while not list((home / "frontdoor").glob("state.db")) or _count(home) == 0:
+            assert time.time() < deadline and submit.poll() is None, submit.communicate()
+            time.sleep(0.5)
+        worker = _arena(["queue", "work", "--once"], env, timeout=1800)
+        assert worker.returncode == 0, worker.stderr[-3000:]
+        out, err = submit.communicate(timeout=300)
+        result = json.loads(out)
+        status, entry = result["submission"], result["board"]
+        assert status["status"] == "measured", (status["void_reason"], status["failure_reason"], err[-2000:])
+        assert submit.returncode == 0, err[-2000:]
+        for word in ("queued", "running", "measured"):
+            assert word in err  # the participant watched it move
+        assert entry is not None and entry["section"] == "participants" and entry["is_reference"] is False
+        assert entry["specscore"] is not None and entry["label"] == "newcomer", entry
+
+        board = httpx.get(f"{server.url}/api/board", params={"task": TASK, "split": "dev"}, timeout=120).json()
+        assert board["protocol_version"] == version
+        ours = [r for r in board["participants"] if r["evaluation_id"] == status["evaluation_id"]]
+        assert len(ours) == 1 and ours[0]["account_id"].startswith("acct-")
+        assert not any(r["evaluation_id"] == status["evaluation_id"] for r in board["references"])
+        assert ours[0]["ranked"] and ours[0]["rank"] == 1, ours[0]
+    finally:
+        server.stop()
+
+    from speculator_arena.runners.status import current_row
+    from speculator_arena.warehouse import Warehouse
+
+    row = current_row(Warehouse(home), status["evaluation_id"])
+    provenance = json.loads(row["provenance"])
+    assert provenance["engine_sealed_digest"] == status["engine_digest"]
+    assert row["submission_id"] == status["submission_id"] and row["is_reference"] is False
+
+    # the board's evaluation page shows the sealed digest in its provenance
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO / "speculator_arena" / "dashboards" / "app.py"), default_timeout=180)
+    at.query_params.update({"task": TASK, "split": "dev", "evaluation": status["evaluation_id"]})
+    at.run()
+    at.switch_page("views/evaluation.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any(status["engine_digest"] in str(j.value) for j in at.json)
+
+
+def _count(home) -> int:
+    from speculator_arena.frontdoor.state import connect
+
+    con = connect(home)
+    try:
+        return con.execute("SELECT count(*) FROM submissions").fetchone()[0]
+    finally:
+        con.close()

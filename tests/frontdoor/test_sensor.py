@@ -1,0 +1,84 @@
+"""The submission_queue sensor, evaluated with Dagster's own testing API (build_sensor_context)
+on a temporary instance and warehouse: what it starts, in which order, and that it waits while
+its device is busy."""
+
+from __future__ import annotations
+
+import uuid
+
+import dagster as dg
+import pytest
+
+from .conftest import finish_evaluation, submission
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def _tick(instance, home):
+    from speculator_arena.assets.submissions import submission_queue
+    from speculator_arena.dagster_project.resources import WarehouseResource
+
+    with dg.build_sensor_context(instance=instance, resources={"warehouse": WarehouseResource(home=str(home))}) as ctx:
+        return submission_queue(ctx)
+
+
+def _run_with_tags(instance, tags: dict, status=dg.DagsterRunStatus.SUCCESS) -> None:
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    instance.add_run(DagsterRun(job_name="submission_evaluation", run_id=str(uuid.uuid4()), status=status, tags=tags))
+
+
+def test_sensor_starts_the_oldest_waiting_submission(front, instance):
+    from speculator_arena.frontdoor.queue import DEVICE_TAG, SUBMISSION_TAG
+
+    assert "no accepted submission" in _tick(instance, front.home).skip_message
+    first = front.post(submission()).json()
+    front.post(submission(solution={"method": "other", "kind": "suffix"}))
+
+    result = _tick(instance, front.home)
+    assert isinstance(result, dg.SensorResult) and len(result.run_requests) == 1
+    req = result.run_requests[0]
+    assert req.partition_key == first["evaluation_id"] and req.run_key == first["evaluation_id"]
+    assert req.tags == {DEVICE_TAG: "local", SUBMISSION_TAG: first["submission_id"]}
+    config = req.run_config["ops"]["evaluation"]["config"]
+    assert config["engine"].endswith(f"/sealed/{first['engine_digest']}/tree")
+    assert config["is_reference"] is False and config["label"] == "alice"
+    assert config["account_id"] == front.account_id and config["submission_id"] == first["submission_id"]
+    assert list(result.dynamic_partitions_requests[0].partition_keys) == [first["evaluation_id"]]
+
+    # while a run is in flight on the device, nothing else starts
+    _run_with_tags(instance, {DEVICE_TAG: "local", SUBMISSION_TAG: first["submission_id"]},
+                   dg.DagsterRunStatus.STARTED)
+    assert "device local is busy" in _tick(instance, front.home).skip_message
+
+
+def test_sensor_moves_on_once_a_submission_has_its_run(front, instance, monkeypatch):
+    from speculator_arena.frontdoor.queue import DEVICE_TAG, SUBMISSION_TAG
+
+    done = front.post(submission()).json()
+    finish_evaluation(front.home, done["evaluation_id"], "measured")  # run elsewhere: not waiting
+    first = front.post(submission()).json()
+    second = front.post(submission()).json()
+    assert _tick(instance, front.home).run_requests[0].tags[SUBMISSION_TAG] == first["submission_id"]
+    _run_with_tags(instance, {DEVICE_TAG: "local", SUBMISSION_TAG: first["submission_id"]})
+    req = _tick(instance, front.home).run_requests[0]
+    assert req.tags[SUBMISSION_TAG] == second["submission_id"]
+    # another device is not held up by this one's runs
+    _run_with_tags(instance, {DEVICE_TAG: "local", SUBMISSION_TAG: second["submission_id"]},
+                   dg.DagsterRunStatus.STARTED)
+    monkeypatch.setenv("ARENA_DEVICE", "gpu-1")
+    third = front.post(submission()).json()
+    req = _tick(instance, front.home).run_requests[0]
+    assert req.tags == {DEVICE_TAG: "gpu-1", SUBMISSION_TAG: third["submission_id"]}
+
+
+def test_sensor_is_part_of_the_code_location():
+    from speculator_arena.dagster_project.definitions import defs
+
+    sensor = defs.resolve_sensor_def("submission_queue")
+    assert sensor.job_name == "submission_evaluation"
+    assert defs.resolve_job_def("submission_evaluation").partitions_def.name == "evaluations"

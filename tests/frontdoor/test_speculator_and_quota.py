@@ -1,0 +1,196 @@
+"""Speculators through the real `huggingface_hub` client against a hub-shaped server on
+127.0.0.1; workspace speculators; quotas derived from submissions and void evaluations; the
+sealed store's verification."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from speculator_arena.protocol import load_protocol
+
+from .conftest import finish_evaluation, submission
+
+TARGET_TASK = "qwen3-8b"  # its target is listed by the (local) hub, as on the real arena
+SPEC_REV = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture
+def target_on_hub(hub):
+    task = load_protocol().tasks[TARGET_TASK]
+    hub.add(task.model, task.revision, {"config.json": b"{}", "model.safetensors": b"w" * 4000,
+                                        "modeling_qwen.py": b"import os\n"})
+    return 4002  # the allowed files' bytes
+
+
+def _spec_doc(**over):
+    return submission(task_id=TARGET_TASK, speculator={"uri": "org/eagle", "revision": SPEC_REV}, **over)
+
+
+def test_hub_speculator_takes_only_json_and_safetensors(front, hub, target_on_hub):
+    hub.add("org/eagle", SPEC_REV, {"config.json": b'{"draft": 1}', "model.safetensors": b"s" * 1000,
+                                     "modeling_eagle.py": b"import os; os.system('id')\n",
+                                     "README.md": b"hello"})
+    r = front.post(_spec_doc())
+    assert r.status_code == 201, r.text
+    from speculator_arena.frontdoor.seal import store_dir, verify_sealed
+
+    tree = store_dir(front.home) / r.json()["speculator_digest"] / "tree"
+    assert sorted(p.name for p in tree.rglob("*")) == ["config.json", "model.safetensors"]
+    assert verify_sealed(tree, front.home) == r.json()["speculator_digest"]
+    assert not any(path.endswith(".py") or path.endswith(".md") for path in hub.requests if "/resolve/" in path)
+    manifest = json.loads((tree.parent / "manifest.json").read_text())
+    assert manifest["source"] == f"hf:org/eagle@{SPEC_REV}"
+
+
+def test_hub_speculator_over_half_the_target(front, hub, target_on_hub, monkeypatch):
+    share = load_protocol().submission.speculator_max_share_of_target_bytes
+    hub.add("org/eagle", SPEC_REV, {"config.json": b"{}", "model.safetensors": b"s" * int(target_on_hub * share)})
+    r = front.post(_spec_doc())
+    assert r.status_code == 413, r.text
+    assert "over its limit" in r.json()["error"]
+    assert not any("/resolve/" in p and "eagle" in p for p in hub.requests)  # refused from the listing alone
+    assert front.stored() == {"submissions": 0, "sealed": [], "staging": []}
+    assert front.quota(TARGET_TASK)["used"] == 0
+
+
+def test_hub_speculator_without_weights_or_missing(front, hub, target_on_hub):
+    hub.add("org/eagle", SPEC_REV, {"config.json": b"{}", "modeling.py": b"x"})
+    r = front.post(_spec_doc())
+    assert r.status_code == 422 and "no *.safetensors" in r.json()["error"]
+    r = front.post(submission(task_id=TARGET_TASK, speculator={"uri": "org/absent", "revision": SPEC_REV}))
+    assert r.status_code == 422 and "org/absent" in r.json()["error"]
+    assert front.stored() == {"submissions": 0, "sealed": [], "staging": []}
+
+
+def test_workspace_speculator(front, tmp_path, monkeypatch, hub, target_on_hub):
+    ws = tmp_path / "workspace"
+    (ws / "run1").mkdir(parents=True)
+    (ws / "run1" / "config.json").write_text("{}")
+    (ws / "run1" / "model.safetensors").write_bytes(b"s" * 100)
+    (ws / "run1" / "train.py").write_text("print(1)")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    monkeypatch.setenv("ARENA_WORKSPACES", str(ws))
+    r = front.post(submission(task_id=TARGET_TASK, speculator={"uri": f"workspace:{outside}", "revision": ""}))
+    assert r.status_code == 400 and "not inside an operator-approved workspace" in r.json()["error"]
+    assert front.stored()["submissions"] == 0
+    r = front.post(submission(task_id=TARGET_TASK, speculator={"uri": f"workspace:{ws / 'run1'}", "revision": ""}))
+    assert r.status_code == 201, r.text
+    from speculator_arena.frontdoor.seal import store_dir
+
+    tree = store_dir(front.home) / r.json()["speculator_digest"] / "tree"
+    assert sorted(p.name for p in tree.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_quota_exhausted_and_void_refund(front):
+    """A study agent has one `test` evaluation per task: the second is refused until the first is void."""
+    from speculator_arena.frontdoor.accounts import invite
+    from speculator_arena.frontdoor.state import connect
+
+    _, token = invite(connect(front.home), "agent-1", "study_agent")
+    limit = load_protocol().quotas["study_agent"]["test"]
+    accepted = []
+    for _ in range(limit):
+        r = front.post(submission(split="test"), token=token)
+        assert r.status_code == 201, r.text
+        accepted.append(r.json())
+    r = front.post(submission(split="test"), token=token)
+    assert r.status_code == 429 and f"{limit} of {limit} test evaluations" in r.json()["error"]
+    assert front.stored()["submissions"] == limit
+    # a measured evaluation keeps its slot; a void one (the arena's fault) refunds it
+    finish_evaluation(front.home, accepted[0]["evaluation_id"], "measured")
+    assert front.post(submission(split="test"), token=token).status_code == 429
+    finish_evaluation(front.home, accepted[0]["evaluation_id"], "void")
+    r = front.post(submission(split="test"), token=token)
+    assert r.status_code == 201, r.text
+    # the participant account next to it is untouched
+    assert front.quota(split="test") == {"task_id": "local-smollm2", "split": "test", "used": 0,
+                                         "limit": load_protocol().quotas["participant"]["test"],
+                                         "left": load_protocol().quotas["participant"]["test"]}
+
+
+def test_tampered_seal_is_refused_before_the_engine_starts(front):
+    from speculator_arena.frontdoor.seal import SealBroken, store_dir, verify_sealed_inputs
+
+    r = front.post(submission())
+    tree = store_dir(front.home) / r.json()["engine_digest"] / "tree"
+    verify_sealed_inputs(str(tree), None, front.home)
+    os.chmod(tree, 0o755)
+    os.chmod(tree / "launch.sh", 0o644)
+    original = (tree / "launch.sh").read_bytes()
+    (tree / "launch.sh").write_bytes(original.replace(b"python3", b"pythonX"))  # same size, other bytes
+    with pytest.raises(SealBroken, match="sha256 of tree/launch.sh differs"):
+        verify_sealed_inputs(str(tree), None, front.home)
+    (tree / "launch.sh").write_bytes(original)
+    (tree / "extra.so").write_bytes(b"x")
+    with pytest.raises(SealBroken, match="unlisted file tree/extra.so"):
+        verify_sealed_inputs(str(tree), None, front.home)
+    (tree / "launch.sh").unlink()
+    with pytest.raises(SealBroken, match="missing tree/launch.sh"):
+        verify_sealed_inputs(str(tree), None, front.home)
+
+
+def test_registration(front):
+    from speculator_arena.frontdoor.accounts import set_registration
+    from speculator_arena.frontdoor.state import connect
+
+    r = front.client.post("/register", json={"name": "newcomer"})
+    assert r.status_code == 403 and "registration is closed" in r.json()["error"]
+    set_registration(connect(front.home), True)
+    r = front.client.post("/register", json={"name": "newcomer"})
+    assert r.status_code == 201, r.text
+    token = r.json()["token"]
+    assert front.client.post("/register", json={"name": "newcomer"}).status_code == 409
+    assert front.post(submission(), token=token).status_code == 201
+    stored = connect(front.home).execute("SELECT secret_hash FROM tokens").fetchall()
+    assert all(token.split("_")[-1] not in row[0] for row in stored)  # only hashes are kept
+
+
+def test_protocol_and_board_endpoints(front):
+    from speculator_arena.protocol.model import protocol_digest
+
+    r = front.client.get("/api/protocol")
+    doc = r.json()
+    assert r.status_code == 200 and doc["version"] == load_protocol().version
+    assert r.headers["etag"] == f'"{protocol_digest(doc["version"])}"'
+    assert front.client.get("/api/protocol", headers={"If-None-Match": r.headers["etag"]}).status_code == 304
+    assert front.client.get("/api/protocol", params={"version": 99}).status_code == 404
+    r = front.client.get("/api/board", params={"task": "local-smollm2", "split": "dev"})
+    assert r.status_code == 200 and r.json()["participants"] == []
+    assert front.client.get("/api/board", params={"task": "nope"}).status_code == 404
+    assert "/api/submissions" in front.client.get("/openapi.json").json()["paths"]
+    # someone else's submission is not visible
+    sid = front.post(submission()).json()["submission_id"]
+    from speculator_arena.frontdoor.accounts import invite
+    from speculator_arena.frontdoor.state import connect
+
+    _, other = invite(connect(front.home), "bob")
+    r = front.client.get(f"/api/submissions/{sid}", headers={"Authorization": f"Bearer {other}"})
+    assert r.status_code == 404
+    r = front.client.get(f"/api/submissions/{sid}", headers={"Authorization": f"Bearer {front.token}"})
+    assert r.status_code == 200 and r.json()["status"] == "queued" and r.json()["position"] == 1
+
+
+def test_unreferenced_seals_are_collected_when_old(front):
+    """A sealed copy no submission names (a lost race, a killed server) goes once it is old."""
+    import time
+
+    from speculator_arena.frontdoor.intake import remove_unreferenced_seals
+    from speculator_arena.frontdoor.seal import TREE, seal_tree, staging_dir, store_dir
+    from speculator_arena.frontdoor.state import connect
+
+    kept = front.post(submission()).json()["engine_digest"]
+    staged = staging_dir(front.home) / "orphan"
+    (staged / TREE).mkdir(parents=True)
+    (staged / TREE / "launch.sh").write_text("#!/bin/bash\n")
+    orphan, _ = seal_tree(staged, "engine", "inline", front.home)
+    con = connect(front.home)
+    assert remove_unreferenced_seals(con, front.home) == []  # young: an intake may be about to name it
+    old = time.time() - 7200
+    for d in (orphan, kept):
+        os.utime(store_dir(front.home) / d, (old, old))
+    assert remove_unreferenced_seals(con, front.home) == [orphan]
+    assert sorted(p.name for p in store_dir(front.home).iterdir()) == [kept]

@@ -1,0 +1,72 @@
+"""The board's Submit page, run by Streamlit's AppTest against the real API (uvicorn on
+127.0.0.1): a refusal shows the API's reason, a repository engine is accepted and its status
+shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, TASK
+from .test_refusals import _git_repo, _head
+from .test_server import ApiServer
+
+APP = REPO / "speculator_arena" / "dashboards" / "app.py"
+
+
+@pytest.fixture
+def page(arena_home, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from speculator_arena.frontdoor.accounts import invite
+    from speculator_arena.frontdoor.state import connect
+
+    monkeypatch.setenv("ARENA_ENGINE_REPO_SCHEMES", "file")
+    _, token = invite(connect(arena_home), "streamlit-user")
+    server = ApiServer(arena_home)
+    monkeypatch.setenv("ARENA_URL", server.url)
+    try:
+        at = AppTest.from_file(str(APP), default_timeout=120)
+        at.run()
+        at.switch_page("views/submit.py").run()
+        yield at, token
+    finally:
+        server.stop()
+
+
+def _fill(at, token: str, repo: str) -> None:
+    at.text_input(key="submit_token").set_value(token)
+    at.selectbox(key="submit_task").set_value(TASK)
+    at.selectbox(key="submit_kind").set_value("ngram")
+    at.text_input(key="submit_repo").set_value(repo)
+
+
+def test_submit_page_shows_a_refusal(page, tmp_path):
+    at, _ = page
+    assert not at.exception, [e.value for e in at.exception]
+    _fill(at, "sa_wrong", f"file://{tmp_path}@{'a' * 40}")
+    at.button[0].click().run()  # the form's submit button
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("401" in e.value and "invalid or revoked token" in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_submit_page_submits_and_shows_the_status(page, tmp_path, arena_home):
+    at, token = page
+    repo = _git_repo(tmp_path / "engine", {"launch.sh": (REPO / "engines" / "dev-ngram" / "launch.sh").read_bytes()})
+    _fill(at, token, f"file://{repo}@{_head(repo)}")
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    success = at.success[0].value
+    assert success.startswith("Accepted: submission sub-")
+    sid = success.split("submission ")[1].split(",")[0]
+    from speculator_arena.frontdoor.state import connect
+
+    row = connect(arena_home).execute("SELECT * FROM submissions WHERE submission_id = ?", (sid,)).fetchone()
+    assert row["engine_source"] == f"file://{repo}@{_head(repo)}" and row["solution_kind"] == "ngram"
+    assert at.text_input(key="submit_follow").value == sid
+    next(b for b in at.button if b.label == "Refresh status").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.metric[0].value == "queued"
+    assert Path(row["engine_dir"]).name == "tree"
