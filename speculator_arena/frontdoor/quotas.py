@@ -1,7 +1,7 @@
 """Quota use (protocol section 8), derived rather than counted.
 
 An account's use for a task and split is its accepted submissions minus those whose evaluation
-ended void (the arena's fault: refunded). It is read from the submissions table and the
+ended void (the arena's fault: refunded), by the runner's status or by the scorer's outcome. It is read from the submissions table and the
 warehouse's `evaluations` rows each time, so there is no second counter that could drift from
 what happened; a refused submission never reaches the table and so uses nothing. Called inside
 the intake's `BEGIN IMMEDIATE` transaction, the count and the insert are one atomic step.
@@ -38,9 +38,23 @@ def evaluation_statuses(wh) -> dict[str, str]:
     return {k: v[1] for k, v in latest.items()}
 
 
+def scorer_voided(wh, evaluation_ids: list[str]) -> set[str]:
+    """Of these `measured` evaluations, those the scorer ends void (SCORING.md "Outcomes": the
+    stock engine without tokens on a pass, a gate not measured for the arena's reasons, host
+    contention the runner did not stop on): void is refunded whoever found it."""
+    if not evaluation_ids:
+        return set()
+    from speculator_arena.scoring import score_warehouse
+
+    ev = score_warehouse(wh, evaluation_ids=evaluation_ids).evaluations
+    return set(ev.loc[ev["void"].astype(bool), "evaluation_id"])
+
+
 def used(con: sqlite3.Connection, wh, account_id: str, task_id: str, split: str) -> int:
     ids = [r["evaluation_id"] for r in con.execute(sql("quota_submissions"), (account_id, task_id, split))]
-    return sum(evaluation_status(wh, eid) != "void" for eid in ids)
+    status = {eid: evaluation_status(wh, eid) for eid in ids}
+    voided = scorer_voided(wh, [eid for eid, s in status.items() if s == "measured"])
+    return sum(s != "void" and eid not in voided for eid, s in status.items())
 
 
 def summary(con: sqlite3.Connection, wh, account_id: str, kind: str, task_id: str, split: str) -> dict:

@@ -106,6 +106,13 @@ def test_quota_exhausted_and_void_refund(front):
     finish_evaluation(front.home, accepted[0]["evaluation_id"], "void")
     r = front.post(submission(split="test"), token=token)
     assert r.status_code == 201, r.text
+    # a `measured` evaluation the scorer ends void (a contended pass) refunds its slot too
+    from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
+
+    assert front.post(submission(split="test"), token=token).status_code == 429
+    write_synthetic_evaluation(Warehouse(front.home), r.json()["evaluation_id"], split="test", attack="contended")
+    assert front.post(submission(split="test"), token=token).status_code == 201
     # the participant account next to it is untouched
     assert front.quota(split="test") == {"task_id": "local-smollm2", "split": "test", "used": 0,
                                          "limit": load_protocol().quotas["participant"]["test"],
