@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from speculator_arena.protocol import load_protocol
 from speculator_arena.runners.harness import Evaluation, EvaluationSpec, resume_dead
 from speculator_arena.runners.status import EvaluationStateError, current_row, read_state
 from speculator_arena.warehouse import Warehouse
@@ -71,6 +72,8 @@ def test_real_paired_evaluation_is_measured(real_evaluation, smollm2_target):
         assert all(p["memory_note"] for p in passes)
     reqs = wh.read_table("requests", eid).to_pylist()
     # The same sessions, seeds and order for both engines: each lane's first request matches.
+    task = load_protocol(row["protocol_version"]).task(row["task_id"])
+    assert all(p["lanes"] == task.lanes[p["workload"]] for p in passes)
     lanes_of = {p["pass_id"]: p["lanes"] for p in passes}
     for pid in ("solo-0", "team-1", "busy-2"):
         for lane in range(lanes_of[pid]):

@@ -189,9 +189,14 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
     findings: list[str] = []
 
     passes = raw["passes"]
-    passes = passes[~passes["pass_id"].str.startswith("warmup")]
-    req, counted_frame = _requests(raw, passes, rules, tokenizer, findings)
-    eng = _engine_passes(req, passes, rules, tokenizer, findings)
+    if len(passes) and len(raw["requests"]):
+        passes = passes[~passes["pass_id"].str.startswith("warmup")]
+        req, counted_frame = _requests(raw, passes, rules, tokenizer, findings)
+        eng = _engine_passes(req, passes, rules, tokenizer, findings)
+    else:  # an evaluation that ended before its timed passes (its outcome comes from its status)
+        req = counted_frame = pd.DataFrame(columns=["pass_id", "engine", "workload", "request_id", "session_id",
+                                                    "turn", "text", "tokens", "counted"])
+        eng = pd.DataFrame(columns=["pass_id", "engine", "workload", "pass_index", "counted_tokens"])
     paired = _pass_ratios(eng, rules)
     r = {w: float(np.median(paired.loc[paired.workload == w, "ratio"].to_numpy(dtype=float)))
          if (paired.workload == w).any() else float("nan") for w in WORKLOADS}
@@ -202,14 +207,14 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
         **_replies(raw["probe_scored"], raw["replies"], counted_frame, rules, z, tokenizer, findings),
         "target_fidelity": _fidelity(raw["probe_fidelity"], limits, gates_rules),
         "length": _length(counted_frame, gates_rules, z),
-        "memory": _memory(raw["memory"], passes, rules),
+        "memory": _memory(raw["memory"], rules),
         "answering": answering,
     }
 
     void, zero = [], []
     if ev["status"] == "void":
         void.append(f"runner: {ev['void_reason']}")
-    for _, p in eng[eng.engine == "stock"].iterrows():
+    for _, p in (eng[eng.engine == "stock"] if len(eng) else eng).iterrows():
         if not p["counted_tokens"] > 0:
             void.append(f"stock engine counted no tokens on {p['pass_id']}")
     void += [f"stock engine left {s} unanswered" for s in stock_unanswered]
@@ -316,7 +321,7 @@ def _pass_ratios(eng: pd.DataFrame, rules) -> pd.DataFrame:
     are read as the larger of the two engines' request counts on it."""
     fr = rules["failure_rule"]
     rows = []
-    for (pid, w), g in eng.groupby(["pass_id", "workload"]):
+    for (pid, w), g in (eng.groupby(["pass_id", "workload"]) if len(eng) else ()):
         kind = rules["workloads"][w]["speed"]
         col = "request_time_speed" if kind == "request_time" else "busy_window_speed"
         by = g.set_index("engine")
@@ -331,7 +336,9 @@ def _pass_ratios(eng: pd.DataFrame, rules) -> pd.DataFrame:
         rows.append(dict(pass_id=pid, workload=w, pass_index=int(c["pass_index"]), candidate_speed=float(c[col]),
                          stock_speed=ss, candidate_failures=int(c["failures"]), stock_failures=int(s["failures"]),
                          requests=n, zeroed_by_failure_rule=bool(zeroed), ratio=ratio))
-    return pd.DataFrame(rows).sort_values(["workload", "pass_index"]).reset_index(drop=True)
+    columns = ["pass_id", "workload", "pass_index", "candidate_speed", "stock_speed", "candidate_failures",
+               "stock_failures", "requests", "zeroed_by_failure_rule", "ratio"]
+    return pd.DataFrame(rows, columns=columns).sort_values(["workload", "pass_index"]).reset_index(drop=True)
 
 
 # ---- gates ------------------------------------------------------------------------------------
@@ -487,7 +494,7 @@ def _length(counted: pd.DataFrame, gates_rules, z) -> Gate:
     return _two_sided(rho - 1.0, math.sqrt(max(var, 0.0)), bound, z, f"{len(cc)} pairs")
 
 
-def _memory(rows: pd.DataFrame, passes: pd.DataFrame, rules) -> Gate:
+def _memory(rows: pd.DataFrame, rules) -> Gate:
     """The candidate's peak sample during its timed passes against utilization × total + slack
     (the gate judges the candidate; the stock engine's peak is not its concern)."""
     if not len(rows):

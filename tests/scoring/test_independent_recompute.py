@@ -162,15 +162,16 @@ def _rewrite(home: Path, table: str, eid: str, change) -> None:
         pq.write_table(pa.Table.from_pandas(df, schema=t.schema, preserve_index=False), f)
 
 
-def _first(df: pd.DataFrame, mask) -> pd.Series:
-    """A mask of the first row (in sorted key order) among `mask`."""
-    idx = df[mask].sort_values(list(df.columns[:2])).index[:1]
-    return df.index.isin(idx)
+def _first_request(home: Path, eid: str, select) -> str:
+    """The request id, in sorted order, of the first stored request that `select(df)` marks."""
+    df = independent.read_raw(home, "requests", eid)
+    return sorted(df.loc[select(df), "request_id"])[0]
 
 
 def plant_greedy_unanswered(home, eid):
+    first = min(independent.read_raw(home, "probe_greedy", eid)["prompt_id"])
+
     def f(df):
-        first = min(df["prompt_id"])
         m = (df["engine"] == "candidate") & (df["prompt_id"] == first)
         df.loc[m, ["answered"]] = False
         df["text"] = df["text"].where(~m, None)
@@ -181,8 +182,9 @@ def plant_greedy_unanswered(home, eid):
 
 
 def plant_fidelity_garbage_ids(home, eid):
+    first = min(independent.read_raw(home, "probe_fidelity", eid)["text_id"])
+
     def f(df):
-        first = min(df["text_id"])
         m = (df["engine"] == "candidate") & (df["text_id"] == first)
         df["token_ids"] = [list(np.asarray(x) + 1) if hit else x for x, hit in zip(df["token_ids"], m)]
         return df
@@ -199,8 +201,10 @@ def plant_stock_pass_without_tokens(home, eid):
 
 
 def plant_error_after_done(home, eid):
+    rid = _first_request(home, eid, lambda df: (df["engine"] == "candidate") & (df["pass_id"] == "solo-0"))
+
     def f(df):
-        m = _first(df, (df["engine"] == "candidate") & (df["pass_id"] == "solo-0"))
+        m = (df["engine"] == "candidate") & (df["request_id"] == rid)
         df["error"] = df["error"].where(~m, "malformed SSE payload: planted")
         return df
     _rewrite(home, "requests", eid, f)
@@ -217,12 +221,11 @@ def plant_candidate_fails_solo(home, eid):
 
 def plant_candidate_empty_scored_replies(home, eid):
     """Six of the candidate's sampled replies are empty: the stock engine cannot score them."""
-    picked: list[str] = []
+    rows = independent.read_raw(home, "probe_scored", eid)
+    picked = list(rows[rows["reply_engine"] == "candidate"].sort_values("sample_index")["request_id"][:6])
 
     def scored(df):
-        rows = df[df["reply_engine"] == "candidate"].sort_values("sample_index").index[:6]
-        picked.extend(df.loc[rows, "request_id"])
-        m = df.index.isin(rows)
+        m = ((df["reply_engine"] == "candidate") & df["request_id"].isin(picked)).to_numpy()
         df.loc[m, "answered"] = False
         df["token_logprobs"] = df["token_logprobs"].where(~m, None)
         df["token_ranks"] = df["token_ranks"].where(~m, None)
@@ -250,11 +253,27 @@ def plant_candidate_empty_scored_replies(home, eid):
 def plant_reply_over_budget(home, eid):
     """A counted candidate reply of n tokens on solo-0 gets max_tokens n - 2: within a slack of 4,
     beyond a slack of 0."""
+    rid = _first_request(home, eid, lambda df: (df["engine"] == "candidate") & (df["pass_id"] == "solo-0")
+                         & (df["output_tokens"] > 2) & df["done"])
+
     def f(df):
-        m = _first(df, (df["engine"] == "candidate") & (df["pass_id"] == "solo-0") & (df["output_tokens"] > 2))
+        m = (df["engine"] == "candidate") & (df["request_id"] == rid)
         df.loc[m, "max_tokens"] = df.loc[m, "output_tokens"] - 2
         return df
     _rewrite(home, "requests", eid, f)
+
+
+def _solo0(result):
+    return result.engine_passes.set_index(["pass_id", "engine"]).loc[("solo-0", "candidate")]
+
+
+def _expect_over_budget_v1(ind, base):
+    assert _solo0(ind)["failures"] == _solo0(base)["failures"] + 1
+
+
+def _expect_over_budget_slack(ind, base):
+    assert _solo0(ind)["failures"] == _solo0(base)["failures"]
+    assert _solo0(ind)["counted_tokens"] == _solo0(base)["counted_tokens"]
 
 
 def _expect_greedy(ind, base):
@@ -276,8 +295,7 @@ def _expect_stock_void(ind, base):
 
 
 def _expect_error_after_done(ind, base):
-    p = ind.engine_passes.set_index(["pass_id", "engine"]).loc[("solo-0", "candidate")]
-    q = base.engine_passes.set_index(["pass_id", "engine"]).loc[("solo-0", "candidate")]
+    p, q = _solo0(ind), _solo0(base)
     assert p["failures"] == q["failures"] + 1 and p["counted_tokens"] < q["counted_tokens"]
 
 
@@ -290,14 +308,6 @@ def _expect_not_void(ind, base):
     assert ind.gates["answering"].verdict == "fail" and ind.outcome == "zero"
 
 
-def _expect_over_budget_v1(ind, base):
-    p = ind.engine_passes.set_index(["pass_id", "engine"]).loc[("solo-0", "candidate")]
-    assert p["failures"] == 1
-
-
-def _expect_over_budget_slack(ind, base):
-    p = ind.engine_passes.set_index(["pass_id", "engine"]).loc[("solo-0", "candidate")]
-    assert p["failures"] == 0
 
 
 def _slack_version() -> int | None:
