@@ -180,7 +180,7 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
     home = Path(home)
     raw = {t: read_raw(home, t, evaluation_id) for t in (
         "evaluations", "passes", "requests", "replies", "memory", "probe_greedy", "probe_scored",
-        "probe_fidelity", "engine_starts")}
+        "probe_fidelity", "engine_starts", "contention")}
     ev = raw["evaluations"].sort_values("updated_at").iloc[-1]
     version = int(protocol_version or ev["protocol_version"])
     rules = task_rules(protocol_document(version), ev["task_id"])
@@ -218,6 +218,7 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
         if not p["counted_tokens"] > 0:
             void.append(f"stock engine counted no tokens on {p['pass_id']}")
     void += [f"stock engine left {s} unanswered" for s in stock_unanswered]
+    void += _contended(raw["contention"], rules)
     starts = raw["engine_starts"]
     if len(starts) and "device_idle_ok" in starts:
         if (starts["device_idle_ok"] == False).any():  # noqa: E712 (null: no device to watch)
@@ -424,12 +425,18 @@ def _replies(rows, replies, counted, rules, z, tokenizer, findings) -> dict[str,
         s, x, n = [], [], []
         for _, q in ok.iterrows():
             lp, ranks = _list(q["token_logprobs"]), _list(q["token_ranks"])
-            arena = _ids(tokenizer, (text.get(q["request_id"]) or "")[:cut])
+            reply = (text.get(q["request_id"]) or "")[:cut]
+            if "token_ids" in q and q["token_ids"] is not None:
+                # The arena's positions, tokenized in the scored context (stored by hash only): they
+                # must spell the reply (a first token may also hold the template's last characters).
+                arena = _list(q["token_ids"])
+                if not tokenizer.decode(arena).endswith(reply):
+                    findings.append(f"probe_scored.token_ids of {q['request_id']} do not spell the scored reply")
+            else:  # rows written before the arena's positions were stored: the reply tokenized alone
+                arena = _ids(tokenizer, reply)
             if len(lp) != len(arena) or len(ranks) != len(lp):
                 findings.append(f"scored reply {q['request_id']}: {len(lp)} log-probabilities, {len(ranks)} ranks, "
                                 f"{len(arena)} arena tokens")
-            if "token_ids" in q and _present(q["token_ids"]) and _list(q["token_ids"]) != arena:
-                findings.append(f"probe_scored.token_ids of {q['request_id']} are not the arena's tokenization")
             s.append(sum(lp))
             x.append(sum(1 for k in ranks if k != 1))
             n.append(len(lp))
@@ -536,6 +543,27 @@ def _answering(raw, rules, tokenizer) -> tuple[Gate, list[str]]:
         return Gate("not measured", limit=mx, detail="no probe rows"), stock_over
     worst = max(s for s, _ in cand)
     return Gate("pass" if worst <= mx else "fail", statistic=worst, limit=mx), stock_over
+
+
+def _contended(rows: pd.DataFrame, rules) -> list[str]:
+    """SCORING.md "Host contention": per timed pass and engine, over its intervals read without
+    error, foreign CPU seconds / the intervals' seconds (a share of one core), steal seconds / all
+    CPU seconds, and any other process on the device. Versions without a `contention` rule, and
+    warehouses without its rows, judge nothing here."""
+    rule = rules.get("contention")
+    if not rule or not len(rows):
+        return []
+    ok = rows[rows["error"].isna() & ~rows["pass_id"].str.startswith("warmup")]
+    out = []
+    for (pid, engine), g in ok.groupby(["pass_id", "engine"]):
+        seconds, total = float((g["ended_at"] - g["started_at"]).sum()), float(g["total_cpu_seconds"].sum())
+        foreign = float(g["foreign_cpu_seconds"].sum()) / seconds if seconds > 0 else 0.0
+        steal = float(g["steal_seconds"].sum()) / total if total > 0 else 0.0
+        gpu = g["foreign_gpu_processes"].fillna(0).max()
+        if foreign > rule["max_foreign_cpu_share"] or steal > rule["max_steal_share"] or gpu > 0:
+            out.append(f"host contended ({engine} {pid}: foreign CPU {foreign:.2f} of a core, steal {steal:.1%}, "
+                       f"{int(gpu)} other device processes)")
+    return out
 
 
 def _num(x) -> float:
