@@ -220,7 +220,8 @@ def plant_candidate_fails_solo(home, eid):
 
 
 def plant_candidate_empty_scored_replies(home, eid):
-    """Six of the candidate's sampled replies are empty: the stock engine cannot score them."""
+    """Six of the candidate's sampled replies are empty: the stock engine cannot score them (the
+    rows as this runner writes them: unanswered, "empty reply: nothing to score")."""
     rows = independent.read_raw(home, "probe_scored", eid)
     picked = list(rows[rows["reply_engine"] == "candidate"].sort_values("sample_index")["request_id"][:6])
 
@@ -306,8 +307,6 @@ def _expect_solo_zero(ind, base):
 def _expect_not_void(ind, base):
     assert ind.outcome != "void", ind.reasons
     assert ind.gates["answering"].verdict == "fail" and ind.outcome == "zero"
-
-
 
 
 def _slack_version() -> int | None:
