@@ -1,14 +1,20 @@
-"""Shared fixtures: a temporary ARENA_HOME per test, the shared data folder."""
+"""Shared fixtures: a temporary ARENA_HOME per test, the shared data folder, the sealed local
+target, and the one real local evaluation every test directory reads (tests/real_evaluation.py)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARENA_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # real_evaluation
+
+import real_evaluation as real  # noqa: E402
 
 
 @pytest.fixture
@@ -33,3 +39,37 @@ def smollm2_target(tmp_path_factory) -> Path:
     from speculator_arena.checkpoints import prepare_checkpoint
 
     return prepare_checkpoint("local-smollm2", home=tmp_path_factory.mktemp("smollm2_home"))
+
+
+@pytest.fixture(scope="session")
+def real_evaluation(tmp_path_factory, smollm2_target) -> real.RealEvaluation:
+    """The session's one real local evaluation (tests/real_evaluation.py says what it is).
+
+    `ARENA_REAL_HOME` (or its former name `ARENA_BOARD_REAL_HOME`) may name a warehouse that
+    `python tests/real_evaluation.py DIR` made, so the minutes of a real evaluation are spent once
+    across sessions; it is copied, so that no test can change it. Otherwise it runs now.
+    """
+    given = real.given_home()
+    dest = tmp_path_factory.mktemp("real") / "arena_home"
+    if given:
+        try:
+            real.load(given)
+        except ValueError as exc:
+            pytest.fail(str(exc))
+        for part in ("raw", "dagster", f"pools/{real.TASK}/data_card"):
+            if (given / part).is_dir():
+                shutil.copytree(given / part, dest / part)
+        shutil.copy(given / real.CLI_OUTPUT, dest / real.CLI_OUTPUT)
+        return real.load(dest)
+    try:
+        import speculator_arena.runners.evaluate
+        import speculator_arena.runners.harness  # noqa: F401
+    except ImportError as exc:
+        pytest.skip(f"the runner domain is not available to make a real evaluation: {exc}")
+    return real.build(dest, smollm2_target)
+
+
+@pytest.fixture(scope="session")
+def real_home(real_evaluation) -> Path:
+    """The ARENA_HOME of the session's real local evaluation."""
+    return real_evaluation.home

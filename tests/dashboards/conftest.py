@@ -1,5 +1,6 @@
-"""Fixtures of the board's tests: warehouses (empty, synthetic, one made by a real local
-evaluation) and a helper that opens a page of the real app with Streamlit's AppTest.
+"""Fixtures of the board's tests: warehouses (empty, synthetic; `real_home`, the
+real local evaluation, is tests/conftest.py's, shared with every test directory) and a helper
+that opens a page of the real app with Streamlit's AppTest.
 
 The synthetic warehouse is written by the scoring domain's `write_synthetic_evaluation`, whose
 rows are complete paired evaluations; every number a test expects is computed by the scorer
@@ -8,10 +9,6 @@ over the *whole* warehouse, so the board's own scoped reads are checked against 
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -103,63 +100,3 @@ def scores_of_whole_warehouse(home: Path, protocol_version: int | None = None):
     from speculator_arena.scoring import score_warehouse
 
     return score_warehouse(Warehouse(home), protocol_version=protocol_version)
-
-
-# ---- a warehouse made by a real local evaluation ------------------------------------------
-
-REAL_ENGINE = "engines/dev-ngram"
-
-
-def _run(cmd: list[str], home: Path, what: str, timeout: int) -> str:
-    env = dict(os.environ, ARENA_HOME=str(home), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{what} failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
-    return proc.stdout
-
-
-def _build_real_evaluation(home: Path, target: Path | None) -> str:
-    """The public dev pool of the embedded task, then one paired evaluation of the development
-    engine (n-gram against stock, SmolLM2-135M on CPU) through the runner's documented entry
-    point `python -m speculator_arena.runners.evaluate`; returns its id."""
-    import json
-
-    _run([sys.executable, "-m", "speculator_arena.cli", "pools", "build", "--task", TASK, "--home", str(home)],
-         home, "arena pools build", 1200)
-    cmd = [sys.executable, "-m", "speculator_arena.runners.evaluate", "--task", TASK, "--engine", REAL_ENGINE,
-           "--split", "dev", "--label", "dev-ngram (real)", "--account", "acct-real", "--kind", "ngram",
-           "--home", str(home)] + (["--target", str(target)] if target else [])
-    out = _run(cmd, home, "the real local evaluation", 2400)
-    return json.loads(out[out.index("{"):])["evaluation_id"]
-
-
-@pytest.fixture(scope="session")
-def real_home(tmp_path_factory, request) -> Path:
-    """A warehouse holding one real local evaluation (the runner, the dev engine, SmolLM2).
-
-    `ARENA_BOARD_REAL_HOME` may name a warehouse that already holds one (the lead's demo run, or
-    CI's runner job), so the minutes of a real evaluation are spent once per suite. Otherwise it
-    runs one now; without the runner domain the tests that need it are skipped with the reason.
-    """
-    given = os.environ.get("ARENA_BOARD_REAL_HOME")
-    if given:
-        home = Path(given)
-        if not (home / "raw" / "evaluations").is_dir():
-            pytest.fail(f"ARENA_BOARD_REAL_HOME={given} holds no evaluations")
-        dest = tmp_path_factory.mktemp("board-real") / "arena_home"
-        shutil.copytree(home / "raw", dest / "raw")  # copied, so that nothing of it can change
-        if (home / "pools" / TASK / "data_card").is_dir():
-            shutil.copytree(home / "pools" / TASK / "data_card", dest / "pools" / TASK / "data_card")
-        return dest
-    try:
-        import speculator_arena.runners.evaluate
-        import speculator_arena.runners.harness  # noqa: F401
-    except ImportError as exc:
-        pytest.skip(f"the runner domain is not available to make a real evaluation: {exc}")
-    home = tmp_path_factory.mktemp("board-real") / "arena_home"
-    try:  # the session's prepared target (tests/conftest.py), shared with the other domains' tests
-        target = request.getfixturevalue("smollm2_target")
-    except pytest.FixtureLookupError:
-        target = None  # the runner prepares it
-    _build_real_evaluation(home, target)
-    return home

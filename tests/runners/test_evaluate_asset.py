@@ -1,15 +1,16 @@
 """`arena evaluate` end to end through the Dagster asset (in-process, persistent instance under
-ARENA_HOME/dagster), with real stdlib SSE engines and the real local pools."""
+ARENA_HOME/dagster): the session's real evaluation (tests/real_evaluation.py), and bad input."""
 
 from __future__ import annotations
-
-import json
 
 import dagster as dg
 
 from speculator_arena.cli import main
 from speculator_arena.runners.status import current_row
 from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.schema import TABLES
+
+from real_evaluation import ACCOUNT, LABEL
 
 FAST = {
     "workloads": {w: {"interleave": 1 if w == "solo" else 2, "pass_seconds": 1,
@@ -19,26 +20,28 @@ FAST = {
 }
 
 
-def test_arena_evaluate_materializes_the_partition(built_home, engine_factory, profile, capsys, monkeypatch):
-    profile(**FAST)
-    home = built_home["home"]
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    eng = engine_factory("ok")
-    rc = main(["evaluate", "--task", "local-smollm2", "--engine", str(eng), "--stock-engine", str(eng),
-               "--evaluation-id", "cli-eval-1", "--target", str(built_home["target"]), "--home", str(home),
-               "--label", "sse-ok"])
-    assert rc == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["status"] == "measured" and out["rows"]["passes"] == 18 and out["rows"]["probe_scored"] > 0
-    row = current_row(Warehouse(home), "cli-eval-1")
-    assert row["status"] == "measured" and row["label"] == "sse-ok"
+def test_arena_evaluate_materializes_the_partition(real_evaluation):
+    """`arena evaluate` of the session's real evaluation (tests/real_evaluation.py: the CLI, the
+    dev engines serving SmolLM2 on CPU) materialized its partition of the Dagster asset on the
+    ARENA_HOME instance, and the asset's metadata, the CLI's summary and the stored rows agree."""
+    home, eid, out = real_evaluation.home, real_evaluation.evaluation_id, real_evaluation.cli_output
+    wh = Warehouse(home)
+    assert out["status"] == "measured", (out["void_reason"], out["failure_reason"])
+    assert out["rows"]["passes"] == 18
+    for table in TABLES:  # every table the evaluation fills has its rows, as the CLI said
+        assert out["rows"][table] == wh.read_table(table, eid).num_rows, table
+        assert table == "memory" or out["rows"][table] > 0, table
+    row = current_row(wh, eid)
+    assert row["status"] == "measured" and row["label"] == LABEL and row["account_id"] == ACCOUNT
     # The run is on the ARENA_HOME instance, visible to `dagster dev` with DAGSTER_HOME=$ARENA_HOME/dagster.
     instance = dg.DagsterInstance.from_config(str(home / "dagster"))
-    assert "cli-eval-1" in instance.get_dynamic_partitions("evaluations")
+    assert eid in instance.get_dynamic_partitions("evaluations")
     ev = instance.get_latest_materialization_event(dg.AssetKey("evaluation"))
     meta = ev.asset_materialization.metadata
-    assert ev.asset_materialization.partition == "cli-eval-1"
+    assert ev.asset_materialization.partition == eid
     assert meta["status"].value == "measured" and meta["rows_passes"].value == 18
+    runs = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
+    assert any(r.tags.get("dagster/partition") == eid for r in runs)
 
 
 def test_evaluate_rejects_bad_input_without_storing(built_home, profile, capsys):

@@ -1,5 +1,10 @@
-"""Failures of a real paired evaluation, with real engine processes (stdlib SSE engines), the
-real local pools and target: clear status, nothing stored is lost, no partial figure as whole."""
+"""A real paired evaluation, and its failures: clear status, nothing stored is lost, no partial
+figure as whole.
+
+The healthy evaluation is the session's real one (the dev engines serving SmolLM2 on CPU,
+tests/real_evaluation.py). The failures need faults a real engine cannot be made to show on cue
+(never healthy, dying after N requests, a runner killed mid-pass), so they run the stand-in stdlib
+SSE engine (sse_engine.py) with the real local pools and target."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from speculator_arena.protocol import load_protocol
 from speculator_arena.runners.harness import Evaluation, EvaluationSpec, resume_dead
 from speculator_arena.runners.status import EvaluationStateError, current_row, read_state
 from speculator_arena.warehouse import Warehouse
@@ -46,41 +52,62 @@ def _scores(home, eid):
     return score_warehouse(Warehouse(home), evaluation_ids=[eid])
 
 
-def test_paired_evaluation_with_sse_engines_is_measured(built_home, engine_factory, profile):
-    profile(**FAST)
-    eng = engine_factory("ok")
-    ev = Evaluation(_spec("fx-ok", eng, eng, built_home), home=built_home["home"], progress=lambda m: None)
-    assert ev.run() == "measured"
-    wh = Warehouse(built_home["home"])
-    passes = wh.read_table("passes", "fx-ok").to_pylist()
+def test_real_paired_evaluation_is_measured(real_evaluation, smollm2_target):
+    """The session's real evaluation (tests/real_evaluation.py: the dev n-gram engine against the
+    stock engine, both serving SmolLM2 on CPU) is whole: every timed pass of both engines, the same
+    sessions and seeds on both sides, warm-ups, counters, probes, one timed and one probe start per
+    engine stopped by SIGTERM, and a measured evaluation that scores to a number."""
+    home, eid = real_evaluation.home, real_evaluation.evaluation_id
+    wh = Warehouse(home)
+    row = current_row(wh, eid)
+    assert row["status"] == "measured", (row["void_reason"], row["failure_reason"])
+    passes = wh.read_table("passes", eid).to_pylist()
     assert sorted((p["engine"], p["pass_id"]) for p in passes) == sorted(
         (e, f"{w}-{i}") for e in ("candidate", "stock") for w in ("solo", "team", "busy") for i in range(3))
     assert all(p["status"] == "complete" for p in passes)
-    assert all(p["memory_status"] == ("sampled" if ev.device.available else "unavailable") for p in passes)
-    if not ev.device.available:
-        assert wh.read_table("memory", "fx-ok").num_rows == 0  # absent, not zeros
+    device = json.loads(row["provenance"])["device"]
+    assert all(p["memory_status"] == ("sampled" if device["nvml"] else "unavailable") for p in passes)
+    if not device["nvml"]:
+        assert wh.read_table("memory", eid).num_rows == 0  # absent, not zeros
         assert all(p["memory_note"] for p in passes)
-    reqs = wh.read_table("requests", "fx-ok").to_pylist()
+    reqs = wh.read_table("requests", eid).to_pylist()
     # The same sessions, seeds and order for both engines: each lane's first request matches.
-    for pid, lanes in (("solo-0", 1), ("team-1", 2), ("busy-2", 3)):
-        for lane in range(lanes):
+    task = load_protocol(row["protocol_version"]).task(row["task_id"])
+    assert all(p["lanes"] == task.lanes[p["workload"]] for p in passes)
+    lanes_of = {p["pass_id"]: p["lanes"] for p in passes}
+    for pid in ("solo-0", "team-1", "busy-2"):
+        for lane in range(lanes_of[pid]):
             firsts = {e: min((r for r in reqs if r["engine"] == e and r["pass_id"] == pid and r["lane"] == lane),
                              key=lambda r: r["sent_at"]) for e in ("candidate", "stock")}
             assert firsts["candidate"]["session_id"] == firsts["stock"]["session_id"]
             assert firsts["candidate"]["seed"] == firsts["stock"]["seed"]
     assert any(r["pass_id"].startswith("warmup-") for r in reqs)
-    mets = wh.read_table("metrics", "fx-ok").to_pylist()
+    timed = [r for r in reqs if not r["pass_id"].startswith("warmup-")]
+    for e in ("candidate", "stock"):  # real replies: every pass of both engines finished requests with text
+        for pid in lanes_of:
+            done = [r for r in timed if r["engine"] == e and r["pass_id"] == pid and r["done"]]
+            assert done and sum(r["output_tokens"] for r in done) > 0, (e, pid)
+    texts = {(r["engine"], r["request_id"]): r["text"] for r in wh.read_table("replies", eid).to_pylist()}
+    assert all(texts.get((r["engine"], r["request_id"])) for r in timed if r["done"] and r["output_tokens"])
+    mets = wh.read_table("metrics", eid).to_pylist()
     assert {m["phase"] for m in mets} == {"before", "after"}
-    starts = wh.read_table("engine_starts", "fx-ok").to_pylist()
+    assert {m["engine"] for m in mets} == {"candidate", "stock"}
+    for table, engine_col in (("probe_greedy", "engine"), ("probe_fidelity", "engine"), ("probe_scored", "reply_engine")):
+        probes = wh.read_table(table, eid).to_pylist()
+        assert {p[engine_col] for p in probes if p["answered"]} == {"candidate", "stock"}, table
+    starts = wh.read_table("engine_starts", eid).to_pylist()
     assert sorted((s["engine"], s["purpose"]) for s in starts) == [
         ("candidate", "probe"), ("candidate", "timed"), ("stock", "probe"), ("stock", "timed")]
-    assert all(s["stop_signal"] == "SIGTERM" and s["healthy_at"] for s in starts)
-    assert current_row(wh, "fx-ok")["status"] == "measured"
+    assert all(s["stop_signal"] == "SIGTERM" and s["healthy_at"] and not s["died"] for s in starts)
+    scored = _scores(home, eid).evaluations.iloc[0]
+    assert scored["specscore"] == scored["specscore"], scored["specscore_reason"]  # a number, never blank
     with pytest.raises(EvaluationStateError, match="already measured"):
-        Evaluation(_spec("fx-ok", eng, eng, built_home), home=built_home["home"]).run()
+        Evaluation(EvaluationSpec(task_id=row["task_id"], engine="engines/dev-ngram", evaluation_id=eid,
+                                  target=str(smollm2_target)), home=home).run()
 
 
 def test_candidate_never_healthy_fails_and_scores_zero(built_home, engine_factory, profile):
+    """Stand-in SSE engine: only it can be made never to answer /health (mode never_healthy)."""
     profile(**FAST)
     ev = Evaluation(_spec("fx-mute", engine_factory("mute", "never_healthy"), engine_factory("ok"), built_home),
                     home=built_home["home"], progress=lambda m: None)
@@ -98,6 +125,7 @@ def test_candidate_never_healthy_fails_and_scores_zero(built_home, engine_factor
 
 
 def test_candidate_dies_mid_pass(built_home, engine_factory, profile):
+    """Stand-in SSE engine: only it can be made to die after a set number of requests (die_after=6)."""
     profile(**FAST)
     ev = Evaluation(_spec("fx-die", engine_factory("dies", "die_after=6"), engine_factory("ok"), built_home),
                     home=built_home["home"], progress=lambda m: None)
@@ -116,6 +144,8 @@ def test_candidate_dies_mid_pass(built_home, engine_factory, profile):
 
 
 def test_stock_failure_voids_and_keeps_candidate_rows(built_home, engine_factory, profile):
+    """Stand-in SSE engines: the stock engine must fail to start on cue (never_healthy), which the
+    real stock engine never does."""
     profile(**FAST)
     ev = Evaluation(_spec("fx-stockfail", engine_factory("ok"), engine_factory("mute", "never_healthy"), built_home),
                     home=built_home["home"], progress=lambda m: None)
@@ -130,6 +160,8 @@ def test_stock_failure_voids_and_keeps_candidate_rows(built_home, engine_factory
 
 
 def test_runner_killed_mid_pass_then_resume_voids(built_home, engine_factory, profile, tmp_path):
+    """Stand-in SSE engine: the runner is SIGKILLed mid-pass, which needs an evaluation of its own
+    (the shared real one must stay whole), and the stand-in makes that one take seconds, not minutes."""
     profile(**{**FAST, "workloads": {w: {"interleave": 1 if w == "solo" else 2, "pass_seconds": 3,
                                          "speed": "request_time" if w == "solo" else "busy_window"}
                                      for w in ("solo", "team", "busy")}})
