@@ -354,10 +354,6 @@ PLANTS = {
 # The cases in which the current scorer does not yet follow SCORING.md (issue 10). Delete an
 # entry when the scorer follows its rule: the strict xfail then fails with XPASS to say so.
 AWAITING = {
-    "greedy_item_unanswered": "scorer drops unanswered candidate prompts from greedy agreement (SCORING.md: a = 0)",
-    "fidelity_garbage_token_ids": "scorer makes fidelity 'not measured' (blank SpecScore) instead of scoring the "
-                                  "item at its worst value (fail, 0)",
-    "stock_pass_without_tokens": "scorer leaves the ratio and SpecScore blank instead of voiding the evaluation",
     "error_after_done": "scorer counts a stream with a recorded error when a [DONE] line came",
     "candidate_empty_scored_replies": "scorer charges the unscored empty candidate replies to the stock engine "
                                       "and voids the evaluation (SCORING.md: the candidate's failure, 0)",
