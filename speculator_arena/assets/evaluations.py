@@ -44,6 +44,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
                warehouse: WarehouseResource) -> dg.MaterializeResult:
     from speculator_arena.runners.evaluate import summary
     from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+    from speculator_arena.warehouse import analysts
 
     spec = EvaluationSpec(
         task_id=config.task_id, engine=config.engine, split=config.split, evaluation_id=context.partition_key,
@@ -52,6 +53,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
         solution_kind=config.solution_kind, speculator=config.speculator or None, target=config.target or None)
     wh = warehouse.get()
     Evaluation(spec, home=wh.home, progress=_progress(context)).run()
+    analysts.refresh_after_evaluation(wh.home, say=context.log.info)
     s = summary(wh.home, spec.evaluation_id)
     meta = {
         "status": s["status"],

@@ -170,7 +170,8 @@ def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
         "task_id": ctx.task_id, "protocol_version": ctx.task.protocol_version, "model": ctx.task.task.model,
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "structure_digest": st["digest"],
         "structure_from_production": st.get("production", False),
-        "sources": [{k: s[k] for k in ("name", "origin", "commit", "license", "records", "sha256", "truncation")} for s in src],
+        "sources": [{k: s.get(k) for k in ("name", "family", "format", "weight", "origin", "commit", "license", "records",
+                                           "used", "dropped", "notes", "sha256", "truncation")} for s in src],
         "counts": {"dev": {k: dev_man[k] for k in ("sessions", "warmup", "fidelity", "families", "apps", "turns")},
                    "test": test_counts or "not built (no operator key)", "greedy_probes": probes["probes"]},
         "family_mix": {"proposed": ctx.settings.family_mix, "dev_realized": dev_man["families"]},
@@ -194,9 +195,18 @@ def render_markdown(c: dict) -> str:
     L = [f"# Data card: `{c['task_id']}` session pools", "",
          f"Generated {c['generated_at']} under protocol v{c['protocol_version']} for `{c['model']}`; structure statistics "
          f"`{c['structure_digest']}` ({'operators production statistics' if c['structure_from_production'] else 'fitted from the public traces'}).",
-         "", "## Sources", "", "| source | origin | commit | license | records | note |", "|---|---|---|---|---|---|"]
+         "", "## Sources", "",
+         "Conversation sets as declared (`speculator_arena/pools/source_sets/`): records read, conversations used "
+         "(after records dropped, each with its reason), then the traces, apps and probes.", "",
+         "| source | family | origin | commit | license | records | used | dropped | note |",
+         "|---|---|---|---|---|---|---|---|---|"]
     for s in c["sources"]:
-        L.append(f"| {s['name']} | {s['origin']} | {s['commit'] or '-'} | {s['license']} | {s['records']} | {s['truncation'] or ''} |")
+        dropped = "; ".join(f"{n} {why}" for why, n in (s.get("dropped") or {}).items())
+        note = "; ".join(x for x in [s.get("truncation") or ""] + list(s.get("notes") or []) if x)
+        fam = (s.get("family") or "") + (f" (weight {s['weight']})" if s.get("weight") is not None else "")
+        used = "" if s.get("used") is None else s["used"]
+        L.append(f"| {s['name']} | {fam} | {s['origin']} | {s['commit'] or '-'} | {s['license']} | {s['records']} | "
+                 f"{used} | {dropped} | {note} |")
     dv = c["counts"]["dev"]
     L += ["", "## Counts", "",
           f"- Public `dev` pool: {dv['sessions']} timed sessions ({dv['families']}), {dv['turns']} turns, {dv['warmup']} warm-up sessions, "
