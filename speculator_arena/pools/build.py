@@ -265,7 +265,7 @@ def weighted_order(ctx: BuildContext, ordered: list[SourceConversation]) -> list
         rest = max(0.0, 1.0 - sum(given.values()))
         groups = {n: [c for c in items if c.meta.get("set") == n] for n in given}
         groups[None] = [c for c in items if c.meta.get("set") not in given]
-        share = dict(given, **{None: rest})
+        share = {**given, None: rest}
         merged, taken = [], dict.fromkeys(groups, 0)
         while len(merged) < len(items):
             live = [g for g in groups if taken[g] < len(groups[g]) and share[g] > 0] or \

