@@ -63,6 +63,7 @@ def begin_build(task_id: str, home=None, build_id: str | None = None) -> Path:
     staging.parent.mkdir(parents=True, exist_ok=True)
     if served.is_dir():
         shutil.copytree(served, staging, symlinks=True)
+        (staging / ".complete").unlink(missing_ok=True)
     else:
         staging.mkdir()
     return staging

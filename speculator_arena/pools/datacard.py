@@ -110,6 +110,33 @@ def busy_lane_check(ctx: BuildContext, mean_footprint: float) -> dict:
             "ok": bool(live <= cap)}
 
 
+def window_section(ctx: BuildContext) -> dict:
+    return {"max_model_len": ctx.window, "max_tokens_cap": ctx.task.max_tokens_cap,
+            "per_turn_prompt_budget_at_cap": ctx.turn_budget(ctx.task.max_tokens_cap or 0)}
+
+
+def stale_fields(card: dict, ctx: BuildContext) -> list[str]:
+    """What a card states that the protocol (or a declared set's file) no longer says: the
+    task's model and version, the window, the busy-lane constants, each set's digest. Cheap
+    (no build), so a test holds the committed data_cards/ to the protocol."""
+    out = []
+    want = {"protocol_version": ctx.task.protocol_version, "model": ctx.task.task.model, "window": window_section(ctx)}
+    for k, v in want.items():
+        if card.get(k) != v:
+            out.append(f"{k}: card {card.get(k)!r}, protocol {v!r}")
+    t = ctx.task
+    busy = {"kv_cache_tokens": t.task.kv_cache_tokens, "protocol_mean_footprint_tokens": t.task.mean_session_footprint_tokens,
+            "busy_live_sessions": t.lanes["busy"] * t.workloads["busy"].interleave, "busy_lanes": t.lanes["busy"]}
+    for k, v in busy.items():
+        if card.get("busy_lanes", {}).get(k) != v:
+            out.append(f"busy_lanes.{k}: card {card.get('busy_lanes', {}).get(k)!r}, protocol {v!r}")
+    digests = {i.name: i.sha256 for i in ctx.sources.info}
+    for src in card.get("sources", []):
+        if src["name"] in digests and src.get("sha256") != digests[src["name"]]:
+            out.append(f"source {src['name']!r}: card digest {str(src.get('sha256'))[:12]}, file {digests[src['name']][:12]}")
+    return out
+
+
 def _plot(path: Path, st: dict, dev_sessions: list[dict]) -> None:
     import matplotlib
 
@@ -179,8 +206,7 @@ def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
         "cache_hit_targets": cache_targets(ctx, dev),
         "diversity": {"probes": probes["diversity"], "public_pool_chat": dev_man.get("diversity")},
         "busy_lanes": busy_lane_check(ctx, dev_man["mean_footprint_tokens"]),
-        "window": {"max_model_len": ctx.window, "max_tokens_cap": ctx.task.max_tokens_cap,
-                   "per_turn_prompt_budget_at_cap": ctx.turn_budget(ctx.task.max_tokens_cap or 0)},
+        "window": window_section(ctx),
     }
     md = render_markdown(card)
     for d in out_dirs:

@@ -183,3 +183,20 @@ sets:
     assert sum(c.source_id.startswith("mtq:") for c in head) == public_questions
     info = {i.name: i for i in ctx.sources.info}
     assert info["fixture questions"].used == 12 and info["fixture questions"].weight == 0.5
+
+
+@pytest.mark.parametrize("task", ["local-smollm2", "qwen3-8b"])
+def test_committed_data_card_agrees_with_the_protocol(task, shared_data):
+    """data_cards/ is regenerated with `arena pools build --task T --write-repo-card`; a card
+    whose window, model, busy constants or source digests differ from today's is stale."""
+    from speculator_arena.pools.build import BuildContext
+    from speculator_arena.pools.datacard import stale_fields
+
+    repo = Path(__file__).resolve().parents[2]
+    card = json.loads((repo / "data_cards" / f"{task}.json").read_text(encoding="utf-8"))
+    ctx = BuildContext(task, shared_data, repo / "no-home")
+    assert stale_fields(card, ctx) == []
+    # The check is not vacuous: the old card's cap of 48 is caught.
+    old = json.loads(json.dumps(card))
+    old["window"]["max_tokens_cap"] = 48
+    assert any("max_tokens_cap" in f for f in stale_fields(old, ctx))
