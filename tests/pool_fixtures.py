@@ -88,5 +88,11 @@ def test_split_evaluation(built_local, smollm2_target, tmp_path_factory):
     if proc.returncode != 0:
         raise RuntimeError(f"the test-split evaluation failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     summary = json.loads(proc.stdout[proc.stdout.index("{"):])
-    assert summary["status"] == "measured", summary
+    if summary["status"] != "measured":
+        from speculator_arena.warehouse import Warehouse
+
+        starts = Warehouse(home).read_table("engine_starts", eid).to_pylist()
+        logs = "\n".join(f"{r['engine']} {r['purpose']} exit {r['exit_code']}: {(r['log_text'] or '')[-1500:]}"
+                         for r in starts if r["died"])
+        raise AssertionError(f"{summary}\n{proc.stderr[-2000:]}\n{logs}")
     return {"home": Path(home), "evaluation_id": eid, "summary": summary, "log": proc.stderr}
