@@ -58,7 +58,7 @@ def _rid(obj: dict, fallback: str) -> str:
     return fallback
 
 
-def _chat_messages(turns: list, where: str) -> tuple[list[dict], int]:
+def _chat_messages(turns: list) -> tuple[list[dict], int]:
     """Chat turns to messages (roles mapped, tool outputs as user messages); a turn without a
     role or a text is a format error, not a silent drop."""
     if not isinstance(turns, list):
@@ -86,12 +86,6 @@ def _chat_messages(turns: list, where: str) -> tuple[list[dict], int]:
     return out, tools
 
 
-def _normalized(cid: str, msgs: list[dict]) -> dict:
-    """The ShareGPT normalization (readers.normalize_conversation): empties and system dropped,
-    same-role runs joined, leading replies dropped."""
-    return readers.normalize_conversation(cid, msgs)
-
-
 def _iter_messages_jsonl(path: Path):
     for lineno, start, obj in iter_jsonl(path):
         where = f"line {lineno} (byte {start})"
@@ -102,7 +96,7 @@ def _iter_messages_jsonl(path: Path):
         if turns is None:
             raise SourceFormatError(path, f"{where}, record {rid}", "no `messages` (or ShareGPT `conversations`)")
         try:
-            msgs, tools = _chat_messages(turns, where)
+            msgs, tools = _chat_messages(turns)
         except ValueError as exc:
             raise SourceFormatError(path, f"{where}, record {rid}", str(exc)) from None
         system = next((m["content"] for m in msgs if m["role"] == "system"), "")
@@ -152,16 +146,7 @@ def _iter_swe_traj(path: Path):
         raw = f.read_bytes()
         rid = readers.record_id(raw)
         rid = f.name.removesuffix(".traj.json") if rid == "?" else rid
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SourceFormatError(f, f"byte {exc.start}, record {rid}",
-                                    f"not UTF-8 ({exc.reason})") from None
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SourceFormatError(f, f"char {exc.pos} (line {exc.lineno}), record {rid}",
-                                    f"not JSON ({exc.msg}); a cut or broken file") from None
+        obj = readers.parse_record(f, raw, lambda off: f"byte {off}", rid)
         if isinstance(obj, dict) and not obj.get("instance_id") and not (obj.get("info") or {}).get("instance_id"):
             obj = dict(obj, instance_id=f.name.removesuffix(".traj.json"))
         try:
@@ -209,7 +194,8 @@ def read_set(path: Path, fmt: str, family: str, prefix: str, name: str) -> SetRe
             if rec.get("no_replies") or rec.get("normalized"):
                 turns = [m for m in rec["messages"] if m["role"] != "system"]
             else:
-                turns = _normalized(rec["id"], rec["messages"])["messages"]
+                # ShareGPT's normalization: empties and system dropped, same-role runs joined
+                turns = readers.normalize_conversation(rec["id"], rec["messages"])["messages"]
             meta = {"set": name, "no_replies": bool(rec.get("no_replies"))}
             if rec.get("system"):
                 meta["system"] = rec["system"]

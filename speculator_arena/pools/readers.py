@@ -71,6 +71,19 @@ def record_id(head: bytes) -> str:
     return m.group(1).decode("utf-8", "replace") if m else "?"
 
 
+def parse_record(path: Path, raw: bytes, where, rid: str):
+    """One record's bytes as JSON; an error names the file, `where(byte offset)` and the id."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(path, f"{where(exc.start)}, record {rid}", f"not UTF-8 ({exc.reason})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceFormatError(path, f"{where(len(text[:exc.pos].encode()))}, record {rid}",
+                                f"not JSON ({exc.msg}); a cut or broken record") from None
+
+
 def iter_jsonl(path: Path | str):
     """(line number, byte offset, object) of every non-blank line, read one line at a time with
     at most `max_record_bytes()` in memory. Every error names the file, the line, the byte
@@ -90,16 +103,7 @@ def iter_jsonl(path: Path | str):
                                         f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read")
             if not line.strip():
                 continue
-            try:
-                text = line.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise SourceFormatError(path, f"line {lineno} (byte {start + exc.start}), record {record_id(line)}",
-                                        f"not UTF-8 ({exc.reason})") from None
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise SourceFormatError(path, f"line {lineno} (byte {start + len(text[:exc.pos].encode())}), "
-                                        f"record {record_id(line)}", f"not JSON ({exc.msg}); a cut or broken record") from None
+            obj = parse_record(path, line, lambda off: f"line {lineno} (byte {start + off})", record_id(line))
             yield lineno, start, obj
 
 

@@ -137,7 +137,7 @@ def _read_sets(d: Path, decls: list[SetDeclaration], info: list[SourceInfo]):
 
 
 @lru_cache(maxsize=2)
-def _load(data_dir: str, cc_path: str, declaration: str) -> Sources:
+def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int = 0) -> Sources:
     d = Path(data_dir)
     info: list[SourceInfo] = []
     decls = load_declarations(declaration)
@@ -181,4 +181,5 @@ def _load(data_dir: str, cc_path: str, declaration: str) -> Sources:
 def load_sources(data_dir: Path, cc_traces: str | Path | None = None, declaration: str | Path | None = None) -> Sources:
     """Every source of a build: the declared conversation sets (source_sets/), then the traces,
     apps and probes the structure and the gates need."""
-    return _load(str(Path(data_dir).resolve()), str(cc_traces or ""), str(declaration_file(declaration)))
+    decl = declaration_file(declaration)
+    return _load(str(Path(data_dir).resolve()), str(cc_traces or ""), str(decl), decl.stat().st_mtime_ns if decl.is_file() else 0)
