@@ -71,7 +71,8 @@ def begin_build(task_id: str, home=None, build_id: str | None = None) -> Path:
 
 def switch_build(task_id: str, staging: Path, home=None) -> None:
     """Serve `staging`: point `pools/<task>` at it with one atomic rename of a new link, then
-    drop the builds older than the one it replaces (a runner that opened that one keeps it).
+    drop the builds older than the one it replaces (a runner that opened that one keeps it) and
+    the folders of runs that never reached a switch a day after.
     A pool folder of the old layout (a plain directory) is moved into the builds first."""
     served = pool_root(task_id, home)
     builds = builds_dir(task_id, home)
@@ -86,7 +87,8 @@ def switch_build(task_id: str, staging: Path, home=None) -> None:
     os.replace(link, served)
     keep = {staging.resolve()} | ({previous.resolve()} if previous else set())
     for d in builds.iterdir():
-        if d.resolve() not in keep and (d / ".complete").is_file():
+        abandoned = time.time() - d.stat().st_mtime > 86400   # a run that never reached the switch
+        if d.resolve() not in keep and ((d / ".complete").is_file() or abandoned):
             shutil.rmtree(d, ignore_errors=True)
 
 
