@@ -124,3 +124,15 @@ def test_the_runner_refuses_a_short_pool_and_stores_nothing(home, tmp_path):
     with pytest.raises(PoolShort):
         Evaluation(spec, home=home).queue()
     assert not (Warehouse(home).raw / "evaluations").exists()
+
+
+def test_the_committed_card_is_what_a_build_writes_today(built_local):
+    """data_cards/local-smollm2.json equals the card of this session's build in everything
+    but its time and the hidden pool's counts (the committed card is built without the key)."""
+    repo = Path(__file__).resolve().parents[2]
+    committed = json.loads((repo / "data_cards" / f"{TASK}.json").read_text())
+    built = json.loads((built_local["root"] / "data_card" / f"{TASK}.json").read_text())
+    for k in ("sources", "family_mix", "fitted", "reference_sources", "public_pool", "cache_hit_targets",
+              "busy_lanes", "diversity", "window", "structure_digest", "protocol_version"):
+        assert committed[k] == built[k], k
+    assert committed["counts"]["dev"] == built["counts"]["dev"]
