@@ -130,18 +130,22 @@ class Pool:
         salt = salt_line(evaluation_id, workload, pass_index)
         return [self._salted(s, salt) for s in order[start:start + n]]
 
+    def warmup_blocks(self) -> dict[str, tuple[int, int]]:
+        """workload -> (start, size) in the evaluation's order of warm-up sessions."""
+        weights = self._weights()
+        total = sum(weights.values())
+        out, start = {}, 0
+        for w in self.task.workloads:
+            size = int(len(self.warmup_sessions) * weights[w] / total)
+            out[w] = (start, size)
+            start += size
+        return out
+
     def warmup(self, evaluation_id: str, workload: str, n: int) -> list[Session]:
         """Warm-up sessions for one workload: from the warm-up set, which no pass sends."""
         self._check(workload)
-        weights = self._weights()
+        start, size = self.warmup_blocks()[workload]
         items = self.warmup_sessions
-        total = sum(weights.values())
-        start = 0
-        for w in self.task.workloads:
-            size = int(len(items) * weights[w] / total)
-            if w == workload:
-                break
-            start += size
         if n > size:
             raise PoolExhausted(f"{self.task_id}/{self.split}: warm-up for {workload} asked for {n}; it holds {size}")
         order = self._order(evaluation_id, items, "warmup")
@@ -168,13 +172,12 @@ def shortfall(pool: Pool) -> dict:
     and the warm-up sessions against the lanes; then the probe prompts and fidelity texts."""
     t = pool.task
     blocks = pool.blocks()
-    items = pool.warmup_sessions
-    total = sum(pool._weights().values())
+    warmups = pool.warmup_blocks()
     out: dict = {"pool_sessions": len(pool.sessions), "workloads": {}, "short": []}
     for w in t.workloads:
         live = t.lanes[w] * t.workloads[w].interleave
         per_pass = [b - a for (wl, _), (a, b) in blocks.items() if wl == w]
-        warm = int(len(items) * pool._weights()[w] / total)
+        warm = warmups[w][1]
         out["workloads"][w] = {"passes": len(per_pass), "needed_per_pass": live, "available_per_pass": min(per_pass, default=0),
                                "warmup_needed": t.lanes[w], "warmup_available": warm}
         if min(per_pass, default=0) < live:
