@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytest_plugins = ["pool_fixtures"]   # the pools build and test-split evaluation shared by pools and board tests
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARENA_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # real_evaluation

@@ -46,6 +46,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
                warehouse: WarehouseResource, backend: EvaluationBackendResource) -> dg.MaterializeResult:
     from speculator_arena.runners.evaluate import summary
     from speculator_arena.runners.harness import EvaluationSpec
+    from speculator_arena.warehouse import analysts
 
     spec = EvaluationSpec(
         task_id=config.task_id, engine=config.engine, split=config.split, evaluation_id=context.partition_key,
@@ -54,6 +55,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
         solution_kind=config.solution_kind, speculator=config.speculator or None, target=config.target or None)
     wh = warehouse.get()
     backend.run(spec, wh.home, context, progress=_progress(context))
+    analysts.refresh_after_evaluation(wh.home, say=context.log.info)
     s = summary(wh.home, spec.evaluation_id)
     meta = {
         "status": s["status"],

@@ -1,10 +1,13 @@
 """Dagster assets of the session pools, one partition per task.
 
 pool_sources -> pool_structure -> pool_dev, pool_test -> pool_warmup; pool_sources -> pool_probes;
-all -> pool_data_card. Each asset writes its files under `$ARENA_HOME/pools/<task>/` and returns
-metadata only (row counts, digests, and markdown previews of PUBLIC text), so no hidden text
-can reach the Dagster event log. Checks: public and hidden disjoint, every turn fits the
-window, no session in two passes, busy lanes within the cache.
+all -> pool_data_card. Each asset writes its files into the run's own build folder
+(`$ARENA_HOME/pools/.builds/<task>/<run>/`) and returns metadata only (row counts, digests, and
+markdown previews of PUBLIC text), so no hidden text can reach the Dagster event log.
+pool_data_card, the last asset, switches the served pool `pools/<task>` to the run's build; a
+run that fails before it (a bad source, a short pool: the blocking check) leaves the previous
+pool whole and served. Checks: public and hidden disjoint, every turn fits the window, no
+session in two passes, enough sessions for every pass (blocking), busy lanes within the cache.
 """
 
 
@@ -31,6 +34,7 @@ class PoolConfig(dg.Config):
     data_dir: str = ""
     production_stats: str = ""
     cc_traces: str = ""
+    sources: str = ""          # the declaration of conversation sets (default: ARENA_POOL_SOURCES, else the shipped one)
     write_repo_data_card: bool = False
 
 
@@ -38,15 +42,22 @@ _CTX: dict[tuple, B.BuildContext] = {}
 
 
 def _ctx(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> B.BuildContext:
-    """One BuildContext per (task, data, home) in this process, so the sources and the
-    tokenizer are loaded once per build rather than once per asset."""
-    key = (context.partition_key, config.data_dir, warehouse.path, config.cc_traces)
+    """One BuildContext per (run, task, data, home) in this process, so the sources and the
+    tokenizer are loaded once per build rather than once per asset; its root is the run's own
+    build folder."""
+    key = (context.run.run_id, context.partition_key, config.data_dir, warehouse.path, config.cc_traces, config.sources)
     if key not in _CTX:
+        staging = B.begin_build(context.partition_key, warehouse.path, build_id=f"run-{context.run.run_id}")
         _CTX[key] = B.BuildContext(context.partition_key, config.data_dir or None, warehouse.path,
-                                   cc_traces=config.cc_traces or None, progress=context.log.info)
+                                   cc_traces=config.cc_traces or None, progress=context.log.info, root=staging,
+                                   sources_file=config.sources or None)
     ctx = _CTX[key]
     ctx.progress = context.log.info
     return ctx
+
+
+def _dropped(d: dict | None) -> str:
+    return "; ".join(f"{n} {why}" for why, n in (d or {}).items())
 
 
 def _preview(sessions: list[dict], k: int = 3, chars: int = 160) -> str:
@@ -63,11 +74,14 @@ def pool_sources(context: dg.AssetExecutionContext, config: PoolConfig, warehous
     ctx = _ctx(context, config, warehouse)
     man = B.sources_manifest(ctx)
     B.write_atomic(ctx.root / "sources.json", json.dumps(man, indent=1))
-    table = "\n".join(["| source | records | license | note |", "|---|---|---|---|"] +
-                      [f"| {s['name']} | {s['records']} | {s['license']} | {s['truncation'] or ''} |" for s in man["sources"]])
+    table = "\n".join(["| source | records | used | dropped | license | note |", "|---|---|---|---|---|---|"] +
+                      [f"| {s['name']} | {s['records']} | {'' if s.get('used') is None else s['used']} | "
+                       f"{_dropped(s.get('dropped'))} | {s['license']} | {s['truncation'] or ''} |" for s in man["sources"]])
     return dg.MaterializeResult(metadata={"chat_conversations": man["chat_conversations"],
                                           "agent_trajectories": man["agent_trajectories"],
                                           "dagster/row_count": man["chat_conversations"] + man["agent_trajectories"],
+                                          "declaration": man["declaration"],
+                                          "dropped": dg.MetadataValue.json({s["name"]: s.get("dropped") or {} for s in man["sources"]}),
                                           "sources": dg.MetadataValue.md(table)})
 
 
@@ -123,10 +137,11 @@ def pool_test(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: 
 
 @dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_dev, pool_test],
           check_specs=[dg.AssetCheckSpec("public_hidden_disjoint", asset="pool_warmup"),
-                       dg.AssetCheckSpec("no_session_in_two_passes", asset="pool_warmup")])
+                       dg.AssetCheckSpec("no_session_in_two_passes", asset="pool_warmup"),
+                       dg.AssetCheckSpec("enough_sessions_for_every_pass", asset="pool_warmup", blocking=True)])
 def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
     """Warm-up sessions apart from every pass, per split; then the cross-split checks."""
-    from speculator_arena.pools.api import Pool
+    from speculator_arena.pools.api import Pool, PoolExhausted
 
     ctx = _ctx(context, config, warehouse)
     key = operator_key()
@@ -143,10 +158,32 @@ def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse
     for split in ("dev", "test") if len(out) > 1 else ("dev",):
         folder = ctx.root / "dev" if split == "dev" else ctx.root / "hidden" / split
         pool = Pool(ctx.task_id, split, folder, ctx.root)
-        ok, meta = C.no_session_in_two_passes(pool)
+        try:
+            ok, meta = C.no_session_in_two_passes(pool)
+        except PoolExhausted as exc:   # a short pool: enough_sessions_for_every_pass says by how much
+            passed = False
+            results[split] = {"not checked": str(exc)}
+            continue
         passed &= ok
         results[split] = {"repeats": meta["repeats"], "evaluations_checked": meta["evaluations_checked"]}
     yield dg.AssetCheckResult(check_name="no_session_in_two_passes", passed=passed, metadata={"splits": dg.MetadataValue.json(results)})
+    yield _enough_sessions(ctx, ("dev", "test") if len(out) > 1 else ("dev",))
+
+
+def _enough_sessions(ctx: B.BuildContext, splits) -> dg.AssetCheckResult:
+    """Blocking: a pool short of the protocol's sessions for any pass (or warm-up) fails with the
+    numbers, and the run stops before pool_data_card switches the served pool to it."""
+    from speculator_arena.pools.api import Pool, shortfall
+
+    numbers = {}
+    for split in splits:
+        folder = ctx.root / "dev" if split == "dev" else ctx.root / "hidden" / split
+        numbers[split] = shortfall(Pool(ctx.task_id, split, folder, ctx.root))
+        numbers[split].pop("greedy_prompts")   # built by pool_probes, checked by the runner's load_pool
+    short = [f"{split}: {msg}" for split, n in numbers.items() for msg in n["short"] if not msg.startswith("greedy")]
+    return dg.AssetCheckResult(check_name="enough_sessions_for_every_pass", passed=not short,
+                               description="; ".join(short) or "every pass of every workload gets its live sessions",
+                               metadata={"per_split": dg.MetadataValue.json(numbers), "short": dg.MetadataValue.json(short)})
 
 
 @dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_sources])
@@ -172,10 +209,14 @@ def pool_data_card(context: dg.AssetExecutionContext, config: PoolConfig, wareho
     card = build_data_card(ctx, dirs)
     div = card["diversity"]
     yield dg.MaterializeResult(metadata={
-        "path": str(dirs[0] / f"{ctx.task_id}.md"),
+        "path": str(B.pool_root(ctx.task_id, ctx.home) / "data_card" / f"{ctx.task_id}.md"),
         "diversity_probes": dg.MetadataValue.json(div["probes"]),
         "diversity_public_pool": dg.MetadataValue.json(div["public_pool_chat"] or {}),
         "cache_hit_targets": dg.MetadataValue.json(card["cache_hit_targets"])})
+    B.switch_build(ctx.task_id, ctx.root, ctx.home)
+    context.log.info(f"serving the pool built in {ctx.root}")
+    for k in [k for k in _CTX if k[0] == context.run.run_id]:
+        del _CTX[k]
     b = card["busy_lanes"]
     yield dg.AssetCheckResult(check_name="busy_lanes_fit_cache", passed=b["ok"],
                               severity=dg.AssetCheckSeverity.WARN, metadata={k: v for k, v in b.items() if k != "ok"})

@@ -25,8 +25,8 @@ from speculator_arena.pools.build import pool_root, read_jsonl
 from speculator_arena.pools.model import FidelityText, Probe, Session, Turn
 from speculator_arena.protocol import load_protocol
 
-__all__ = ["FidelityText", "Pool", "PoolExhausted", "PoolNotBuilt", "Probe", "Session", "Turn", "load_pool",
-           "salt_line"]
+__all__ = ["FidelityText", "Pool", "PoolExhausted", "PoolNotBuilt", "PoolShort", "Probe", "Session", "Turn", "load_pool",
+           "require_sessions", "salt_line", "shortfall"]
 
 SPLITS = ("dev", "test")
 
@@ -37,6 +37,16 @@ class PoolNotBuilt(FileNotFoundError):
 
 class PoolExhausted(ValueError):
     """A pass asked for more sessions than its block of the pool holds."""
+
+
+class PoolShort(PoolExhausted):
+    """A pool that cannot supply the protocol's sessions for every pass (or its warm-up, probes,
+    fidelity texts): the runner refuses it rather than run fewer lanes. `.numbers` holds
+    needed and available per workload."""
+
+    def __init__(self, message: str, numbers: dict):
+        super().__init__(message)
+        self.numbers = numbers
 
 
 def salt_line(evaluation_id: str, workload: str, pass_index: int | str) -> str:
@@ -120,18 +130,22 @@ class Pool:
         salt = salt_line(evaluation_id, workload, pass_index)
         return [self._salted(s, salt) for s in order[start:start + n]]
 
+    def warmup_blocks(self) -> dict[str, tuple[int, int]]:
+        """workload -> (start, size) in the evaluation's order of warm-up sessions."""
+        weights = self._weights()
+        total = sum(weights.values())
+        out, start = {}, 0
+        for w in self.task.workloads:
+            size = int(len(self.warmup_sessions) * weights[w] / total)
+            out[w] = (start, size)
+            start += size
+        return out
+
     def warmup(self, evaluation_id: str, workload: str, n: int) -> list[Session]:
         """Warm-up sessions for one workload: from the warm-up set, which no pass sends."""
         self._check(workload)
-        weights = self._weights()
+        start, size = self.warmup_blocks()[workload]
         items = self.warmup_sessions
-        total = sum(weights.values())
-        start = 0
-        for w in self.task.workloads:
-            size = int(len(items) * weights[w] / total)
-            if w == workload:
-                break
-            start += size
         if n > size:
             raise PoolExhausted(f"{self.task_id}/{self.split}: warm-up for {workload} asked for {n}; it holds {size}")
         order = self._order(evaluation_id, items, "warmup")
@@ -152,8 +166,51 @@ class Pool:
         return [FidelityText(r["text_id"], r["messages"], r["reply"]) for r in rows[:n]]
 
 
-def load_pool(task_id: str, split: str, home=None) -> Pool:
-    """The built pool of a task's split; a clear error when it was not built."""
+def shortfall(pool: Pool) -> dict:
+    """What the protocol needs of this pool against what it holds: per workload, the sessions
+    of the smallest pass block against the live sessions (lanes x interleave) a pass keeps,
+    and the warm-up sessions against the lanes; then the probe prompts and fidelity texts."""
+    t = pool.task
+    blocks = pool.blocks()
+    warmups = pool.warmup_blocks()
+    out: dict = {"pool_sessions": len(pool.sessions), "workloads": {}, "short": []}
+    for w in t.workloads:
+        live = t.lanes[w] * t.workloads[w].interleave
+        per_pass = [b - a for (wl, _), (a, b) in blocks.items() if wl == w]
+        warm = warmups[w][1]
+        out["workloads"][w] = {"passes": len(per_pass), "needed_per_pass": live, "available_per_pass": min(per_pass, default=0),
+                               "warmup_needed": t.lanes[w], "warmup_available": warm}
+        if min(per_pass, default=0) < live:
+            out["short"].append(f"{w}: {min(per_pass, default=0)} sessions per pass available, {live} needed "
+                                f"({t.lanes[w]} lanes x {t.workloads[w].interleave}) for each of {len(per_pass)} passes")
+        if warm < t.lanes[w]:
+            out["short"].append(f"{w}: {warm} warm-up sessions available, {t.lanes[w]} needed")
+    g = t.gates
+    probes = len(read_jsonl(pool.root / "probes.jsonl")) if (pool.root / "probes.jsonl").is_file() else 0
+    fid = len(read_jsonl(pool.folder / "fidelity.jsonl")) if (pool.folder / "fidelity.jsonl").is_file() else 0
+    out["greedy_prompts"] = {"needed": g.greedy_agreement.prompts, "available": probes}
+    out["fidelity_texts"] = {"needed": g.target_fidelity.texts, "available": fid}
+    for k in ("greedy_prompts", "fidelity_texts"):
+        if out[k]["available"] < out[k]["needed"]:
+            out["short"].append(f"{k.replace('_', ' ')}: {out[k]['available']} available, {out[k]['needed']} needed")
+    return out
+
+
+def require_sessions(pool: Pool) -> Pool:
+    """The pool, or `PoolShort` with the numbers when it cannot supply every pass in full."""
+    numbers = shortfall(pool)
+    if numbers["short"]:
+        raise PoolShort(f"the {pool.split} pool of {pool.task_id} ({numbers['pool_sessions']} timed sessions) is short of "
+                        f"what protocol v{pool.task.protocol_version} needs: " + "; ".join(numbers["short"])
+                        + f". Add sources (docs/pools.md) and run `arena pools build --task {pool.task_id}`", numbers)
+    return pool
+
+
+def load_pool(task_id: str, split: str, home=None, *, require: bool = True) -> Pool:
+    """The built pool of a task's split; a clear error when it was not built, and `PoolShort`
+    when it cannot supply the protocol's sessions for every pass (`require=False` to inspect
+    a short pool). The served link is resolved once, so a running evaluation keeps reading the
+    build it opened while a rebuild switches the served pool."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     root = pool_root(task_id, home)
@@ -161,4 +218,6 @@ def load_pool(task_id: str, split: str, home=None) -> Pool:
     if not (folder / "manifest.json").is_file() or not (root / "probes.jsonl").is_file():
         hint = (" (the hidden pool needs the operators' key: ARENA_POOL_KEY)" if split == "test" else "")
         raise PoolNotBuilt(f"no {split} pool for {task_id} under {root}: run `arena pools build --task {task_id}`{hint}")
-    return Pool(task_id, split, folder, root)
+    root = root.resolve()
+    pool = Pool(task_id, split, root / folder.relative_to(pool_root(task_id, home)), root)
+    return require_sessions(pool) if require else pool

@@ -4,6 +4,11 @@ The steps are plain functions so Dagster assets (speculator_arena.assets.pools) 
 call the same code. Every file is written atomically (temp file, then rename); the hidden
 pool lives under a `hidden/` folder readable by its owner only, and nothing from it is
 returned in a manifest except counts and digests.
+
+A build writes into a folder of its own (`pools/.builds/<task>/<build id>/`, seeded with a copy
+of the pool served now) and the served path `pools/<task>` is switched to it at the end by
+swapping a symbolic link (one `rename`): a build that fails leaves the previous pool whole
+and served, and a reader never sees a pool that mixes two builds.
 """
 
 from __future__ import annotations
@@ -12,7 +17,9 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import time
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -39,7 +46,57 @@ class PoolBuildError(RuntimeError):
 
 # ---- paths and atomic files ------------------------------------------------------------------
 def pool_root(task_id: str, home=None) -> Path:
+    """The served pool of a task (a link to its current build)."""
     return arena_home(home) / "pools" / task_id
+
+
+def builds_dir(task_id: str, home=None) -> Path:
+    return arena_home(home) / "pools" / ".builds" / task_id
+
+
+def begin_build(task_id: str, home=None, build_id: str | None = None) -> Path:
+    """A new build folder, seeded with a copy of the served pool (so a build of some assets
+    only keeps the others' files); nothing served changes until `switch_build`."""
+    served = pool_root(task_id, home)
+    staging = builds_dir(task_id, home) / (build_id or f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}")
+    if staging.exists():
+        return staging
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    if served.is_dir():
+        shutil.copytree(served, staging, symlinks=True)
+        (staging / ".complete").unlink(missing_ok=True)
+    else:
+        staging.mkdir()
+    return staging
+
+
+def switch_build(task_id: str, staging: Path, home=None) -> None:
+    """Serve `staging`: point `pools/<task>` at it with one atomic rename of a new link, then
+    drop the builds older than the one it replaces (a runner that opened that one keeps it) and
+    the folders of runs that never reached a switch a day after.
+    A pool folder of the old layout (a plain directory) is moved into the builds first."""
+    served = pool_root(task_id, home)
+    builds = builds_dir(task_id, home)
+    previous = served.resolve() if served.is_symlink() else None
+    if served.is_dir() and not served.is_symlink():
+        previous = builds / f"{time.strftime('%Y%m%dT%H%M%S')}-before-links"
+        os.rename(served, previous)
+    (staging / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), encoding="utf-8")
+    link = served.with_name(f".{served.name}.link-{os.getpid()}")
+    link.unlink(missing_ok=True)
+    link.symlink_to(os.path.relpath(staging, served.parent), target_is_directory=True)
+    os.replace(link, served)
+    keep = {staging.resolve()} | ({previous.resolve()} if previous else set())
+    for d in builds.iterdir():
+        abandoned = time.time() - d.stat().st_mtime > 86400   # a run that never reached the switch
+        if d.resolve() not in keep and ((d / ".complete").is_file() or abandoned):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def discard_build(staging: Path) -> None:
+    """Remove a build that failed: the served pool was never touched."""
+    if staging.is_dir() and not (staging / ".complete").is_file():
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def split_dir(task_id: str, split: str, home=None) -> Path:
@@ -99,15 +156,17 @@ def _seed(*parts) -> int:
 class BuildContext:
     """What every step needs: the task's protocol, the sources, the tokenizer, the settings."""
 
-    def __init__(self, task_id: str, data=None, home=None, cc_traces=None, progress: Callable[[str], None] | None = None):
+    def __init__(self, task_id: str, data=None, home=None, cc_traces=None, progress: Callable[[str], None] | None = None,
+                 root: Path | None = None, sources_file=None):
         self.task_id = task_id
         self.task: TaskProtocol = load_protocol().task(task_id)
         self.settings: PoolSettings = pool_settings(self.task)
         self.data_dir = shared_data_dir(data)
         self.home = arena_home(home)
-        self.root = pool_root(task_id, self.home)
+        self.root = Path(root) if root else pool_root(task_id, self.home)   # a build's own folder while it builds
         self.progress = progress or (lambda msg: None)
         self.cc_traces = cc_traces or os.environ.get("ARENA_CC_TRACES") or None
+        self.sources_file = sources_file or None
         self._sources: Sources | None = None
         self._counter: TokenCounter | None = None
 
@@ -115,7 +174,7 @@ class BuildContext:
     def sources(self) -> Sources:
         if self._sources is None:
             self.progress(f"reading sources from {self.data_dir}")
-            self._sources = load_sources(self.data_dir, self.cc_traces)
+            self._sources = load_sources(self.data_dir, self.cc_traces, self.sources_file)
         return self._sources
 
     @property
@@ -158,7 +217,8 @@ class BuildContext:
 # ---- step 1: sources manifest ----------------------------------------------------------------
 def sources_manifest(ctx: BuildContext) -> dict:
     s = ctx.sources
-    return {"data_dir": str(ctx.data_dir), "chat_conversations": len(s.chats), "agent_trajectories": len(s.agents),
+    return {"data_dir": str(ctx.data_dir), "declaration": s.declaration,
+            "chat_conversations": len(s.chats), "agent_trajectories": len(s.agents),
             "cc_traces": len(s.cc_traces), "apps": [a.name for a in s.apps], "probes": len(s.probes),
             "sources": [asdict(i) for i in s.info]}
 
@@ -183,10 +243,42 @@ def fit_and_store_structure(ctx: BuildContext, production_path=None) -> dict:
 
 # ---- step 3: splits --------------------------------------------------------------------------
 def _eligible(c: SourceConversation) -> bool:
+    """Agent: a task and at least one tool output. Chat: a user turn, and a recorded reply
+    unless the set has none (question sets: the engines reply, closed loop)."""
     users = c.user_turns()
     if c.family == "agent":
         return len(users) >= 2
-    return len(users) >= 1 and any(m["role"] == "assistant" for m in c.messages)
+    return len(users) >= 1 and (c.meta.get("no_replies", False) or any(m["role"] == "assistant" for m in c.messages))
+
+
+def weighted_order(ctx: BuildContext, ordered: list[SourceConversation]) -> list[SourceConversation]:
+    """Apply the declared sets' weights to a split's ordered candidates. In a family where some
+    set has a weight, its positions in the list are refilled by weighted round robin over the
+    sets (the unweighted sets together take the rest of the weight, in their common order);
+    each set keeps its own order. A family without weights keeps the order as it is."""
+    weights = ctx.sources.weights
+    out = list(ordered)
+    for fam in ctx.settings.family_mix:
+        items = [c for c in ordered if c.family == fam]
+        named = {c.meta.get("set") for c in items}
+        given = {n: weights.get(n) for n in named if weights.get(n) is not None}
+        if not given:
+            continue
+        rest = max(0.0, 1.0 - sum(given.values()))
+        groups = {n: [c for c in items if c.meta.get("set") == n] for n in given}
+        groups[None] = [c for c in items if c.meta.get("set") not in given]
+        share = {**given, None: rest}
+        merged, taken = [], dict.fromkeys(groups, 0)
+        while len(merged) < len(items):
+            live = [g for g in groups if taken[g] < len(groups[g]) and share[g] > 0] or \
+                   [g for g in groups if taken[g] < len(groups[g])]
+            g = min(live, key=lambda g: (taken[g] + 1) / max(share[g], 1e-9))
+            merged.append(groups[g][taken[g]])
+            taken[g] += 1
+        slots = [i for i, c in enumerate(ordered) if c.family == fam]
+        for i, c in zip(slots, merged):
+            out[i] = c
+    return out
 
 
 def split_candidates(ctx: BuildContext) -> tuple[list[SourceConversation], list[SourceConversation]]:
@@ -374,10 +466,10 @@ def _ordered_candidates(ctx: BuildContext, split: str, key: bytes | None):
     the public split in the public order, a hidden split in the operators' keyed order."""
     pub, res = split_candidates(ctx)
     if split == "dev":
-        return sorted(pub, key=lambda c: public_u(c.source_id)), ctx.root / "dev"
+        return weighted_order(ctx, sorted(pub, key=lambda c: public_u(c.source_id))), ctx.root / "dev"
     if key is None:
         raise PoolBuildError("no hidden pool without the operators' key: set ARENA_POOL_KEY or ARENA_POOL_KEY_FILE")
-    return sorted(res, key=lambda c: keyed_u(key, c.source_id)), ctx.root / "hidden" / split
+    return weighted_order(ctx, sorted(res, key=lambda c: keyed_u(key, c.source_id))), ctx.root / "hidden" / split
 
 
 def build_split(ctx: BuildContext, split: str, *, key: bytes | None = None, paraphrases=None) -> dict:
@@ -508,15 +600,28 @@ def build_probes(ctx: BuildContext) -> dict:
     return man
 
 
-def build_all(task_id: str, data=None, home=None, progress=print) -> dict:
-    """Every step in order without Dagster (the assets call the same steps)."""
-    ctx = BuildContext(task_id, data, home, progress=progress)
-    out = {"sources": sources_manifest(ctx)}
-    out["structure"] = fit_and_store_structure(ctx)["digest"]
-    out["dev"] = build_split(ctx, "dev")
-    key = operator_key()
-    para = load_paraphrases() if key else {}
-    out["test"] = build_split(ctx, "test", key=key, paraphrases=para) if key else None
-    out["warmup"] = [build_warmup(ctx, "dev")] + ([build_warmup(ctx, "test", key=key, paraphrases=para)] if key else [])
-    out["probes"] = build_probes(ctx)
-    return out
+def build_all(task_id: str, data=None, home=None, progress=print, sources_file=None) -> dict:
+    """Every step in order without Dagster (the assets call the same steps), into a build
+    folder of its own that is served only when every step succeeded and the pool is whole."""
+    from speculator_arena.pools.api import Pool, require_sessions
+
+    staging = begin_build(task_id, home)
+    try:
+        ctx = BuildContext(task_id, data, home, progress=progress, root=staging, sources_file=sources_file)
+        out = {"sources": sources_manifest(ctx)}
+        write_atomic(ctx.root / "sources.json", json.dumps(out["sources"], indent=1))
+        out["structure"] = fit_and_store_structure(ctx)["digest"]
+        out["dev"] = build_split(ctx, "dev")
+        key = operator_key()
+        para = load_paraphrases() if key else {}
+        out["test"] = build_split(ctx, "test", key=key, paraphrases=para) if key else None
+        out["warmup"] = [build_warmup(ctx, "dev")] + ([build_warmup(ctx, "test", key=key, paraphrases=para)] if key else [])
+        out["probes"] = build_probes(ctx)
+        for split in ("dev", "test") if key else ("dev",):
+            folder = ctx.root / "dev" if split == "dev" else ctx.root / "hidden" / split
+            require_sessions(Pool(task_id, split, folder, ctx.root))
+        switch_build(task_id, staging, home)
+        return out
+    except BaseException:
+        discard_build(staging)
+        raise

@@ -110,6 +110,33 @@ def busy_lane_check(ctx: BuildContext, mean_footprint: float) -> dict:
             "ok": bool(live <= cap)}
 
 
+def window_section(ctx: BuildContext) -> dict:
+    return {"max_model_len": ctx.window, "max_tokens_cap": ctx.task.max_tokens_cap,
+            "per_turn_prompt_budget_at_cap": ctx.turn_budget(ctx.task.max_tokens_cap or 0)}
+
+
+def stale_fields(card: dict, ctx: BuildContext) -> list[str]:
+    """What a card states that the protocol (or a declared set's file) no longer says: the
+    task's model and version, the window, the busy-lane constants, each set's digest. Cheap
+    (no build), so a test holds the committed data_cards/ to the protocol."""
+    out = []
+    want = {"protocol_version": ctx.task.protocol_version, "model": ctx.task.task.model, "window": window_section(ctx)}
+    for k, v in want.items():
+        if card.get(k) != v:
+            out.append(f"{k}: card {card.get(k)!r}, protocol {v!r}")
+    t = ctx.task
+    busy = {"kv_cache_tokens": t.task.kv_cache_tokens, "protocol_mean_footprint_tokens": t.task.mean_session_footprint_tokens,
+            "busy_live_sessions": t.lanes["busy"] * t.workloads["busy"].interleave, "busy_lanes": t.lanes["busy"]}
+    for k, v in busy.items():
+        if card.get("busy_lanes", {}).get(k) != v:
+            out.append(f"busy_lanes.{k}: card {card.get('busy_lanes', {}).get(k)!r}, protocol {v!r}")
+    digests = {i.name: i.sha256 for i in ctx.sources.info}
+    for src in card.get("sources", []):
+        if src["name"] in digests and src.get("sha256") != digests[src["name"]]:
+            out.append(f"source {src['name']!r}: card digest {str(src.get('sha256'))[:12]}, file {digests[src['name']][:12]}")
+    return out
+
+
 def _plot(path: Path, st: dict, dev_sessions: list[dict]) -> None:
     import matplotlib
 
@@ -170,7 +197,8 @@ def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
         "task_id": ctx.task_id, "protocol_version": ctx.task.protocol_version, "model": ctx.task.task.model,
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "structure_digest": st["digest"],
         "structure_from_production": st.get("production", False),
-        "sources": [{k: s[k] for k in ("name", "origin", "commit", "license", "records", "sha256", "truncation")} for s in src],
+        "sources": [{k: s.get(k) for k in ("name", "family", "format", "weight", "origin", "commit", "license", "records",
+                                           "used", "dropped", "notes", "sha256", "truncation")} for s in src],
         "counts": {"dev": {k: dev_man[k] for k in ("sessions", "warmup", "fidelity", "families", "apps", "turns")},
                    "test": test_counts or "not built (no operator key)", "greedy_probes": probes["probes"]},
         "family_mix": {"proposed": ctx.settings.family_mix, "dev_realized": dev_man["families"]},
@@ -178,8 +206,7 @@ def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
         "cache_hit_targets": cache_targets(ctx, dev),
         "diversity": {"probes": probes["diversity"], "public_pool_chat": dev_man.get("diversity")},
         "busy_lanes": busy_lane_check(ctx, dev_man["mean_footprint_tokens"]),
-        "window": {"max_model_len": ctx.window, "max_tokens_cap": ctx.task.max_tokens_cap,
-                   "per_turn_prompt_budget_at_cap": ctx.turn_budget(ctx.task.max_tokens_cap or 0)},
+        "window": window_section(ctx),
     }
     md = render_markdown(card)
     for d in out_dirs:
@@ -194,9 +221,18 @@ def render_markdown(c: dict) -> str:
     L = [f"# Data card: `{c['task_id']}` session pools", "",
          f"Generated {c['generated_at']} under protocol v{c['protocol_version']} for `{c['model']}`; structure statistics "
          f"`{c['structure_digest']}` ({'operators production statistics' if c['structure_from_production'] else 'fitted from the public traces'}).",
-         "", "## Sources", "", "| source | origin | commit | license | records | note |", "|---|---|---|---|---|---|"]
+         "", "## Sources", "",
+         "Conversation sets as declared (`speculator_arena/pools/source_sets/`): records read, conversations used "
+         "(after records dropped, each with its reason), then the traces, apps and probes.", "",
+         "| source | family | origin | commit | license | records | used | dropped | note |",
+         "|---|---|---|---|---|---|---|---|---|"]
     for s in c["sources"]:
-        L.append(f"| {s['name']} | {s['origin']} | {s['commit'] or '-'} | {s['license']} | {s['records']} | {s['truncation'] or ''} |")
+        dropped = "; ".join(f"{n} {why}" for why, n in (s.get("dropped") or {}).items())
+        note = "; ".join(x for x in [s.get("truncation") or ""] + list(s.get("notes") or []) if x)
+        fam = (s.get("family") or "") + (f" (weight {s['weight']})" if s.get("weight") is not None else "")
+        used = "" if s.get("used") is None else s["used"]
+        L.append(f"| {s['name']} | {fam} | {s['origin']} | {s['commit'] or '-'} | {s['license']} | {s['records']} | "
+                 f"{used} | {dropped} | {note} |")
     dv = c["counts"]["dev"]
     L += ["", "## Counts", "",
           f"- Public `dev` pool: {dv['sessions']} timed sessions ({dv['families']}), {dv['turns']} turns, {dv['warmup']} warm-up sessions, "

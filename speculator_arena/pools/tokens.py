@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 QWEN3_TASKS = ("qwen3-8b",)
@@ -81,10 +81,22 @@ class TokenCounter:
     def one(self, text: str) -> int:
         return self([text])[0]
 
+    @cached_property
+    def max_token_chars(self) -> int:
+        """A bound on the characters one token decodes to: the longest vocabulary entry (a
+        byte-level or SentencePiece entry is at least as long as the text it decodes to), so
+        `n` tokens cover at most `n` times this."""
+        return max(map(len, self.tok.get_vocab()), default=1)
+
     def cut(self, text: str, max_tokens: int) -> str:
-        """The longest prefix of `text` within `max_tokens`, cut at a token boundary."""
+        """The longest prefix of `text` within `max_tokens`, cut at a token boundary.
+
+        The text is first cut to `max_tokens x max_token_chars` characters, which the first
+        `max_tokens` tokens cannot exceed, so a 55 MB tool output costs what its cut costs
+        rather than a tokenization of the whole text."""
         if max_tokens <= 0:
             return ""
+        text = text[: max_tokens * self.max_token_chars + 1]
         ids = self.tok(text, add_special_tokens=False)["input_ids"]
         if len(ids) <= max_tokens:
             return text

@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(p)
     args = p.parse_args(argv)
     from speculator_arena.runners.harness import Evaluation, resume_dead
+    from speculator_arena.warehouse import analysts
     from speculator_arena.warehouse.store import Warehouse
 
     if args.resume:
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = spec_from_args(args)
         Evaluation(spec, home=args.home).run()
         eid = spec.evaluation_id
+    analysts.refresh_after_evaluation(args.home, say=lambda m: print(f"[analysts] {m}", file=sys.stderr))
     s = summary(args.home, eid)
     print(json.dumps(s, indent=1))
     return 0 if s["status"] in ("measured", "failed", "void") else 1

@@ -1,4 +1,4 @@
-"""`arena warehouse`: the operator's upkeep of a warehouse's rebuildable copies (catalog, packs)."""
+"""`arena warehouse`: the operator's upkeep of a warehouse's rebuildable copies (catalog, packs, analysts' database)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("warehouse", help="refresh the warehouse's evaluations catalog and packs")
+    p = sub.add_parser("warehouse", help="refresh the warehouse's evaluations catalog, packs and analysts' database")
     wsub = p.add_subparsers(dest="warehouse_command", required=True)
     pk = wsub.add_parser("pack", help="pack finished evaluations' raw rows (faster reads; never authoritative)")
     pk.add_argument("--full", action="store_true", help="rewrite every live pack as one")
     pk.set_defaults(func=run_pack)
     ct = wsub.add_parser("catalog", help="refresh the evaluations catalog (after a bulk load)")
     ct.set_defaults(func=run_catalog)
+    an = wsub.add_parser("analysts", help="rebuild the analysts' database $ARENA_HOME/arena.duckdb (no hidden text)")
+    an.set_defaults(func=run_analysts)
 
 
 def run_pack(args: argparse.Namespace) -> int:
@@ -47,4 +49,14 @@ def run_catalog(args: argparse.Namespace) -> int:
 
     path, n = catalog.refresh(arena_home())
     print(f"catalog {path}: {n} partition(s) read from their parts")
+    return 0
+
+
+def run_analysts(args: argparse.Namespace) -> int:
+    from speculator_arena.warehouse import analysts
+
+    r = analysts.refresh()
+    rows = ", ".join(f"{t} {n}" for t, n in r.rows.items())
+    print(f"analysts' database {r.path} rebuilt in {r.seconds:.1f} s ({rows}); text columns of "
+          f"{r.withheld_test_evaluations} test-split evaluation(s) withheld. Open it with: duckdb -readonly {r.path}")
     return 0

@@ -1,9 +1,9 @@
 """Writing raw rows atomically and opening the DuckDB views over them.
 
 Why files and not DuckDB tables: Parquet parts written as temp-file-then-rename can never be
-half-written, a runner that dies leaves whole files or none, and the DuckDB file holds only
-views, so it can be rebuilt from the Parquet at any time and opened read-only by any number
-of readers (the board, analysts) while a runner writes.
+half-written, a runner that dies leaves whole files or none, and DuckDB reads them through
+views defined per connection, so any number of readers can read while a runner writes. The
+analysts' DuckDB file (`arena.duckdb`, warehouse/analysts.py) is a copy without hidden text.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _fsync_dir(path: Path) -> None:
 
 
 class Warehouse:
-    """One ARENA_HOME: `raw/<table>/evaluation_id=<id>/*.parquet` plus `arena.duckdb` (views)."""
+    """One ARENA_HOME: `raw/<table>/evaluation_id=<id>/*.parquet` (plus the analysts' `arena.duckdb`)."""
 
     def __init__(self, home: str | os.PathLike | None = None):
         self.home = arena_home(home)
@@ -165,26 +165,15 @@ class Warehouse:
         return str(self.raw / table / "*" / "*.parquet")
 
     def connect(self, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-        """Open DuckDB with every view of sql/ defined over the Parquet.
-
-        Writers (the scorer, `arena` commands) refresh the views in `arena.duckdb`; readers open
-        it read-only. When the file does not exist yet, a reader gets an in-memory database with
-        the same views so that an empty warehouse is explained rather than an error.
-        """
+        """The operators' connection: an in-memory DuckDB with every view of sql/ over the raw
+        Parquet (text of every split included). It never writes a database file: `arena.duckdb`
+        is the analysts' file (warehouse/analysts.py), tables without hidden text.
+        `read_only` is kept for callers that state their intent; both open the same views."""
         import duckdb
 
         self.home.mkdir(parents=True, exist_ok=True)
-        if read_only and not self.db_path.exists():
-            con = duckdb.connect(":memory:")
-            self._define_views(con, temporary=True)
-            return con
-        con = duckdb.connect(str(self.db_path), read_only=read_only)
-        if read_only:
-            # Views in the file point at the Parquet by absolute path; define temporary ones too
-            # so a warehouse that moved (copied to an analyst's laptop) still opens.
-            self._define_views(con, temporary=True)
-        else:
-            self._define_views(con, temporary=False)
+        con = duckdb.connect(":memory:")
+        self._define_views(con, temporary=True)
         return con
 
     def raw_select(self, table: str) -> str:

@@ -94,3 +94,26 @@ def test_text_board_shows_no_hidden_text(planted_home):
         out = board_text(planted_home, split, None)
         assert "hider" in out
         assert not any(m in out for m in HIDDEN)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["evaluation", "board"])
+def test_a_real_test_split_evaluation_shows_no_reply_or_hidden_text(app, test_split_evaluation, page):
+    """The evaluation page and the board of a real test-split evaluation whose engine echoed
+    its hidden prompts (tests/pool_fixtures.py): none of its replies, probe replies or the
+    hidden pool's texts appear."""
+    from speculator_arena.pools import checks
+    from speculator_arena.pools.build import BuildContext
+
+    home, eid = test_split_evaluation["home"], test_split_evaluation["evaluation_id"]
+    wh = Warehouse(home)
+    texts = [t for t in wh.read_table("replies", eid).column("text").to_pylist() if t and len(t) >= 24]
+    texts += [t for t in wh.read_table("probe_greedy", eid).column("text").to_pylist() if t and len(t) >= 24]
+    texts += checks.hidden_only_texts(BuildContext(TASK, home=home))
+    assert len(texts) > 100
+    query = {"evaluation": eid} if page == "evaluation" else {"split": "test"}
+    at = app(home, None if page == "board" else page, task=TASK, **query)
+    assert not at.exception, [e.value for e in at.exception]
+    shown = page_text(at)
+    assert "echo (test split)" in shown or eid in shown       # the page is about this evaluation
+    assert not [t[:60] for t in texts if t in shown]

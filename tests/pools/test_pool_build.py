@@ -20,7 +20,8 @@ def test_every_asset_and_check_succeeds(built_local):
     assert res.success
     checks = {c.check_name: c.passed for c in res.get_asset_check_evaluations()}
     assert checks == {"every_turn_fits_window": True, "public_hidden_disjoint": True,
-                      "no_session_in_two_passes": True, "busy_lanes_fit_cache": True}
+                      "no_session_in_two_passes": True, "enough_sessions_for_every_pass": True,
+                      "busy_lanes_fit_cache": True}
     mats = {e.asset_key.to_user_string() for e in res.get_asset_materialization_events()}
     assert mats == {"pool_sources", "pool_structure", "pool_dev", "pool_test", "pool_warmup", "pool_probes", "pool_data_card"}
 

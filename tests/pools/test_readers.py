@@ -39,12 +39,13 @@ def test_sharegpt_cut_at_end_is_reported_not_raised(tmp_path):
 
 
 def test_jsonl_readers_keep_records_before_a_broken_line(tmp_path, shared_data):
-    src = (shared_data / "chat" / "sharegpt_multiturn_500.jsonl").read_text(encoding="utf-8").splitlines()[:3]
-    p = tmp_path / "chat.jsonl"
-    p.write_text("\n".join(src[:2] + ['{"id": "x", "messages": [oops'] + src[2:]) + "\n")
+    src = (shared_data / "traces" / "mooncake_conversation_trace.jsonl").read_text(encoding="utf-8").splitlines()[:3]
+    p = tmp_path / "mooncake.jsonl"
+    p.write_text("\n".join(src[:2] + ['{"id": "x", "timestamp": [oops'] + src[2:]) + "\n")
     with pytest.raises(SourceFormatError) as exc:
-        readers.read_chat_jsonl(p)
-    assert exc.value.where == "line 3" and len(exc.value.partial) == 2
+        readers.read_mooncake(p)
+    assert exc.value.where.startswith("line 3 (byte ") and exc.value.where.endswith("record x")
+    assert len(exc.value.partial) == 2 and str(p) in str(exc.value)
 
 
 def test_real_trajectories_traces_apps_probes(shared_data):
@@ -90,7 +91,7 @@ def test_cc_traces_weka_format_list_and_jsonl(tmp_path):
     q.write_text(json.dumps(_cc_trace(0)) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(SourceFormatError) as exc:
         readers.read_cc_traces(q)
-    assert exc.value.where == "line 2" and len(exc.value.partial) == 1
+    assert exc.value.where == "line 2 (byte 519), record t2" and len(exc.value.partial) == 1
 
 
 def test_sharegpt_cut_inside_a_multibyte_character(tmp_path):

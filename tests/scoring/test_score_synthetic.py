@@ -231,8 +231,10 @@ def test_scoring_a_subset_and_an_empty_warehouse(wh):
 
 
 def test_scoring_reads_an_existing_duckdb_file_read_only(wh):
+    from speculator_arena.warehouse import analysts
+
     write_synthetic_evaluation(wh, "e")
-    wh.connect().close()                      # a writer created arena.duckdb with its views
+    analysts.refresh(wh.home)                 # the analysts' arena.duckdb exists beside the Parquet
     before = (wh.home / "arena.duckdb").stat().st_mtime_ns
     assert one(score_warehouse(wh), "e").specscore > 1
     assert (wh.home / "arena.duckdb").stat().st_mtime_ns == before

@@ -1,0 +1,98 @@
+"""One real build of the local-smollm2 pools (Dagster, in-process) shared by the pool tests,
+and one real test-split evaluation on it shared by the hidden-text tests (pools, board).
+
+Why session-scoped: a build reads the 125 MB ShareGPT file, fits structure and embeds texts
+(about a minute on two cores); every test then reads the same built pools. Registered as a
+plugin in tests/conftest.py so tests/dashboards can use the same evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+KEY = "test-operator-key-7f3a"
+
+
+@pytest.fixture(scope="session")
+def built_local(tmp_path_factory, shared_data):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    home = tmp_path_factory.mktemp("pools_home")
+    para_path = home.parent / "paraphrases.jsonl"
+    saved = {k: os.environ.get(k) for k in ("ARENA_HOME", "ARENA_POOL_KEY", "ARENA_PARAPHRASES", "ARENA_SHARED_DATA",
+                                            "ARENA_EMBED_CACHE")}
+    os.environ.update({"ARENA_HOME": str(home), "ARENA_POOL_KEY": KEY, "ARENA_PARAPHRASES": str(para_path),
+                       "ARENA_SHARED_DATA": str(shared_data),
+                       # one embedding cache for every build of the session (the qwen3-8b test reuses it)
+                       "ARENA_EMBED_CACHE": str(home.parent / "embeddings.npz")})
+    try:
+        from speculator_arena.pools.build import BuildContext, keyed_u, split_candidates
+
+        # The operators' paraphrase file: rewrite the first question of the hidden reserve's
+        # chat conversations that the key ranks first (the ones the hidden pool will take).
+        ctx = BuildContext("local-smollm2", shared_data, home)
+        _, reserve = split_candidates(ctx)
+        chats = sorted((c for c in reserve if c.family == "chat"), key=lambda c: keyed_u(KEY.encode(), c.source_id))[:200]
+        lines = [{"source": c.source_id, "user_turn": 0,
+                  "text": f"Paraphrased by the operators (#{i}): in other words, {c.user_turns()[0][:60]}"} for i, c in enumerate(chats)]
+        para_path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+        from speculator_arena.pools.commands import build_with_dagster
+
+        result = build_with_dagster("local-smollm2", data=str(shared_data), home=str(home))
+        yield {"embed_cache": Path(os.environ["ARENA_EMBED_CACHE"]), "home": Path(home), "result": result,
+               "paraphrases": lines, "root": Path(home) / "pools" / "local-smollm2"}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def test_split_evaluation(built_local, smollm2_target, tmp_path_factory):
+    """A real evaluation of the hidden `test` split: the runner (`python -m
+    speculator_arena.runners.evaluate`, under the CI profile) drives an engine that echoes the
+    words of each prompt's last user message (tests/runners/sse_engine.py), as models echo
+    hidden prompts, against itself as stock; it ends by refreshing the analysts' database.
+    Returns the home and the evaluation id."""
+    import subprocess
+    import sys
+
+    tests = Path(__file__).resolve().parent
+    sys.path.insert(0, str(tests / "runners"))
+    from ci_profile import stage_ci_protocol
+
+    engines = tmp_path_factory.mktemp("echo_engine")
+    engine = engines / "echo"
+    engine.mkdir()
+    import shutil
+
+    shutil.copy(tests / "runners" / "sse_engine.py", engine / "sse_engine.py")
+    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
+    (engine / "launch.sh").write_text("#!/bin/bash\nset -e\nexport ENGINE_MODE='normal'\n"
+                                      f'cd "$(dirname "$0")"\nexec {python} sse_engine.py\n')
+    protocol = tmp_path_factory.mktemp("ci_protocol")
+    stage_ci_protocol(protocol)
+    home = built_local["home"]
+    eid = "hidden-text-test-split"
+    env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(protocol), OMP_NUM_THREADS="1",
+               TOKENIZERS_PARALLELISM="false")
+    cmd = [sys.executable, "-m", "speculator_arena.runners.evaluate", "--task", "local-smollm2", "--split", "test",
+           "--engine", str(engine), "--stock-engine", str(engine), "--evaluation-id", eid, "--label", "echo (test split)",
+           "--account", "acct-hidden", "--target", str(smollm2_target), "--home", str(home)]
+    proc = subprocess.run(cmd, cwd=tests.parent, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the test-split evaluation failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    if summary["status"] != "measured":
+        from speculator_arena.warehouse import Warehouse
+
+        starts = Warehouse(home).read_table("engine_starts", eid).to_pylist()
+        logs = "\n".join(f"{r['engine']} {r['purpose']} exit {r['exit_code']}: {(r['log_text'] or '')[-1500:]}"
+                         for r in starts if r["died"])
+        raise AssertionError(f"{summary}\n{proc.stderr[-2000:]}\n{logs}")
+    return {"home": Path(home), "evaluation_id": eid, "summary": summary, "log": proc.stderr}
