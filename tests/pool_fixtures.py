@@ -65,16 +65,9 @@ def test_split_evaluation(built_local, smollm2_target, tmp_path_factory):
     tests = Path(__file__).resolve().parent
     sys.path.insert(0, str(tests / "runners"))
     from ci_profile import stage_ci_protocol
+    from stand_in import make_engine
 
-    engines = tmp_path_factory.mktemp("echo_engine")
-    engine = engines / "echo"
-    engine.mkdir()
-    import shutil
-
-    shutil.copy(tests / "runners" / "sse_engine.py", engine / "sse_engine.py")
-    python = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-    (engine / "launch.sh").write_text("#!/bin/bash\nset -e\nexport ENGINE_MODE='normal'\n"
-                                      f'cd "$(dirname "$0")"\nexec {python} sse_engine.py\n')
+    engine = make_engine(tmp_path_factory.mktemp("echo_engine"), "echo")
     protocol = tmp_path_factory.mktemp("ci_protocol")
     stage_ci_protocol(protocol)
     home = built_local["home"]

@@ -16,7 +16,7 @@ from pathlib import Path
 import dagster as dg
 
 from speculator_arena.backends.resource import EvaluationBackendResource
-from speculator_arena.dagster_project.resources import WarehouseResource
+from speculator_arena.dagster_project.resources import WarehouseResource, default_resources
 
 evaluation_partitions = dg.DynamicPartitionsDefinition(name="evaluations")
 
@@ -99,5 +99,5 @@ def materialize_evaluation(config: dict, evaluation_id: str, home: Path,
                     # The harness prints its own progress lines; Dagster's console stays at warnings
                     # (the run's event log in the instance keeps everything).
                     "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        resources={"warehouse": WarehouseResource(home=str(home)), "backend": EvaluationBackendResource(kind=backend)},
+        resources=default_resources(home, backend),
         raise_on_error=True)

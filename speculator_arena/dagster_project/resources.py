@@ -21,5 +21,9 @@ class WarehouseResource(dg.ConfigurableResource):
         return str(arena_home(self.home or None))
 
 
-def default_resources() -> dict:
-    return {"warehouse": WarehouseResource(home=str(arena_home())), "backend": EvaluationBackendResource()}
+def default_resources(home=None, backend: str = "") -> dict:
+    """Every resource the arena's assets and sensors need, for one ARENA_HOME: the definitions,
+    `arena evaluate`, the queue worker and the pool commands all build theirs here, so an asset
+    that gains a resource cannot run without it in one of them."""
+    return {"warehouse": WarehouseResource(home=str(arena_home(home))),
+            "backend": EvaluationBackendResource(kind=backend)}

@@ -14,12 +14,12 @@ def tick(home=None, say=print) -> str | None:
     """Evaluate the sensor once; run what it requests; return the evaluation id run (or None)."""
     from speculator_arena.assets.evaluations import dagster_instance, evaluation
     from speculator_arena.assets.submissions import submission_queue
-    from speculator_arena.dagster_project.resources import WarehouseResource
+    from speculator_arena.dagster_project.resources import default_resources
     from speculator_arena.warehouse import arena_home
 
     home = arena_home(home)
     instance = dagster_instance(home)
-    resources = {"warehouse": WarehouseResource(home=str(home))}
+    resources = default_resources(home)
     with dg.build_sensor_context(instance=instance, resources=resources) as context:
         result = submission_queue(context)
     if not isinstance(result, dg.SensorResult) or not result.run_requests:

@@ -37,7 +37,7 @@ def build_with_dagster(task: str, *, data: str = "", production_stats: str = "",
     import dagster as dg
 
     from speculator_arena.assets.pools import POOL_ASSETS, POOL_TASKS
-    from speculator_arena.dagster_project.resources import WarehouseResource
+    from speculator_arena.dagster_project.resources import default_resources
     from speculator_arena.pools.build import builds_dir, discard_build
     from speculator_arena.warehouse import arena_home
 
@@ -50,7 +50,7 @@ def build_with_dagster(task: str, *, data: str = "", production_stats: str = "",
     before = set(builds.iterdir()) if builds.is_dir() else set()
     try:
         res = dg.materialize(POOL_ASSETS, partition_key=task, run_config=run_config,
-                             resources={"warehouse": WarehouseResource(home=str(arena_home(home or None)))},
+                             resources=default_resources(home or None),
                              raise_on_error=False)
     finally:
         for d in (set(builds.iterdir()) if builds.is_dir() else set()) - before:

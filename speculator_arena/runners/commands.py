@@ -130,13 +130,13 @@ def _score(home):
 
     from speculator_arena.assets.evaluations import dagster_instance
     from speculator_arena.assets.scores import scores as scores_asset
-    from speculator_arena.dagster_project.resources import WarehouseResource
+    from speculator_arena.dagster_project.resources import default_resources
     from speculator_arena.protocol import load_protocol
     from speculator_arena.scoring import score_warehouse
     from speculator_arena.warehouse import Warehouse
 
     version = load_protocol().version
     dg.materialize([scores_asset], partition_key=str(version), instance=dagster_instance(home),
-                   resources={"warehouse": WarehouseResource(home=str(home))}, raise_on_error=True,
+                   resources=default_resources(home), raise_on_error=True,
                    run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}})
     return score_warehouse(Warehouse(home), protocol_version=version)

@@ -325,7 +325,7 @@ def _slack_version() -> int | None:
 
 
 # name: (plant, the version to score under ("run": the evaluation's own, "slack": the first with a
-# counted slack), what SCORING.md says, the assertion of the independent result)
+# counted slack, or a version number), what SCORING.md says, the assertion of the independent result)
 PLANTS = {
     "greedy_item_unanswered": (plant_greedy_unanswered, "run",
                                "Probe items the candidate does not answer: greedy agreement a = 0", _expect_greedy),
@@ -343,7 +343,7 @@ PLANTS = {
     "candidate_empty_scored_replies": (plant_candidate_empty_scored_replies, "run",
                                        "Outcomes: a candidate can never cause a void by what it returns",
                                        _expect_not_void),
-    "reply_over_budget_v1": (plant_reply_over_budget, "run",
+    "reply_over_budget_v1": (plant_reply_over_budget, 1,
                              "Counted requests: over max_tokens + count_slack_tokens (0 in v1) fails",
                              _expect_over_budget_v1),
     "reply_over_budget_with_slack": (plant_reply_over_budget, "slack",
@@ -375,9 +375,10 @@ def planted(real, tokenizer, tmp_path_factory):
                 version = _slack_version()
                 if version is None:
                     pytest.skip("no protocol version has count_slack_tokens yet (protocol v2 of issue 10)")
-                reference = independent.recompute(ev.home, ev.evaluation_id, tokenizer, protocol_version=version)
-            else:
+            if version == "run":
                 version = None
+            else:
+                reference = independent.recompute(ev.home, ev.evaluation_id, tokenizer, protocol_version=version)
             home = tmp_path_factory.mktemp(case) / "arena_home"
             shutil.copytree(ev.home / "raw", home / "raw")
             plant(home, ev.evaluation_id)
