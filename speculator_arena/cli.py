@@ -13,6 +13,8 @@ import importlib.util
 import json
 import sys
 
+from speculator_arena import settings
+
 COMMAND_MODULES = (
     "speculator_arena.protocol.commands",
     "speculator_arena.warehouse.commands",
@@ -49,9 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
         # Bad input gets one clear line, not a traceback; ARENA_DEBUG=1 shows the traceback.
-        import os
 
-        if os.environ.get("ARENA_DEBUG"):
+        if settings.flag("ARENA_DEBUG"):
             raise
         print(f"arena {args.command}: error: {exc}", file=sys.stderr)
         return 2

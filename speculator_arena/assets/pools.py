@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from speculator_arena.atomic import write_atomic
 from speculator_arena.dagster_project.resources import WarehouseResource
 from speculator_arena.pools import build as B
 from speculator_arena.pools import checks as C
@@ -73,7 +74,7 @@ def pool_sources(context: dg.AssetExecutionContext, config: PoolConfig, warehous
     """Every source read, with its commit, license, record count and truncation note."""
     ctx = _ctx(context, config, warehouse)
     man = B.sources_manifest(ctx)
-    B.write_atomic(ctx.root / "sources.json", json.dumps(man, indent=1))
+    write_atomic(ctx.root / "sources.json", json.dumps(man, indent=1))
     table = "\n".join(["| source | records | used | dropped | license | note |", "|---|---|---|---|---|---|"] +
                       [f"| {s['name']} | {s['records']} | {'' if s.get('used') is None else s['used']} | "
                        f"{_dropped(s.get('dropped'))} | {s['license']} | {s['truncation'] or ''} |" for s in man["sources"]])

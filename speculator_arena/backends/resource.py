@@ -6,10 +6,10 @@ variables (settings.py) unless set here. The `evaluation` asset calls `run`.
 
 from __future__ import annotations
 
-import os
 
 import dagster as dg
 
+from speculator_arena import settings
 from speculator_arena.backends import DEFAULT_BACKEND, check_backend
 
 
@@ -24,7 +24,7 @@ class EvaluationBackendResource(dg.ConfigurableResource):
 
     @property
     def backend(self) -> str:
-        return check_backend(self.kind or os.environ.get("ARENA_BACKEND") or DEFAULT_BACKEND)
+        return check_backend(self.kind or settings.get("ARENA_BACKEND") or DEFAULT_BACKEND)
 
     def settings(self):
         from speculator_arena.backends.kubernetes.settings import KubernetesSettings

@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from speculator_arena import settings
 from speculator_arena.checkpoints.seal import read_manifest, seal, unseal, verify_manifest, write_manifest
 
 LOCAL_TASK = "local-smollm2"
@@ -31,13 +32,11 @@ class CheckpointError(RuntimeError):
 
 
 def _home(home) -> Path:
-    # Same rule as speculator_arena.warehouse.store.arena_home, repeated so this package does not
-    # import the warehouse (pyarrow, duckdb) just to find a folder.
-    return Path(home or os.environ.get("ARENA_HOME") or "arena_home").resolve()
+    return settings.arena_home(home)
 
 
 def _cache_root() -> Path | None:
-    value = os.environ.get("ARENA_CHECKPOINT_CACHE")
+    value = settings.raw("ARENA_CHECKPOINT_CACHE")
     if value == "":
         return None
     return Path(value or Path.home() / ".cache" / "speculator_arena" / "checkpoints").resolve()

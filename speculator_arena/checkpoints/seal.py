@@ -14,6 +14,8 @@ import os
 import stat
 from pathlib import Path
 
+from speculator_arena.atomic import write_json_atomic
+
 MANIFEST = "manifest.json"
 
 
@@ -32,9 +34,7 @@ def write_manifest(directory: Path, meta: dict) -> dict:
         rel = path.relative_to(directory).as_posix()
         files[rel] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
     manifest = {**meta, "files": files, "total_bytes": sum(f["bytes"] for f in files.values())}
-    tmp = directory / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, directory / MANIFEST)
+    write_json_atomic(directory / MANIFEST, manifest, indent=2, sort_keys=True)
     return manifest
 
 

@@ -8,16 +8,16 @@ the warehouse path and the arguments, so one server can show several warehouses.
 
 from __future__ import annotations
 
-import os
 
 import pandas as pd
 import streamlit as st
 
+from speculator_arena import settings
 from speculator_arena.dashboards import data
 from speculator_arena.dashboards.memo import BoardMemo
 from speculator_arena.warehouse.store import arena_home
 
-TTL = float(os.environ.get("ARENA_BOARD_TTL", "30"))
+TTL = settings.number("ARENA_BOARD_TTL")
 
 
 def home() -> str:

@@ -27,12 +27,12 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
 import duckdb
 import pandas as pd
 
+from speculator_arena import sqlfiles
 from speculator_arena.warehouse import catalog
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, arena_home
@@ -52,8 +52,8 @@ def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 
 def board_sql(name: str) -> str:
-    """One query of `dashboards/sql/` (board-only queries; the scorer's live in `sql/`)."""
-    return (resources.files("speculator_arena.dashboards") / "sql" / name).read_text(encoding="utf-8")
+    """One query of `dashboards/sql/` (board-only queries; the scorer's live in `scoring/sql/`)."""
+    return sqlfiles.read("speculator_arena.dashboards", name)
 
 
 # ---- the warehouse's state ----------------------------------------------------------------

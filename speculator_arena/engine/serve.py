@@ -6,7 +6,6 @@ offload line, which the rules of section 7 read), then serves until SIGTERM or S
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading

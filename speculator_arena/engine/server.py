@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import queue
 import time
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from speculator_arena.engine.openai_api import (BadRequest, chunk, completion, error_body, parse_chat_request,

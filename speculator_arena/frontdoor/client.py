@@ -8,13 +8,13 @@ row is on the board.
 from __future__ import annotations
 
 import base64
-import os
 import sys
 import time
 from pathlib import Path
 
 import httpx
 
+from speculator_arena import settings
 from speculator_arena.frontdoor.archive import pack_engine
 
 FINAL = ("measured", "failed", "void")
@@ -54,8 +54,8 @@ def build_submission(task: str, split: str, kind: str, method: str = "", engine:
 
 class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 600.0):
-        self.url = (url or os.environ.get("ARENA_URL") or "http://127.0.0.1:8000").rstrip("/")
-        self.token = token if token is not None else os.environ.get("ARENA_TOKEN", "")
+        self.url = (url or settings.get("ARENA_URL")).rstrip("/")
+        self.token = token if token is not None else settings.get("ARENA_TOKEN")
         self.http = httpx.Client(base_url=self.url, timeout=timeout,
                                  headers={"Authorization": f"Bearer {self.token}"} if self.token else {})
 

@@ -9,8 +9,8 @@ runner writes its row, then running, measured, failed or void) and the runner's 
 
 from __future__ import annotations
 
-import os
 
+from speculator_arena import settings
 from speculator_arena.frontdoor.quotas import evaluation_statuses
 from speculator_arena.frontdoor.state import sql
 
@@ -20,7 +20,7 @@ SUBMISSION_TAG = "arena/submission"
 
 def device_name() -> str:
     """The device this queue's runs use (`ARENA_DEVICE`); one evaluation at a time on each."""
-    return os.environ.get("ARENA_DEVICE", "local")
+    return settings.get("ARENA_DEVICE")
 
 
 def waiting(con, wh) -> list[dict]:
@@ -39,7 +39,7 @@ def evaluation_config(sub: dict, account_name: str) -> dict:
 
 
 def board_url(evaluation_id: str) -> str:
-    base = os.environ.get("ARENA_BOARD_URL", "").rstrip("/")
+    base = (settings.get("ARENA_BOARD_URL") or "").rstrip("/")
     return f"{base}/evaluation?evaluation={evaluation_id}"
 
 

@@ -16,7 +16,7 @@ from speculator_arena.protocol import load_protocol
 
 
 def limit(kind: str, split: str, version: int | None = None) -> int:
-    return int(load_protocol(version).quotas[kind][split])
+    return load_protocol(version).quota(kind, split)
 
 
 def evaluation_status(wh, evaluation_id: str) -> str:

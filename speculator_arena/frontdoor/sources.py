@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from speculator_arena import settings
 from speculator_arena.frontdoor.errors import Refused
 
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
@@ -27,7 +28,7 @@ def exact_commit(value: str, what: str) -> str:
 
 def _repo_schemes() -> tuple[str, ...]:
     """URL schemes an engine repository may use; operators may add some (tests add `file`)."""
-    extra = [s.strip() for s in os.environ.get("ARENA_ENGINE_REPO_SCHEMES", "").split(",") if s.strip()]
+    extra = settings.listed("ARENA_ENGINE_REPO_SCHEMES", ",")
     return ("https", *extra)
 
 
@@ -99,7 +100,7 @@ def fetch_speculator_hub(repo_id: str, revision: str, dest: Path, max_bytes: int
 
 def workspace_roots() -> list[Path]:
     """Operator-approved workspaces (`ARENA_WORKSPACES`, colon-separated directories)."""
-    return [Path(p).resolve() for p in os.environ.get("ARENA_WORKSPACES", "").split(":") if p.strip()]
+    return [Path(p).resolve() for p in settings.listed("ARENA_WORKSPACES", ":")]
 
 
 def copy_speculator_workspace(uri: str, dest: Path, max_bytes: int, allowed: list[str]) -> None:

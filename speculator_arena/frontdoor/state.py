@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 
+from speculator_arena import sqlfiles
 from speculator_arena.warehouse import arena_home
 
 BUSY_TIMEOUT_S = 30.0
 
 
-@lru_cache(maxsize=None)
 def sql(name: str) -> str:
-    return (Path(__file__).with_name("sql") / f"{name}.sql").read_text(encoding="utf-8")
+    return sqlfiles.read("speculator_arena.frontdoor", f"{name}.sql")
 
 
 def frontdoor_dir(home=None) -> Path:

@@ -26,6 +26,8 @@ from typing import Callable
 
 import numpy as np
 
+from speculator_arena import settings
+from speculator_arena.atomic import write_atomic
 from speculator_arena.protocol.window import WindowRule
 from speculator_arena.pools import diversity, structure
 from speculator_arena.pools.model import SourceConversation
@@ -111,16 +113,6 @@ def ensure_hidden(root: Path) -> Path:
     return hidden
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_jsonl(path: Path, rows: list[dict]) -> None:
     write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
@@ -165,7 +157,7 @@ class BuildContext:
         self.home = arena_home(home)
         self.root = Path(root) if root else pool_root(task_id, self.home)   # a build's own folder while it builds
         self.progress = progress or (lambda msg: None)
-        self.cc_traces = cc_traces or os.environ.get("ARENA_CC_TRACES") or None
+        self.cc_traces = cc_traces or settings.get("ARENA_CC_TRACES")
         self.sources_file = sources_file or None
         self._sources: Sources | None = None
         self._counter: TokenCounter | None = None
@@ -204,7 +196,7 @@ class BuildContext:
     def embedding_cache(self) -> Path:
         """MiniLM embeddings by text digest: under the pools folder, or `ARENA_EMBED_CACHE`
         (a file shared by several homes, as the tests share one)."""
-        env = os.environ.get("ARENA_EMBED_CACHE")
+        env = settings.get("ARENA_EMBED_CACHE")
         return Path(env) if env else self.home / "pools" / "_cache" / "embeddings.npz"
 
     def structure(self) -> dict:
@@ -226,7 +218,7 @@ def sources_manifest(ctx: BuildContext) -> dict:
 # ---- step 2: structure -----------------------------------------------------------------------
 def fit_and_store_structure(ctx: BuildContext, production_path=None) -> dict:
     s = ctx.sources
-    production = structure.load_production(production_path or os.environ.get("ARENA_PRODUCTION_STATS"))
+    production = structure.load_production(production_path or settings.get("ARENA_PRODUCTION_STATS"))
     ctx.progress("fitting session structure per family")
     order = sorted(s.chats, key=lambda c: public_u(c.source_id))
     doc = structure.fit_structure(
@@ -433,7 +425,7 @@ def fidelity_text(ctx: BuildContext, c: SourceConversation, split: str) -> dict 
 def load_paraphrases(path=None) -> dict[tuple[str, int], str]:
     """Operators' paraphrases of hidden chat questions: JSONL lines
     `{"source": "sharegpt:<id>", "user_turn": <0-based index>, "text": "..."}`."""
-    path = path or os.environ.get("ARENA_PARAPHRASES")
+    path = path or settings.get("ARENA_PARAPHRASES")
     if not path:
         return {}
     out: dict[tuple[str, int], str] = {}

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from speculator_arena.pools import structure
-from speculator_arena.pools.build import BuildContext, read_jsonl, sources_manifest, write_atomic
+from speculator_arena.atomic import write_atomic
+from speculator_arena.pools.build import BuildContext, read_jsonl, sources_manifest
 
 QS = (0.1, 0.5, 0.9, 0.99)
 

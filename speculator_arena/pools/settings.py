@@ -7,9 +7,9 @@ When the protocol gains a `pools` section, `pool_settings()` reads it first.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
+from speculator_arena import settings
 from speculator_arena.protocol import TaskProtocol
 
 
@@ -37,8 +37,8 @@ def pool_settings(task: TaskProtocol) -> PoolSettings:
 
 def operator_key() -> bytes | None:
     """The operators' split key: `ARENA_POOL_KEY`, or the file `ARENA_POOL_KEY_FILE` names."""
-    key = os.environ.get("ARENA_POOL_KEY")
-    path = os.environ.get("ARENA_POOL_KEY_FILE")
+    key = settings.raw("ARENA_POOL_KEY")
+    path = settings.get("ARENA_POOL_KEY_FILE")
     if not key and path:
         with open(path, "rb") as fh:
             key = fh.read().strip().decode("utf-8", "replace")

@@ -11,13 +11,15 @@ import os
 from functools import cached_property, lru_cache
 from pathlib import Path
 
+from speculator_arena import settings
+
 QWEN3_TASKS = ("qwen3-8b",)
 
 
 def shared_data_dir(data: str | os.PathLike | None = None) -> Path:
     """The shared data folder: the given path, else `ARENA_SHARED_DATA`, else `../shared/data`
     relative to the current directory (the repository root in tests and CI)."""
-    p = Path(data or os.environ.get("ARENA_SHARED_DATA") or Path.cwd().parent / "shared" / "data")
+    p = Path(data or settings.get("ARENA_SHARED_DATA"))
     if not p.is_dir():
         raise FileNotFoundError(f"shared data folder {p} not found; pass --data DIR or set ARENA_SHARED_DATA")
     return p.resolve()

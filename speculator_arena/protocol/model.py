@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -19,6 +18,8 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from speculator_arena import settings
 
 WORKLOADS = ("solo", "team", "busy")
 
@@ -77,15 +78,38 @@ class FidelityProbe(_Strict):
     texts: int = Field(ge=1)
 
 
+class FirstChoice(_Strict):
+    """Section 6: the first-choice check reads the same replies and rows as sampled_likelihood;
+    it has no settings of its own (its bound is a calibrated limit)."""
+
+
+class LengthGate(_Strict):
+    bound: float = Field(gt=0)       # |CI(delta)| beyond this fails
+
+
+class MemoryGate(_Strict):
+    slack_gib: float = Field(ge=0)
+    # v2: a gap longer than this between memory samples (or the pass's ends) leaves the gate
+    # "not measured"; None (v1) does not judge coverage.
+    max_sample_gap_seconds: float | None = Field(default=None, gt=0)
+
+
+class AnsweringGate(_Strict):
+    max_unanswered_share: float = Field(ge=0, lt=1)
+    # v2: an unanswered fidelity text counts its tokens at the worst per-token difference, and at
+    # least this many nats; None (v1) leaves unanswered items out of the statistic.
+    unanswered_fidelity_min_nats: float | None = Field(default=None, ge=0)
+
+
 class Gates(_Strict):
     z: float = Field(gt=0)
     greedy_agreement: GreedyProbe
     sampled_likelihood: LikelihoodProbe
-    first_choice: dict[str, Any] = Field(default_factory=dict)
+    first_choice: FirstChoice = Field(default_factory=FirstChoice)
     target_fidelity: FidelityProbe
-    length: dict[str, float]
-    memory: dict[str, float]
-    answering: dict[str, float]
+    length: LengthGate
+    memory: MemoryGate
+    answering: AnsweringGate
 
 
 class TaskGates(_Strict):
@@ -138,6 +162,13 @@ class Limits(_Strict):
     greedy_agreement_floor: float | None = Field(default=None, ge=0, le=1)
 
 
+class SpeedNoise(_Strict):
+    """Section 10: |SpecScore - 1| over the task's A/A evaluations (None until calibrated)."""
+
+    mean_abs_error: float | None = Field(default=None, ge=0)
+    max_abs_error: float | None = Field(default=None, ge=0)
+
+
 class Reference(_Strict):
     name: str
     kind: str
@@ -157,7 +188,7 @@ class Task(_Strict):
     kv_cache_tokens: int
     mean_session_footprint_tokens: int
     limits: Limits
-    speed_noise: dict[str, float | None]
+    speed_noise: SpeedNoise
     references: list[Reference]
     workloads: dict[str, Workload] | None = None
     passes_per_workload: int | None = None
@@ -209,6 +240,12 @@ class Protocol(_Strict):
         if task_id not in self.tasks:
             raise KeyError(f"protocol v{self.version} has no task {task_id!r}; tasks: {sorted(self.tasks)}")
         return TaskProtocol.resolve(self, task_id)
+
+    def quota(self, account_kind: str, split: str) -> int:
+        """Section 8: submissions an account of this kind may make per task and split."""
+        if account_kind not in self.quotas or split not in self.quotas[account_kind]:
+            raise KeyError(f"protocol v{self.version} sets no quota for {account_kind!r} on {split!r}")
+        return int(self.quotas[account_kind][split])
 
     def public_tasks(self) -> list[str]:
         return [t for t, spec in self.tasks.items() if spec.public]
@@ -291,7 +328,7 @@ def _versions_dirs() -> list:
     A staged file may add a version but never replace a shipped one: versions are immutable.
     """
     dirs = [resources.files("speculator_arena.protocol") / "versions"]
-    extra = os.environ.get("ARENA_PROTOCOL_DIR")
+    extra = settings.get("ARENA_PROTOCOL_DIR")
     if extra:
         dirs.append(Path(extra))
     return dirs

@@ -25,9 +25,10 @@ import sysconfig
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from speculator_arena import settings
 from speculator_arena.frontdoor.seal import sealed_provenance, verify_sealed_inputs
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
@@ -369,7 +370,7 @@ class Evaluation:
         self.start_counter += 1
         er = EngineRun(engine=name, purpose=purpose, start_index=self.start_counter, src=src,
                        env_vars=self._env(gpu_util), port=free_port(), private_root=runs_dir(self.wh, self.eid),
-                       drop_privileges=not os.environ.get("ARENA_NO_PRIVILEGE_DROP"))
+                       drop_privileges=not settings.flag("ARENA_NO_PRIVILEGE_DROP"))
         self.current_engine = er
         self.say(f"starting {name} engine ({purpose}, utilization {gpu_util:.2f})")
         try:
@@ -552,7 +553,7 @@ class Evaluation:
         self.write("probe_fidelity", rows_f)
         self.write("probe_scored", rows_s)
         self._stop_engine(er, record=True)
-        limit = self.task.gates.answering["max_unanswered_share"]
+        limit = self.task.gates.answering.max_unanswered_share
         for check, rows in (("greedy agreement", rows_g), ("target fidelity", rows_f), ("likelihood scoring", rows_s)):
             if over_limit(sum(not r["answered"] for r in rows), len(rows), limit)[0]:
                 return False, f"stock engine left more than {limit:.0%} of the {check} probes unanswered"

@@ -7,10 +7,11 @@ sampler says so (`available` false with the reason) and stores no rows, never ze
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field
+
+from speculator_arena import settings
 
 GIB = 1 << 30
 
@@ -27,7 +28,7 @@ class Device:
 
     @classmethod
     def open(cls) -> "Device":
-        if os.environ.get("ARENA_NO_NVML"):
+        if settings.flag("ARENA_NO_NVML"):
             return cls(False, "NVML disabled by ARENA_NO_NVML")
         try:
             import pynvml
@@ -38,7 +39,7 @@ class Device:
             if pynvml.nvmlDeviceGetCount() < 1:
                 return cls(False, "NVML found no device")
             index = 0
-            visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+            visible = (settings.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0].strip()
             if visible.isdigit():
                 index = int(visible)
             h = pynvml.nvmlDeviceGetHandleByIndex(index)

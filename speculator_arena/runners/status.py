@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import tempfile
 import time
 from pathlib import Path
 
+from speculator_arena.atomic import write_json_atomic
 from speculator_arena.warehouse.store import Warehouse
 
 STATUSES = ("queued", "running", "measured", "void", "failed")
@@ -37,20 +37,11 @@ def runs_dir(wh: Warehouse, evaluation_id: str) -> Path:
     return d
 
 
-def _atomic_json(path: Path, obj: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(obj, fh, indent=1, default=str)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_state(wh: Warehouse, evaluation_id: str, **fields) -> dict:
     path = runs_dir(wh, evaluation_id) / "state.json"
     state = read_state(wh, evaluation_id) or {}
     state.update(fields, updated_at=time.time())
-    _atomic_json(path, state)
+    write_json_atomic(path, state, indent=1, default=str)
     return state
 
 

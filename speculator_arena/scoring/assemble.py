@@ -532,7 +532,7 @@ def gap_flags(ev: pd.DataFrame, lim_e: pd.DataFrame) -> None:
 
     Sets `gap_flag` and `gap_detail` on every evaluation of a task and account that has both a
     scored dev and a scored test evaluation (blank elsewhere); `lim_e`: each row's task limits,
-    row for row with `ev`. Ties in created_at keep the order the former per-group sort gave.
+    row for row with `ev`. Ties in created_at are broken by the rows' order (a stable sort).
     """
     ev["gap_flag"] = pd.array([pd.NA] * len(ev), dtype="boolean")
     ev["gap_detail"] = None
@@ -564,7 +564,7 @@ def _last_scores(scored: pd.DataFrame, group: np.ndarray, split: str) -> np.ndar
     """Per group, the SpecScore of its last `split` evaluation by created_at (NaN where it has none).
 
     A group whose latest created_at is unique and never blank takes that row; the others (ties,
-    blanks) are sorted as the former code sorted them, so the same row is last."""
+    blanks) are sorted stably by created_at (blanks last) and the last row is taken."""
     out = np.full(group.max() + 1, np.nan)
     sel = (scored["split"] == split).to_numpy(dtype=bool, na_value=False)
     if not sel.any():
@@ -578,5 +578,5 @@ def _last_scores(scored: pd.DataFrame, group: np.ndarray, split: str) -> np.ndar
     take = clear & at_latest
     out[g[take]] = sub["specscore"].to_numpy(dtype=float)[take]
     for k in np.unique(g[~clear]):
-        out[k] = float(sub[g == k].sort_values("created_at")["specscore"].iloc[-1])
+        out[k] = float(sub[g == k].sort_values("created_at", kind="stable")["specscore"].iloc[-1])
     return out

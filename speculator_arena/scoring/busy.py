@@ -1,6 +1,6 @@
 """The busy window (SCORING.md) for every pass at once, with numpy.
 
-Why not only SQL: the definition is the view `pass_busy` (sql/21_scores_pass_busy.sql), a
+Why not only SQL: the definition is the view `pass_busy` (warehouse/sql/21_pass_busy.sql), a
 window-function sweep over every chunk. At the protocol's scale (about 90 million chunk events
 for 1,000 evaluations) that sort dominates scoring on a 2-core machine, while the same numbers
 follow from counting events: in flight at time t = starts <= t - ends < t (starts before

@@ -7,7 +7,7 @@ else is a failure of the pass.
 
 Callers: the runner (it draws the likelihood sample from counted replies), the scorer's Parquet
 scan (scoring/busy_scan.py) and, for analysts and the rows the scan hands back, the view
-`staged_requests` (sql/10_staged_requests.sql), which states the same expression over the same
+`staged_requests` (warehouse/sql/10_staged_requests.sql), which states the same expression over the same
 columns; tests/scoring/test_counted.py checks the view against this function row for row.
 """
 

@@ -159,7 +159,8 @@ def _counters(fig_acc, uniques, codes) -> tuple[np.ndarray, ...]:
     """Per row x engine x _COUNTERS: the counters' delta summed over passes (blank deltas as 0), the
     passes read and those missing a side, and whether the engine reports the counter at all.
 
-    The deltas are added one by one in the rows' order (np.add.at), as the former loop did."""
+    The deltas are added one by one in the rows' order (np.add.at), so float sums do not
+    depend on grouping."""
     shape = (len(uniques), len(ENGINES), len(_COUNTERS))
     total, missing, passes = np.zeros(shape), np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
     present = np.zeros(shape, dtype=bool)

@@ -18,8 +18,8 @@ def positions(frame: pd.DataFrame, key_cols, labels, repeated: str = "raise") ->
     shaped like the combinations (e.g. evaluations x engines); -1 where `frame` has no such row.
 
     Why: one hashed lookup per frame instead of one `.at` per evaluation. The queries return one
-    row per key; a key found in two rows raises (as the former per-row `.at` reads did), unless
-    `repeated="absent"`, where it reads as absent (as the former pass-count lookup read it).
+    row per key; a key found in two rows raises (a query that repeats a key is a bug), unless
+    `repeated="absent"`, where it reads as absent (an ambiguous count is no count).
     """
     shape = tuple(len(x) for x in labels)
     out = np.full(shape, -1, dtype=np.intp)

@@ -30,14 +30,14 @@ def protocol_limits(proto: Protocol) -> pd.DataFrame:
             fidelity_ceiling=float(tp.limits.fidelity_ceiling),
             greedy_floor=(float(tp.limits.greedy_agreement_floor)
                           if tp.limits.greedy_agreement_floor is not None else None),
-            length_bound=float(g.length["bound"]),
-            memory_slack_bytes=float(g.memory["slack_gib"]) * GIB,
+            length_bound=g.length.bound,
+            memory_slack_bytes=g.memory.slack_gib * GIB,
             gpu_memory_utilization=float(tp.engine_environment.gpu_memory_utilization),
-            max_unanswered_share=float(g.answering["max_unanswered_share"]),
+            max_unanswered_share=g.answering.max_unanswered_share,
             # SCORING.md "Probe items the candidate does not answer" (from v2): worst values
-            unanswered_worst="unanswered_fidelity_min_nats" in g.answering,
-            unanswered_min_nats=float(g.answering.get("unanswered_fidelity_min_nats", float("nan"))),
-            max_sample_gap_seconds=float(g.memory.get("max_sample_gap_seconds", float("nan"))),
+            unanswered_worst=g.answering.unanswered_fidelity_min_nats is not None,
+            unanswered_min_nats=_or_nan(g.answering.unanswered_fidelity_min_nats),
+            max_sample_gap_seconds=_or_nan(g.memory.max_sample_gap_seconds),
             count_slack_tokens=int(tp.count_slack_tokens),
             max_foreign_cpu_share=float(tp.contention.max_foreign_cpu_share) if tp.contention else float("nan"),
             max_steal_share=float(tp.contention.max_steal_share) if tp.contention else float("nan"),
@@ -45,6 +45,11 @@ def protocol_limits(proto: Protocol) -> pd.DataFrame:
             passes=int(tp.passes_per_workload),
         ))
     return pd.DataFrame(rows)
+
+
+def _or_nan(value: float | None) -> float:
+    """A value a version may lack (None), as NaN in the relation's float column."""
+    return float("nan") if value is None else float(value)
 
 
 def protocol_workloads(proto: Protocol) -> pd.DataFrame:

@@ -10,11 +10,10 @@ and is rewritten at every scoring (scores are always recomputed from raw rows).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
+from speculator_arena.atomic import write_atomic
 from speculator_arena.protocol.model import protocol_digest
 from speculator_arena.warehouse.store import Warehouse
 
@@ -40,27 +39,13 @@ def check_unchanged(warehouse: Warehouse, version: int) -> str:
     return digest
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def record(warehouse: Warehouse, scores) -> Path:
     """Pin the digest (first time only) and write the convenience copy of the evaluations frame."""
     d = scores_dir(warehouse, scores.protocol_version)
     check_unchanged(warehouse, scores.protocol_version)
     pin = d / "protocol.json"
     if not pin.exists():
-        _atomic_write(pin, json.dumps({"version": scores.protocol_version, "digest": scores.protocol_digest,
+        write_atomic(pin, json.dumps({"version": scores.protocol_version, "digest": scores.protocol_digest,
                                        "first_scored_at": time.time()}, indent=2).encode())
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -76,8 +61,8 @@ def record(warehouse: Warehouse, scores) -> Path:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     out = d / "evaluations.parquet"
-    _atomic_write(out, sink.getvalue().to_pybytes())
-    _atomic_write(d / "README.txt", (
+    write_atomic(out, sink.getvalue().to_pybytes())
+    write_atomic(d / "README.txt", (
         f"Scores under protocol v{scores.protocol_version} (digest {scores.protocol_digest}).\n"
         "evaluations.parquet is a convenience copy, NOT authoritative: scores are recomputed from the raw rows\n"
         "by `arena score --protocol N`; protocol.json pins the digest this version was first scored under.\n").encode())

@@ -11,11 +11,11 @@ under whichever version is asked for.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 import pandas as pd
 
+from speculator_arena import settings, sqlfiles
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import protocol_digest
 from speculator_arena.scoring import busy_scan
@@ -25,14 +25,18 @@ from speculator_arena.scoring.limits import protocol_limits, protocol_workloads
 from speculator_arena.scoring.result import Scores
 from speculator_arena.warehouse import packs, parts
 from speculator_arena.warehouse.schema import TABLES
-from speculator_arena.warehouse.store import Warehouse, define_scoring_rules, sql_statements, sql_text
+from speculator_arena.warehouse.store import Warehouse, define_scoring_rules, sql_statements
 
-_TIMING = bool(os.environ.get("ARENA_SCORE_TIMING"))
+
+
+def sql_text(name: str) -> str:
+    """One of the scorer's queries (scoring/sql/, parameters `$ids`)."""
+    return sqlfiles.read("speculator_arena.scoring", name)
 
 
 def _tick(label: str, t0: list) -> None:
     """With ARENA_SCORE_TIMING=1, print how long each step took (the benchmark's breakdown)."""
-    if _TIMING:
+    if settings.flag("ARENA_SCORE_TIMING"):
         import sys
         import time
 
@@ -87,7 +91,7 @@ def _open(wh: Warehouse, ids=None, after_passes=None, proto=None):
     con = duckdb.connect(":memory:")
     con.execute("SET parquet_metadata_cache = true")
     con.execute("SET enable_progress_bar = false")
-    threads = os.environ.get("ARENA_DUCKDB_THREADS")
+    threads = settings.get("ARENA_DUCKDB_THREADS")
     if threads:
         con.execute("SET threads = " + str(int(threads)))
     define_scoring_rules(con, proto or load_protocol())
@@ -142,7 +146,7 @@ def _busy_start(con, wh: Warehouse, resolved: packs.Resolved, pool: ThreadPoolEx
 
         t = time.perf_counter()
         out = busy_scan.busy_windows_from_batches(batches, passes, threads, staged=True)
-        if _TIMING:
+        if settings.flag("ARENA_SCORE_TIMING"):
             import sys
 
             print(f"  score step (in its thread) busy-window scan of {len(batches)} batches "

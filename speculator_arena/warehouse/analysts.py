@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from speculator_arena.atomic import atomic_path
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, arena_home
 
@@ -109,10 +110,8 @@ def refresh(home: str | os.PathLike | None = None) -> Refresh:
     wh = Warehouse(home)
     wh.home.mkdir(parents=True, exist_ok=True)
     path = wh.home / FILE_NAME
-    tmp = wh.home / f".{FILE_NAME}.{os.getpid()}.tmp"
-    tmp.unlink(missing_ok=True)
     rows: dict[str, int] = {}
-    try:
+    with atomic_path(path) as tmp:
         con = duckdb.connect(str(tmp))
         try:
             con.execute("CREATE TEMPORARY TABLE _dev_evaluations AS SELECT DISTINCT evaluation_id "
@@ -129,13 +128,6 @@ def refresh(home: str | os.PathLike | None = None) -> Refresh:
             con.execute("CHECKPOINT")
         finally:
             con.close()
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        Path(f"{tmp}.wal").unlink(missing_ok=True)
-        raise
     return Refresh(path, rows, int(withheld), time.time() - t0)
 
 

@@ -23,7 +23,6 @@ Reading never writes.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from speculator_arena import settings
+from speculator_arena.atomic import atomic_path
 from speculator_arena.warehouse import parts
 from speculator_arena.warehouse.schema import TABLES
 
@@ -152,15 +153,8 @@ def evaluations_table(home: str | os.PathLike) -> pa.Table:
 
 def _write(home: str | os.PathLike, table: pa.Table) -> Path:
     path = snapshot_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path, durable=False) as tmp:   # a cache of the raw parts
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 
@@ -217,15 +211,13 @@ def latest_finished(index, keep: int = 1) -> list[str]:
 
 def enabled() -> bool:
     """`ARENA_CATALOG=0` turns the writers' upsert off (a bulk load then runs `refresh` once)."""
-    return os.environ.get("ARENA_CATALOG", "1") != "0"
+    return settings.flag("ARENA_CATALOG")
 
 
 if __name__ == "__main__":  # python -m speculator_arena.warehouse.catalog [ARENA_HOME]
     import sys
 
-    from speculator_arena.warehouse.store import arena_home
-
-    h = arena_home(sys.argv[1] if len(sys.argv) > 1 else None)
+    h = settings.arena_home(sys.argv[1] if len(sys.argv) > 1 else None)
     t0 = time.perf_counter()
     p, n = refresh(h)
     print(f"catalog {p}: {n} partition(s) read from their parts in {time.perf_counter() - t0:.1f} s")

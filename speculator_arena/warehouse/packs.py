@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,6 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from speculator_arena import settings
+from speculator_arena.atomic import atomic_path
 from speculator_arena.warehouse import catalog, parts
 from speculator_arena.warehouse.schema import TABLES
 
@@ -54,7 +55,7 @@ MANIFEST = pa.schema([("evaluation_id", pa.string()), ("table", pa.string()), ("
 def enabled() -> bool:
     """`ARENA_PACKS=0` makes readers ignore the packs (every row from its part: a benchmark's
     baseline, or an operator ruling the packs out)."""
-    return os.environ.get("ARENA_PACKS", "1") != "0"
+    return settings.flag("ARENA_PACKS")
 
 
 def packs_dir(home: str | os.PathLike) -> Path:
@@ -256,8 +257,9 @@ def _write_pack(home: Path, order: list[str], stamps: dict[str, dict[str, int]],
     root = packs_dir(home)
     root.mkdir(parents=True, exist_ok=True)
     name = f"pack-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    try:
+    dest = root / name
+    with atomic_path(dest) as tmp:
+        tmp.mkdir()
         groups = [order[i:i + group_size] for i in range(0, len(order), group_size)]
         writers = {t: pq.ParquetWriter(tmp / f"{t}.parquet", TABLES[t]) for t in PACKED_TABLES}
         next_rg = dict.fromkeys(PACKED_TABLES, 0)
@@ -283,12 +285,7 @@ def _write_pack(home: Path, order: list[str], stamps: dict[str, dict[str, int]],
         for w in writers.values():
             w.close()
         pq.write_table(pa.table(manifest, schema=MANIFEST), tmp / "manifest.parquet")
-        dest = root / name
-        os.replace(tmp, dest)
-        return dest
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    return dest
 
 
 def _remove_retired(root: Path) -> int:

@@ -11,16 +11,16 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import tempfile
 import uuid
 from collections.abc import Iterable, Mapping
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from speculator_arena import settings, sqlfiles
+from speculator_arena.atomic import atomic_path
 from speculator_arena.warehouse.schema import TABLES
 
 if TYPE_CHECKING:  # the runner writes rows on machines without DuckDB (the GPU image)
@@ -33,24 +33,13 @@ class WarehouseError(RuntimeError):
 
 def arena_home(home: str | os.PathLike | None = None) -> Path:
     """`ARENA_HOME` (default `./arena_home`), the one place configuration of the home is read."""
-    return Path(home or os.environ.get("ARENA_HOME") or "arena_home").resolve()
+    return settings.arena_home(home)
 
 
 def _safe_id(value: str) -> str:
     if not value or any(c in value for c in "/\\=\0") or value in (".", ".."):
         raise ValueError(f"unsafe identifier for a partition: {value!r}")
     return value
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Warehouse:
@@ -105,21 +94,12 @@ class Warehouse:
         dest_dir.mkdir(parents=True, exist_ok=True)
         name = f"{part or uuid.uuid4().hex}.parquet"
         dest = dest_dir / name
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=dest_dir)
-        os.close(fd)
         try:
-            pq.write_table(body, tmp)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, dest)
-            _fsync_dir(dest_dir)
+            with atomic_path(dest) as tmp:
+                pq.write_table(body, tmp)
         except OSError as exc:
-            Path(tmp).unlink(missing_ok=True)
             hint = " (disk full)" if exc.errno == errno.ENOSPC else ""
             raise WarehouseError(f"could not write {table} rows of {evaluation_id}{hint}: {exc}") from exc
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         if replace:
             for other in dest_dir.glob("*.parquet"):
                 if other.name != name:
@@ -191,7 +171,7 @@ class Warehouse:
 
     def _define_views(self, con: duckdb.DuckDBPyConnection, *, temporary: bool) -> None:
         """The raw_* views are generated from the schemas (raw_select); every derived view is a
-        file of sql/."""
+        file of warehouse/sql/ (sqlfiles.py)."""
         kw = "TEMPORARY VIEW" if temporary else "VIEW"
         for table in TABLES:
             con.execute(f"CREATE OR REPLACE {kw} raw_{table} AS {self.raw_select(table)}")
@@ -219,19 +199,5 @@ def _duck_type(t: pa.DataType) -> str:
 
 
 def sql_statements() -> list[str]:
-    """Every view under sql/, in file-name order (files are numbered by layer).
-
-    Only numbered files (`10_staged_*.sql`, ...) are views; unnumbered files are queries with
-    parameters, run by their owners through `sql_text()`.
-    """
-    root = resources.files("speculator_arena") / "sql"
-    if not root.is_dir():
-        return []
-    files = sorted((f for f in root.iterdir() if f.name.endswith(".sql") and f.name[:2].isdigit()),
-                   key=lambda f: f.name)
-    return [f.read_text(encoding="utf-8") for f in files]
-
-
-def sql_text(name: str) -> str:
-    """One SQL file of sql/ (queries the scorer and the board run with parameters)."""
-    return (resources.files("speculator_arena") / "sql" / name).read_text(encoding="utf-8")
+    """The warehouse's views, then the analysts' views (sqlfiles.py): every connection defines them."""
+    return sqlfiles.numbered("speculator_arena.warehouse") + sqlfiles.numbered("speculator_arena.warehouse", "sql/analysts")

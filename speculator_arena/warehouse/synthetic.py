@@ -137,7 +137,7 @@ def write_synthetic_evaluation(
     grace = tp.grace_seconds
     gpu_util = proto.engine_environment.gpu_memory_utilization
 
-    max_gap = g.memory.get("max_sample_gap_seconds")
+    max_gap = g.memory.max_sample_gap_seconds
     mem_step = min(5.0, 0.9 * max_gap) if max_gap else 5.0
     host = []
     passes, req_cols, replies, metrics, mem = [], {k: [] for k in (

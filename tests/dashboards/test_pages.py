@@ -144,7 +144,7 @@ def test_evaluation_page_plots_memory_against_the_budget(app, synthetic_home):
     from speculator_arena.warehouse import Warehouse
     passes = Warehouse(synthetic_home).read_table("passes", "ev-gpu").to_pandas()
     total = passes["device_total_bytes"].dropna().iloc[0]
-    budget = tp.engine_environment.gpu_memory_utilization * total + tp.gates.memory["slack_gib"] * (1 << 30)
+    budget = tp.engine_environment.gpu_memory_utilization * total + tp.gates.memory.slack_gib * (1 << 30)
     assert f"= {fmt.gib(budget)} (protocol section 7)" in text
     assert len(at.get("vega_lite_chart")) == 9  # throughput, memory and host contention per workload
 

@@ -90,7 +90,7 @@ def test_concurrent_submissions_at_the_last_slot(arena_home, server_factory):
     """A study agent's one `test` slot; eight submissions at once to two uvicorn workers: one accepted."""
     server = server_factory(workers=2)
     token = _invite(arena_home, "racer", "study_agent")
-    assert load_protocol().quotas["study_agent"]["test"] == 1
+    assert load_protocol().quota("study_agent", "test") == 1
     doc = submission(split="test")
     barrier = threading.Barrier(8)
 

@@ -91,7 +91,7 @@ def test_quota_exhausted_and_void_refund(front):
     from speculator_arena.frontdoor.state import connect
 
     _, token = invite(connect(front.home), "agent-1", "study_agent")
-    limit = load_protocol().quotas["study_agent"]["test"]
+    limit = load_protocol().quota("study_agent", "test")
     accepted = []
     for _ in range(limit):
         r = front.post(submission(split="test"), token=token)
@@ -115,8 +115,8 @@ def test_quota_exhausted_and_void_refund(front):
     assert front.post(submission(split="test"), token=token).status_code == 201
     # the participant account next to it is untouched
     assert front.quota(split="test") == {"task_id": "local-smollm2", "split": "test", "used": 0,
-                                         "limit": load_protocol().quotas["participant"]["test"],
-                                         "left": load_protocol().quotas["participant"]["test"]}
+                                         "limit": load_protocol().quota("participant", "test"),
+                                         "left": load_protocol().quota("participant", "test")}
 
 
 def test_tampered_seal_is_refused_before_the_engine_starts(front):

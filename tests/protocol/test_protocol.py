@@ -13,7 +13,7 @@ def test_v1_holds_the_published_values():
     p = load_protocol(1)
     assert p.sampling.temperature == 0.7 and p.sampling.top_p == 0.8 and p.sampling.top_k == 20
     assert p.engine_environment.gpu_memory_utilization == 0.90
-    assert p.gates.memory["slack_gib"] == 4.0
+    assert p.gates.memory.slack_gib == 4.0
     assert p.quotas == {"participant": {"dev": 20, "test": 3}, "study_agent": {"dev": 6, "test": 1}}
     q8 = p.task("qwen3-8b")
     assert q8.lanes == {"solo": 1, "team": 8, "busy": 20}
@@ -70,4 +70,4 @@ def test_v2_adds_the_counted_slack_and_contention_and_v1_keeps_neither():
     assert v2.count_slack_tokens == 4 and v2.contention.max_foreign_cpu_share == 0.25
     assert v2.contention.max_steal_share == 0.05
     assert v2.task("qwen3-8b").count_slack_tokens == 4 and v2.task("qwen3-8b").contention == v2.contention
-    assert "max_sample_gap_seconds" not in v1.gates.memory and v2.gates.memory["max_sample_gap_seconds"] > 0
+    assert v1.gates.memory.max_sample_gap_seconds is None and v2.gates.memory.max_sample_gap_seconds > 0

@@ -6,7 +6,7 @@ import pyarrow as pa
 from speculator_arena.scoring.busy import busy_windows
 from speculator_arena.scoring.busy_scan import busy_windows_from_parquet
 from speculator_arena.scoring.score import _busy, _open
-from speculator_arena.warehouse.store import sql_text
+from speculator_arena.scoring.score import sql_text
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 from scoring_hand import write_hand_pass

@@ -21,6 +21,8 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+from speculator_arena import settings
+
 POD_RESULTS = "/arena/results"       # the results volume's sub-directory of this evaluation
 POD_ARTIFACTS = "/arena/artifacts"   # read-only: pools/, sealed targets and speculators, engines
 POD_SCRATCH = "/arena/scratch"       # HOME and caches (emptyDir)
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     with ExitStack() as stack:
         pipes = None
-        if os.environ.get("DAGSTER_PIPES_CONTEXT"):
+        if settings.get("DAGSTER_PIPES_CONTEXT"):
             from dagster_pipes import open_dagster_pipes
 
             pipes = stack.enter_context(open_dagster_pipes())

@@ -25,6 +25,7 @@ from dagster_k8s.pipes import get_pod_name
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from speculator_arena import settings
 from speculator_arena.backends.kubernetes import manifests
 from speculator_arena.backends.kubernetes.deadline import active_deadline_seconds
 from speculator_arena.backends.kubernetes.outcome import PodOutcome, classify_pod, is_started
@@ -99,7 +100,7 @@ class KubernetesLauncher:
     def _load_config(self) -> None:
         from kubernetes import config
 
-        if self.s.kubeconfig or self.s.kube_context or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if self.s.kubeconfig or self.s.kube_context or not settings.get("KUBERNETES_SERVICE_HOST"):
             config.load_kube_config(config_file=self.s.kubeconfig or None, context=self.s.kube_context or None)
         else:
             config.load_incluster_config()

@@ -35,10 +35,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from speculator_arena.atomic import fsync_dir, write_json_atomic
 from speculator_arena.checkpoints.seal import sha256_file
 from speculator_arena.warehouse.parts import PREFIX, conform, part_files
 from speculator_arena.warehouse.schema import TABLES
-from speculator_arena.warehouse.store import Warehouse, _fsync_dir
+from speculator_arena.warehouse.store import Warehouse
 
 MANIFEST = "results-manifest.json"
 JOURNAL = "LANDING.json"
@@ -63,16 +64,6 @@ class Part:
     rows: int
 
 
-def _atomic_write(path: Path, obj: dict) -> None:
-    tmp = path.with_name(f".tmp-{path.name}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(obj, fh, indent=1, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
 # ---- in the pod ------------------------------------------------------------------------------
 def write_results_manifest(results_dir: str | os.PathLike, evaluation_id: str) -> dict:
     """List every raw part of the evaluation under `results_dir` in the manifest (written last)."""
@@ -83,7 +74,7 @@ def write_results_manifest(results_dir: str | os.PathLike, evaluation_id: str) -
             parts.append(Part(table, f.relative_to(root).as_posix(), f.stat().st_size, sha256_file(f),
                               pq.ParquetFile(f).metadata.num_rows).__dict__)
     manifest = {"format": FORMAT, "evaluation_id": evaluation_id, "written_at": time.time(), "parts": parts}
-    _atomic_write(root / MANIFEST, manifest)
+    write_json_atomic(root / MANIFEST, manifest, indent=1, sort_keys=True)
     return manifest
 
 
@@ -198,13 +189,14 @@ def land(wh: Warehouse, results_dir: str | os.PathLike, evaluation_id: str, *, l
             raise ResultsRejected(f"the copy of {p.path} does not match its sha256 (the landing disk?)")
         step(f"staged {p.path}")
     for t in tables:
-        _fsync_dir(stage / t)
+        fsync_dir(stage / t)
     prov = json.loads(launcher_row.get("provenance") or "{}")
     prov.update(provenance or {}, pod_runner=json.loads(pod_row.get("provenance") or "{}"),
                 landed={"parts": len(parts) - 1, "rows": {t: sum(p.rows for p in parts if p.table == t) for t in tables}})
     final = dict(launcher_row, status=pod_row["status"], void_reason=pod_row.get("void_reason"),
                  failure_reason=pod_row.get("failure_reason"), provenance=json.dumps(prov, sort_keys=True, default=str))
-    _atomic_write(stage / JOURNAL, {"evaluation_id": evaluation_id, "tables": tables, "final_row": final})
+    write_json_atomic(stage / JOURNAL, {"evaluation_id": evaluation_id, "tables": tables, "final_row": final},
+                      indent=1, sort_keys=True)
     step("committed")
     return _apply(wh, evaluation_id, step)
 
@@ -222,7 +214,7 @@ def _apply(wh: Warehouse, evaluation_id: str, step) -> dict:
         dest = wh.partition_dir(t, evaluation_id)
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.rename(src, dest)
-        _fsync_dir(dest.parent)
+        fsync_dir(dest.parent)
         step(f"landed {t}")
     final = journal["final_row"]
     row = write_status(wh, final, final["status"], void_reason=final.get("void_reason"),

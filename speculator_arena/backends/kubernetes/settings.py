@@ -7,10 +7,10 @@ both build a `KubernetesSettings`; environment variables `ARENA_K8S_*` override 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field, fields
 
+from speculator_arena import settings
 from speculator_arena.protocol.model import TaskProtocol
 
 # The Kubernetes version the manifests are validated against (kubernetes-validate) and whose
@@ -48,8 +48,9 @@ class KubernetesSettings:
     def from_env(cls, **overrides) -> KubernetesSettings:
         """Defaults, then `ARENA_K8S_<FIELD>` variables, then explicit overrides."""
         values = {}
+        given = settings.prefixed("ARENA_K8S_")
         for f in fields(cls):
-            raw = os.environ.get(f"ARENA_K8S_{f.name.upper()}")
+            raw = given.get(f.name)
             if raw is None or f.name == "gpu_products":
                 continue
             values[f.name] = type(getattr(cls(), f.name))(raw)

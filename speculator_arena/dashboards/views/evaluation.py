@@ -173,7 +173,7 @@ def plots_section(ev: pd.Series, raw, version: int) -> None:
 
     st.subheader("Device memory against the budget")
     try:
-        slack = load_protocol(version).task(ev["task_id"]).gates.memory["slack_gib"]
+        slack = load_protocol(version).task(ev["task_id"]).gates.memory.slack_gib
     except KeyError:
         slack = None
     if raw.memory.empty:

@@ -33,7 +33,7 @@ def main() -> None:
             "greedy floor": "none" if lim.greedy_agreement_floor is None else str(lim.greedy_agreement_floor),
         })
     st.table(pd.DataFrame(rows), hide_index=True)
-    st.markdown(f"Dev/test gap flag: **{proto.dev_test_gap}**; memory slack **{proto.gates.memory['slack_gib']} GiB** "
+    st.markdown(f"Dev/test gap flag: **{proto.dev_test_gap}**; memory slack **{proto.gates.memory.slack_gib} GiB** "
                 f"over GPU_MEMORY_UTILIZATION **{proto.engine_environment.gpu_memory_utilization}**.")
     with st.expander("The whole document (`arena protocol --json`)", expanded=False):
         st.json(doc)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from speculator_arena import settings
 from speculator_arena.pools.conversations import FORMATS
 
 DEFAULT = Path(__file__).with_name("default.yaml")
@@ -53,7 +54,7 @@ class SetDeclaration:
 
 
 def declaration_file(given: str | os.PathLike | None = None) -> Path:
-    return Path(given or os.environ.get("ARENA_POOL_SOURCES") or DEFAULT).resolve()
+    return Path(given or settings.get("ARENA_POOL_SOURCES") or DEFAULT).resolve()
 
 
 def _parse_set(item, where: str) -> SetDeclaration:

@@ -1,0 +1,30 @@
+"""SQL lives in files beside the module that owns it; this reads them, for every owner.
+
+- `warehouse/sql/`: the warehouse's views (numbered, defined in name order in every connection:
+  the operators', the scorer's and the analysts' database), from `staged_requests` (what counts)
+  to `pass_speeds`;
+- `warehouse/sql/analysts/`: views defined for people reading the warehouse, in the operators'
+  connection and the analysts' database (docs/warehouse.md lists them), never read by code;
+- `scoring/sql/`: the scorer's queries, with parameters (`$ids`);
+- `dashboards/sql/`: the board's queries; `frontdoor/sql/`: the front door's SQLite state.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+
+@lru_cache(maxsize=None)
+def read(package: str, name: str, folder: str = "sql") -> str:
+    """One file: `read("speculator_arena.scoring", "gate_length.sql")`."""
+    return (resources.files(package) / folder / name).read_text(encoding="utf-8")
+
+
+def numbered(package: str, folder: str = "sql") -> list[str]:
+    """Every numbered file (`10_*.sql`, ...) of one folder, in name order: views, one per file."""
+    root = resources.files(package) / folder
+    if not root.is_dir():
+        return []
+    return [f.read_text(encoding="utf-8") for f in sorted(root.iterdir(), key=lambda f: f.name)
+            if f.name.endswith(".sql") and f.name[:2].isdigit()]
