@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -25,19 +26,18 @@ def _arena(args, env, **kw):
                           capture_output=True, text=True, **kw)
 
 
-def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_target):
+def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_target, built_local):
     sys.path.insert(0, str(REPO / "tests" / "runners"))
     from ci_profile import stage_ci_protocol
 
-    from speculator_arena.pools.build import build_all
-
     home = tmp_path / "arena_home"
+    # The session's pools (tests/pool_fixtures.py), copied: the served pool is a link into its builds.
+    shutil.copytree(built_local["home"] / "pools", home / "pools", symlinks=True)
     version = stage_ci_protocol(tmp_path / "protocol")
     env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(tmp_path / "protocol"),
                ARENA_SHARED_DATA=str(shared_data))
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    build_all(TASK, data=str(shared_data), home=home, progress=lambda *a, **k: None)
 
     invited = _arena(["accounts", "invite", "newcomer"], env, check=True)
     token = invited.stdout.strip()
