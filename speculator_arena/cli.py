@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import sys
 
 from speculator_arena import settings
@@ -20,8 +19,7 @@ COMMAND_MODULES = (
     "speculator_arena.warehouse.commands",
     "speculator_arena.scoring.commands",
     "speculator_arena.checkpoints.commands",
-    "speculator_arena.pools.commands",
-    "speculator_arena.runners.commands",
+    "speculator_arena.dagster_project.commands",
     "speculator_arena.dashboards.commands",
     "speculator_arena.backends.kubernetes.commands",
     "speculator_arena.frontdoor.commands",
@@ -57,11 +55,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"arena {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(rc or 0)
-
-
-def print_json(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
-    sys.stdout.write("\n")
 
 
 if __name__ == "__main__":

@@ -39,9 +39,9 @@ def built_local(tmp_path_factory, shared_data):
         lines = [{"source": c.source_id, "user_turn": 0,
                   "text": f"Paraphrased by the operators (#{i}): in other words, {c.user_turns()[0][:60]}"} for i, c in enumerate(chats)]
         para_path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-        from speculator_arena.pools.commands import build_with_dagster
+        from speculator_arena.dagster_project.launch import build_pools
 
-        result = build_with_dagster("local-smollm2", data=str(shared_data), home=str(home))
+        result = build_pools("local-smollm2", data=str(shared_data), home=str(home))
         yield {"embed_cache": Path(os.environ["ARENA_EMBED_CACHE"]), "home": Path(home), "result": result,
                "paraphrases": lines, "root": Path(home) / "pools" / "local-smollm2"}
     finally:

@@ -19,8 +19,11 @@ protocol_partitions = dg.StaticPartitionsDefinition([str(v) for v in available_v
     partitions_def=protocol_partitions,
     group_name="scores",
     description="SpecScore, ratios, gates and figures of every stored evaluation under protocol version <partition>.",
+    # The frames go to the caller in memory (launch.score returns them: scored once); what
+    # persists is the convenience copy under $ARENA_HOME/scores/ and the metadata below.
+    io_manager_key="scores_io_manager",
 )
-def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
+def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.Output:
     from speculator_arena.scoring.board import board_rows
     from speculator_arena.scoring.registry import score_and_record, scores_dir
 
@@ -41,7 +44,7 @@ def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
                 note = r.specscore_reason if isinstance(r.specscore_reason, str) else ""
                 previews.append(f"| {rank} | {r.label} | {score} | {note} |")
             previews.append("")
-    return dg.MaterializeResult(metadata={
+    return dg.Output(result, metadata={
         "protocol_version": version,
         "protocol_digest": result.protocol_digest,
         "evaluations": dg.MetadataValue.int(len(ev)),

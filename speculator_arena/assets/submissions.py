@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from speculator_arena.assets.evaluations import evaluation, evaluation_partitions
+from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, run_config
 from speculator_arena.dagster_project.resources import WarehouseResource
 
 IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
@@ -27,7 +27,7 @@ submission_evaluation_job = dg.define_asset_job(
            default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts the oldest accepted submission's evaluation, one at a time per device.")
 def submission_queue(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
-    from speculator_arena.frontdoor.queue import DEVICE_TAG, SUBMISSION_TAG, device_name, evaluation_config, waiting
+    from speculator_arena.frontdoor.queue import DEVICE_TAG, SUBMISSION_TAG, device_name, evaluation_spec, waiting
     from speculator_arena.frontdoor.state import connect
 
     device = device_name()
@@ -45,7 +45,7 @@ def submission_queue(context: dg.SensorEvaluationContext, warehouse: WarehouseRe
             eid = sub["evaluation_id"]
             request = dg.RunRequest(
                 run_key=eid, partition_key=eid, tags={DEVICE_TAG: device, SUBMISSION_TAG: sid},
-                run_config={"ops": {"evaluation": {"config": evaluation_config(sub, name["name"])}}})
+                run_config=run_config(evaluation_spec(sub, name["name"])))
             return dg.SensorResult(run_requests=[request],
                                    dynamic_partitions_requests=[evaluation_partitions.build_add_request([eid])])
     finally:

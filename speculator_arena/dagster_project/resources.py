@@ -26,4 +26,5 @@ def default_resources(home=None, backend: str = "") -> dict:
     `arena evaluate`, the queue worker and the pool commands all build theirs here, so an asset
     that gains a resource cannot run without it in one of them."""
     return {"warehouse": WarehouseResource(home=str(arena_home(home))),
-            "backend": EvaluationBackendResource(kind=backend)}
+            "backend": EvaluationBackendResource(kind=backend),
+            "scores_io_manager": dg.mem_io_manager}

@@ -1,4 +1,4 @@
-"""`arena api`, `arena accounts`, `arena queue` and `arena submit`."""
+"""`arena api`, `arena accounts` and `arena submit` (`arena queue`: dagster_project/commands.py)."""
 
 from __future__ import annotations
 
@@ -28,14 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     reg = asub.add_parser("registration", help="open or close POST /register")
     reg.add_argument("state", choices=("open", "closed", "status"))
     reg.set_defaults(func=_registration)
-
-    q = sub.add_parser("queue", help="the submission queue: list it, or work it without the Dagster daemon")
-    qsub = q.add_subparsers(dest="action", required=True)
-    qsub.add_parser("list", help="accepted submissions and their evaluations' status").set_defaults(func=_queue_list)
-    w = qsub.add_parser("work", help="tick the submission_queue sensor in-process and run what it starts")
-    w.add_argument("--once", action="store_true", help="run at most one evaluation, then exit")
-    w.add_argument("--interval", type=float, default=15.0)
-    w.set_defaults(func=_queue_work)
 
     s = sub.add_parser("submit", help="submit an engine (and speculator) to the arena (ARENA_URL, ARENA_TOKEN)")
     s.add_argument("--task", required=True)
@@ -84,7 +76,7 @@ def _revoke(args) -> int:
 
 
 def _list(args) -> int:
-    from speculator_arena.cli import print_json
+    from speculator_arena.printing import print_json
     from speculator_arena.frontdoor.accounts import accounts
 
     print_json(accounts(_con()))
@@ -101,36 +93,8 @@ def _registration(args) -> int:
     return 0
 
 
-def _queue_list(args) -> int:
-    from speculator_arena.cli import print_json
-    from speculator_arena.frontdoor.quotas import evaluation_statuses
-    from speculator_arena.warehouse import Warehouse
-
-    wh = Warehouse()
-    rows = [dict(r) for r in _con().execute("SELECT submission_id, evaluation_id, account_id, task_id, split, "
-                                            "accepted_at FROM submissions ORDER BY accepted_at")]
-    statuses = evaluation_statuses(wh)
-    print_json([dict(r, status=statuses.get(r["evaluation_id"], "queued")) for r in rows])
-    return 0
-
-
-def _queue_work(args) -> int:
-    import time
-
-    from speculator_arena.frontdoor.worker import tick
-
-    while True:
-        ran = tick(say=lambda m: print(m, file=sys.stderr, flush=True))
-        if args.once and ran:
-            return 0
-        if args.once:
-            print("no accepted submission is waiting", file=sys.stderr)
-            return 0
-        time.sleep(args.interval)
-
-
 def _submit(args) -> int:
-    from speculator_arena.cli import print_json
+    from speculator_arena.printing import print_json
     from speculator_arena.frontdoor.client import Client, SubmitError, build_submission
 
     try:

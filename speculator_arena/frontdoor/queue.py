@@ -30,12 +30,14 @@ def waiting(con, wh) -> list[dict]:
             if statuses.get(r["evaluation_id"], "queued") == "queued"]
 
 
-def evaluation_config(sub: dict, account_name: str) -> dict:
-    """The `evaluation` asset's config for a submission (the harness's EvaluationSpec)."""
-    return {"task_id": sub["task_id"], "engine": sub["engine_dir"], "split": sub["split"],
-            "label": account_name, "account_id": sub["account_id"], "submission_id": sub["submission_id"],
-            "is_reference": False, "solution_kind": sub["solution_kind"],
-            "speculator": sub["speculator_dir"] or ""}
+def evaluation_spec(sub: dict, account_name: str):
+    """The evaluation a submission asks for, as the harness runs it."""
+    from speculator_arena.runners.harness import EvaluationSpec
+
+    return EvaluationSpec(task_id=sub["task_id"], engine=sub["engine_dir"], split=sub["split"],
+                          evaluation_id=sub["evaluation_id"], label=account_name, account_id=sub["account_id"],
+                          submission_id=sub["submission_id"], is_reference=False,
+                          solution_kind=sub["solution_kind"], speculator=sub["speculator_dir"] or None)
 
 
 def board_url(evaluation_id: str) -> str:

@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from speculator_arena.cli import print_json
+    from speculator_arena.printing import print_json
     from speculator_arena.protocol import available_versions, load_protocol
 
     if args.list:

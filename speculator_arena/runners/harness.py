@@ -25,7 +25,7 @@ import sysconfig
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from speculator_arena import settings
@@ -90,6 +90,14 @@ class EvaluationSpec:
             raise ValueError(f"split must be dev or test, not {self.split!r}")
         if not self.evaluation_id:
             self.evaluation_id = new_evaluation_id(self.task_id)
+
+    def to_json(self) -> str:
+        """What the `evaluation` asset's config carries: this spec, as built, field for field."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> EvaluationSpec:
+        return cls(**json.loads(text))
 
 
 def new_evaluation_id(task_id: str) -> str:

@@ -20,9 +20,9 @@ def instance():
 
 def _tick(instance, home):
     from speculator_arena.assets.submissions import submission_queue
-    from speculator_arena.dagster_project.resources import WarehouseResource
+    from speculator_arena.dagster_project.resources import default_resources
 
-    with dg.build_sensor_context(instance=instance, resources={"warehouse": WarehouseResource(home=str(home))}) as ctx:
+    with dg.build_sensor_context(instance=instance, resources=default_resources(home)) as ctx:
         return submission_queue(ctx)
 
 
@@ -44,10 +44,12 @@ def test_sensor_starts_the_oldest_waiting_submission(front, instance):
     req = result.run_requests[0]
     assert req.partition_key == first["evaluation_id"] and req.run_key == first["evaluation_id"]
     assert req.tags == {DEVICE_TAG: "local", SUBMISSION_TAG: first["submission_id"]}
-    config = req.run_config["ops"]["evaluation"]["config"]
-    assert config["engine"].endswith(f"/sealed/{first['engine_digest']}/tree")
-    assert config["is_reference"] is False and config["label"] == "alice"
-    assert config["account_id"] == front.account_id and config["submission_id"] == first["submission_id"]
+    from speculator_arena.runners.harness import EvaluationSpec
+
+    spec = EvaluationSpec.from_json(req.run_config["ops"]["evaluation"]["config"]["spec"])
+    assert spec.engine.endswith(f"/sealed/{first['engine_digest']}/tree")
+    assert spec.is_reference is False and spec.label == "alice" and spec.evaluation_id == first["evaluation_id"]
+    assert spec.account_id == front.account_id and spec.submission_id == first["submission_id"]
     assert list(result.dynamic_partitions_requests[0].partition_keys) == [first["evaluation_id"]]
 
     # while a run is in flight on the device, nothing else starts

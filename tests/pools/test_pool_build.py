@@ -124,13 +124,13 @@ def test_hidden_asset_without_key_builds_nothing_and_says_so(built_local, tmp_pa
     import dagster as dg
 
     from speculator_arena.assets.pools import pool_test
-    from speculator_arena.dagster_project.resources import WarehouseResource
+    from speculator_arena.dagster_project.resources import default_resources
 
     monkeypatch.delenv("ARENA_POOL_KEY", raising=False)
     monkeypatch.delenv("ARENA_POOL_KEY_FILE", raising=False)
     home = tmp_path / "home"
     shutil.copytree(built_local["root"] / "dev", home / "pools" / TASK / "dev")
-    res = dg.materialize([pool_test], partition_key=TASK, resources={"warehouse": WarehouseResource(home=str(home))},
+    res = dg.materialize([pool_test], partition_key=TASK, resources=default_resources(home),
                          run_config={"ops": {"pool_test": {"config": {"data_dir": str(shared_data)}}}})
     meta = res.get_asset_materialization_events()[0].materialization.metadata
     assert meta["built"].value is False and "ARENA_POOL_KEY" in meta["reason"].value

@@ -14,7 +14,7 @@ from test_sources_as_data import FIX, _bad
 
 from speculator_arena.cli import main
 from speculator_arena.pools.api import PoolShort, load_pool
-from speculator_arena.pools.commands import PoolBuildFailed, build_with_dagster
+from speculator_arena.dagster_project.launch import PoolBuildFailed, build_pools
 
 pytestmark = pytest.mark.slow
 TASK = "local-smollm2"
@@ -86,7 +86,7 @@ def test_a_failed_rebuild_names_the_file_and_leaves_the_pool_served(home, tmp_pa
                  extends=False)
     before = _snapshot(home)
     with pytest.raises(PoolBuildFailed) as exc:
-        build_with_dagster(TASK, home=str(home), sources=str(decl))
+        build_pools(TASK, home=str(home), sources=str(decl))
     assert str(path) in str(exc.value) and says in str(exc.value), str(exc.value)
     assert _snapshot(home) == before                       # same link, same files, no build folder left
     assert len(load_pool(TASK, "dev", home=home).sessions) > 0
@@ -101,7 +101,7 @@ def test_a_pool_from_too_few_sources_fails_its_check_with_the_numbers(home, tmp_
 """, extends=False)
     before = _snapshot(home)
     with pytest.raises(PoolBuildFailed) as exc:
-        build_with_dagster(TASK, home=str(home), sources=str(decl))
+        build_pools(TASK, home=str(home), sources=str(decl))
     msg = str(exc.value)
     assert "enough_sessions_for_every_pass" in msg and "needed" in msg and "sessions per pass available" in msg, msg
     assert _snapshot(home) == before

@@ -143,9 +143,9 @@ def test_cli_and_dagster_asset_pack(varied):
     assert "nothing to pack" in again
 
     from speculator_arena.assets.packs import raw_packs
-    from speculator_arena.dagster_project.resources import WarehouseResource
+    from speculator_arena.dagster_project.resources import default_resources
 
-    result = dg.materialize([raw_packs], resources={"warehouse": WarehouseResource(home=str(varied.home))})
+    result = dg.materialize([raw_packs], resources=default_resources(varied.home))
     assert result.success
     md = result.asset_materializations_for_node("raw_packs")[0].metadata
     assert md["packed"].value == 0

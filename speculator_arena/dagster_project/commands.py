@@ -1,0 +1,206 @@
+"""The commands that run the arena's Dagster assets: `arena evaluate`, `arena demo`, `arena pools`
+and `arena queue`. They parse arguments and call the launchers (launch.py); the domains they
+reach (runners, pools, front door) never import Dagster's side.
+
+`arena evaluate` and `arena demo` run on the Dagster instance of ARENA_HOME, so
+`DAGSTER_HOME=$ARENA_HOME/dagster dagster dev` shows what ran. Machines without Dagster run the
+same harness with `python -m speculator_arena.runners.evaluate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from speculator_arena.backends import BACKENDS, DEFAULT_BACKEND
+    from speculator_arena.runners.evaluate import add_arguments
+
+    e = sub.add_parser("evaluate", help="run one paired evaluation (Dagster asset): on this machine or in a GPU pod")
+    add_arguments(e)
+    e.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                   help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators.md)")
+    e.set_defaults(func=_evaluate)
+    d = sub.add_parser("demo", help="build the local pools, evaluate the development references, print the board")
+    d.add_argument("--task", default="local-smollm2")
+    d.add_argument("--home", default=None, help="ARENA_HOME (default: $ARENA_HOME or ./arena_home)")
+    d.add_argument("--only", nargs="*", default=None, help="reference names to evaluate (default: all)")
+    d.set_defaults(func=_demo)
+
+    p = sub.add_parser("pools", help="build and inspect session pools")
+    ps = p.add_subparsers(dest="pools_command", required=True)
+    b = ps.add_parser("build", help="materialize the pool assets of one task (Dagster, in-process)")
+    b.add_argument("--task", required=True, help="task id (protocol), e.g. local-smollm2 or qwen3-8b")
+    b.add_argument("--data", default="", help="shared data folder (default: ARENA_SHARED_DATA, else ../shared/data)")
+    b.add_argument("--production-stats", default="", help="operators' production structure statistics (JSON)")
+    b.add_argument("--cc-traces", default="", help="AgentX cc-traces file (Weka format) for the agent structure")
+    b.add_argument("--sources", default="", help="declaration of conversation sets (YAML; default: ARENA_POOL_SOURCES, "
+                                                 "else the shipped one; docs/pools.md)")
+    b.add_argument("--write-repo-card", action="store_true", help="also write the data card into the repo's data_cards/")
+    b.add_argument("--home", default="", help="ARENA_HOME (default: the environment's)")
+    b.set_defaults(func=_pools_build)
+    s = ps.add_parser("show", help="print a built pool's manifest (counts only)")
+    s.add_argument("--task", required=True)
+    s.add_argument("--split", default="dev", choices=["dev", "test"])
+    s.set_defaults(func=_pools_show)
+
+    q = sub.add_parser("queue", help="the submission queue: list it, or work it without the Dagster daemon")
+    qsub = q.add_subparsers(dest="action", required=True)
+    qsub.add_parser("list", help="accepted submissions and their evaluations' status").set_defaults(func=_queue_list)
+    w = qsub.add_parser("work", help="tick the submission_queue sensor in-process and run what it starts")
+    w.add_argument("--once", action="store_true", help="run at most one evaluation, then exit")
+    w.add_argument("--interval", type=float, default=15.0)
+    w.set_defaults(func=_queue_work)
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _evaluate(args) -> int:
+    from speculator_arena.printing import print_json
+    from speculator_arena.dagster_project import launch
+    from speculator_arena.runners.evaluate import spec_from_args, summary
+    from speculator_arena.runners.harness import resume_dead
+    from speculator_arena.warehouse import Warehouse, arena_home
+
+    home = arena_home(args.home)
+    if args.resume:
+        resume_dead(Warehouse(home), args.resume, progress=_say)
+        print_json(summary(home, args.resume))
+        return 0
+    s = launch.run_evaluation(spec_from_args(args), home, backend=args.backend, progress=_say)
+    print_json(s)
+    return 0
+
+
+def _demo(args) -> int:
+    from speculator_arena.dagster_project import launch
+    from speculator_arena.protocol import load_protocol
+    from speculator_arena.warehouse import Warehouse, arena_home
+
+    t0 = time.time()
+    home = arena_home(args.home)
+    task = load_protocol().task(args.task)
+
+    def step(msg: str) -> None:
+        _say(f"[demo {time.time() - t0:5.0f} s] {msg}")
+
+    step(f"ARENA_HOME {home}; task {args.task}")
+    _ensure_pools(args.task, home, step)
+    from speculator_arena.checkpoints import prepare_checkpoint
+
+    step("preparing the sealed target checkpoint")
+    target = prepare_checkpoint(args.task, home=home)
+    step(f"target ready: {target}")
+    from speculator_arena.runners.harness import EvaluationSpec
+
+    refs = [r for r in task.task.references if args.only is None or r.name in args.only]
+    results = []
+    for k, ref in enumerate(refs, 1):
+        step(f"evaluation {k}/{len(refs)}: {ref.name} ({ref.engine}) against the stock engine")
+        spec = EvaluationSpec(task_id=args.task, engine=ref.engine, split="dev", label=ref.name,
+                              is_reference=True, solution_kind=ref.kind, account_id="arena",
+                              speculator=None, target=str(target))
+        s = launch.run_evaluation(spec, home, progress=_say)
+        results.append(s)
+        step(f"{ref.name}: {s['status']}" + (f" ({s['void_reason'] or s['failure_reason']})"
+                                             if s["void_reason"] or s["failure_reason"] else ""))
+    step("scoring every stored evaluation")
+    scores = launch.score(home)
+    from speculator_arena.scoring.board import board_text
+
+    print(board_text(scores, split="dev", task_ids=[args.task]))
+    step(f"done in {time.time() - t0:.0f} s; warehouse {Warehouse(home).home}; "
+         f"`DAGSTER_HOME={home}/dagster dagster dev` shows the runs, `arena board` the board")
+    return 0 if all(r["status"] == "measured" for r in results) else 1
+
+
+def _ensure_pools(task_id: str, home, step) -> None:
+    from speculator_arena.dagster_project import launch
+    from speculator_arena.pools.api import PoolNotBuilt, load_pool
+
+    try:
+        load_pool(task_id, "dev", home=home)
+        step("session pools already built")
+        return
+    except PoolNotBuilt:
+        pass
+    step("building the session pools (Dagster assets, in-process)")
+    launch.build_pools(task_id, home=str(home))
+    step("session pools built")
+
+
+def _pools_build(args) -> int:
+    from speculator_arena.dagster_project import launch
+    from speculator_arena.pools.build import pool_root
+    from speculator_arena.pools.settings import operator_key
+
+    t0 = time.time()
+    print(f"[pools] building {args.task} (Dagster assets, in-process)...", flush=True)
+    if operator_key() is None:
+        print("[pools] no ARENA_POOL_KEY: the hidden test pool will not be built", flush=True)
+    try:
+        res = launch.build_pools(args.task, data=args.data, production_stats=args.production_stats,
+                                  cc_traces=args.cc_traces, write_repo_card=args.write_repo_card, home=args.home,
+                                  sources=args.sources)
+    except launch.PoolBuildFailed as exc:
+        print(f"[pools] {exc}", flush=True)
+        return 1
+    failed = [c for c in res.get_asset_check_evaluations() if not c.passed]
+    for c in res.get_asset_check_evaluations():
+        print(f"[pools] check {c.asset_key.to_user_string()}:{c.check_name}: {'passed' if c.passed else 'FAILED'}")
+    root = pool_root(args.task, args.home or None)
+    dev = json.loads((root / "dev" / "manifest.json").read_text())
+    print(f"[pools] dev: {dev['sessions']} sessions {dev['families']}, {dev['turns']} turns, "
+          f"{dev.get('warmup', 0)} warm-up, {dev['fidelity']} fidelity texts")
+    test = root / "hidden" / "test" / "manifest.json"
+    if test.is_file():
+        t = json.loads(test.read_text())
+        print(f"[pools] test (hidden): {t['sessions']} sessions, {t['paraphrased_turns']} paraphrased turns")
+    print(f"[pools] data card: {root / 'data_card' / (args.task + '.md')}")
+    print(f"[pools] done in {time.time() - t0:.0f} s")
+    return 1 if failed else 0
+
+
+def _pools_show(args) -> int:
+    from speculator_arena.printing import print_json
+    from speculator_arena.pools.api import load_pool
+
+    print_json(load_pool(args.task, args.split, require=False).manifest)
+    return 0
+
+
+def _queue_list(args) -> int:
+    from speculator_arena.printing import print_json
+    from speculator_arena.frontdoor.quotas import evaluation_statuses
+    from speculator_arena.warehouse import Warehouse
+
+    wh = Warehouse()
+    from speculator_arena.frontdoor.state import connect
+
+    rows = [dict(r) for r in connect().execute("SELECT submission_id, evaluation_id, account_id, task_id, split, "
+                                            "accepted_at FROM submissions ORDER BY accepted_at")]
+    statuses = evaluation_statuses(wh)
+    print_json([dict(r, status=statuses.get(r["evaluation_id"], "queued")) for r in rows])
+    return 0
+
+
+def _queue_work(args) -> int:
+    import time
+
+    from speculator_arena.dagster_project import launch
+
+    while True:
+        ran = launch.work_queue_once(say=lambda m: print(m, file=sys.stderr, flush=True))
+        if args.once and ran:
+            return 0
+        if args.once:
+            print("no accepted submission is waiting", file=sys.stderr)
+            return 0
+        time.sleep(args.interval)
+
+

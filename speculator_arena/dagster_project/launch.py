@@ -1,0 +1,135 @@
+"""Launchers: what the CLI, the queue worker and the calibration call to run the arena's assets
+in-process on the Dagster instance of an ARENA_HOME, so `DAGSTER_HOME=$ARENA_HOME/dagster
+dagster dev` shows every run they made.
+
+They live with the Dagster definitions because they are the only code that calls Dagster to
+run assets; the domains below (runners, pools, scoring) never import this module or the assets.
+
+The path of one evaluation, each module calling the next:
+`cli` -> `dagster_project/commands.py` (arguments -> one `EvaluationSpec`) -> `run_evaluation` here
+(queued row, then the asset) -> `assets/evaluations.py` (the spec, as it was built) ->
+`backends/` (local or kubernetes) -> `runners/harness.py` (passes, probes, raw rows) -> the
+warehouse; then `score` here -> `assets/scores.py` -> `scoring/` -> the board's rows.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from speculator_arena import settings
+from speculator_arena.dagster_project.resources import default_resources
+
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}   # the harness prints its own progress
+
+
+def dagster_instance(home) -> dg.DagsterInstance:
+    """The persistent instance of this ARENA_HOME (what `dagster dev` opens with DAGSTER_HOME)."""
+    d = Path(home) / "dagster"
+    d.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("DAGSTER_HOME", str(d))   # for Dagster itself, in this process
+    yaml_path = d / "dagster.yaml"
+    if not yaml_path.exists():
+        yaml_path.write_text("telemetry:\n  enabled: false\n")
+    return dg.DagsterInstance.from_config(str(d))
+
+
+def run_evaluation(spec, home, backend: str = "", progress=None) -> dict:
+    """Queue the evaluation (its row says `queued` before anything starts), materialize its
+    partition, return its summary (the one the asset computed)."""
+    from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, run_config
+    from speculator_arena.backends import preflight
+    from speculator_arena.runners.harness import Evaluation
+
+    preflight(backend, spec, home)
+    Evaluation(spec, home=home, progress=progress).queue()
+    instance = dagster_instance(home)
+    instance.add_dynamic_partitions(evaluation_partitions.name, [spec.evaluation_id])
+    result = dg.materialize([evaluation], partition_key=spec.evaluation_id, instance=instance,
+                            run_config={**run_config(spec), **QUIET}, resources=default_resources(home, backend),
+                            raise_on_error=True)
+    (event,) = result.asset_materializations_for_node("evaluation")
+    return event.metadata["summary"].value
+
+
+def score(home, version: int | None = None):
+    """Materialize the `scores` asset of a protocol version (the latest when None) and return
+    the scores it computed (scored once)."""
+    from speculator_arena.assets.scores import scores
+    from speculator_arena.protocol import load_protocol
+
+    version = load_protocol(version).version
+    result = dg.materialize([scores], partition_key=str(version), instance=dagster_instance(home),
+                            resources=default_resources(home), raise_on_error=True, run_config=QUIET)
+    return result.asset_value(scores.key)
+
+
+class PoolBuildFailed(RuntimeError):
+    """A build that failed; the served pool is the one before it, whole."""
+
+
+def build_pools(task: str, *, data: str = "", production_stats: str = "", cc_traces: str = "",
+                write_repo_card: bool = False, home: str = "", sources: str = ""):
+    """Materialize every pool asset of one task in-process. A failure (a bad source file, a
+    blocking check such as a pool short of sessions) raises `PoolBuildFailed` naming the cause,
+    after the run's build folder is removed: the served pool stays the previous one."""
+    from speculator_arena.assets.pools import POOL_ASSETS, POOL_TASKS
+    from speculator_arena.pools.build import builds_dir, discard_build
+
+    if task not in POOL_TASKS.get_partition_keys():
+        raise KeyError(f"unknown task {task!r}; tasks: {POOL_TASKS.get_partition_keys()}")
+    cfg = {"data_dir": data, "production_stats": production_stats, "cc_traces": cc_traces, "sources": sources,
+           "write_repo_data_card": write_repo_card}
+    run_config = {"ops": {a.op.name: {"config": cfg} for a in POOL_ASSETS}}
+    builds = builds_dir(task, settings.arena_home(home or None))
+    before = set(builds.iterdir()) if builds.is_dir() else set()
+    try:
+        res = dg.materialize(POOL_ASSETS, partition_key=task, run_config=run_config,
+                             resources=default_resources(home or None), raise_on_error=False)
+    finally:
+        for d in (set(builds.iterdir()) if builds.is_dir() else set()) - before:
+            discard_build(d)
+    if not res.success:
+        raise PoolBuildFailed(f"the {task} pool build failed; the served pool is unchanged. " + _failure(res))
+    return res
+
+
+def _failure(res) -> str:
+    """The causes of a failed run: failed checks with their description, failed steps with
+    their error (a reader's error names the file, line and record)."""
+    out = [f"check {c.check_name} failed: {c.description or c.metadata}" for c in res.get_asset_check_evaluations()
+           if not c.passed and c.severity.value == "ERROR"]
+    for e in res.all_events:
+        if e.is_step_failure:
+            err = e.step_failure_data.error
+            while err is not None and err.cause is not None and "dagster" in (err.cls_name or "").lower():
+                err = err.cause
+            out.append(f"step {e.step_key}: {err.cls_name}: {err.message.strip()}" if err else f"step {e.step_key} failed")
+    return "; ".join(out) or "see the Dagster events"
+
+
+def work_queue_once(home=None, say=print) -> str | None:
+    """`arena queue work`: the `submission_queue` sensor ticked in-process and the run it requests
+    executed here, on the ARENA_HOME instance (for a machine without the Dagster daemon, and tests).
+    Returns the evaluation id run, or None."""
+    from speculator_arena.assets.evaluations import evaluation
+    from speculator_arena.assets.submissions import submission_queue
+
+    home = settings.arena_home(home)
+    instance = dagster_instance(home)
+    resources = default_resources(home)
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        result = submission_queue(context)
+    if not isinstance(result, dg.SensorResult) or not result.run_requests:
+        say(f"queue: {getattr(result, 'skip_message', result)}")
+        return None
+    for req in result.dynamic_partitions_requests:
+        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
+    request = result.run_requests[0]
+    say(f"queue: evaluating {request.partition_key} (submission {request.tags['arena/submission']})")
+    dg.materialize([evaluation], partition_key=request.partition_key, instance=instance, tags=request.tags,
+                   run_config={**request.run_config, **QUIET},
+                   resources=resources, raise_on_error=False)
+    return request.partition_key
