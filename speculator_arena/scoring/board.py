@@ -26,8 +26,8 @@ from speculator_arena.scoring.intervals import max_abs_error, specscore_interval
 from speculator_arena.scoring.result import Scores
 
 COLUMNS = ["section", "rank", "tie", "evaluation_id", "account_id", "label", "is_reference", "split", "status",
-           "specscore", "interval_low", "interval_high", "specscore_reason", "r_solo", "r_team", "r_busy", "gates_pass", "failed_gates", "not_measured_gates",
-           "gap_flag", "created_at", "candidate_ttft_p50", "candidate_tpot_p50", "candidate_cache_hit_tokens",
+           "specscore", "interval_low", "interval_high", "specscore_reason", "r_solo", "r_team", "r_busy", "gates_pass",
+           "failed_gates", "not_measured_gates", "gap_flag", "created_at", "candidate_ttft_p50", "candidate_tpot_p50", "candidate_cache_hit_tokens",
            "candidate_mean_acceptance_length", "ranked", "aa_flag"]
 
 
