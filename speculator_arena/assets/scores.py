@@ -24,7 +24,7 @@ protocol_partitions = dg.StaticPartitionsDefinition([str(v) for v in available_v
     io_manager_key="scores_io_manager",
 )
 def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.Output:
-    from speculator_arena.scoring.board import board_rows
+    from speculator_arena.scoring.board import board_rows, interval_label, rank_label
     from speculator_arena.scoring.registry import score_and_record, scores_dir
 
     version = int(context.partition_key)
@@ -37,12 +37,12 @@ def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
             rows = board_rows(result, task, split)
             if rows.empty:
                 continue
-            previews.append(f"**{task} / {split}**\n\n| # | label | SpecScore | note |\n|---|---|---|---|")
+            previews.append(f"**{task} / {split}**\n\n| # | label | SpecScore | 95% interval | note |\n|---|---|---|---|---|")
             for r in rows.head(10).itertuples():
-                rank = "" if r.rank is None or str(r.rank) == "<NA>" else str(r.rank)
                 score = "-" if r.specscore != r.specscore else f"{r.specscore:.4f}"
                 note = r.specscore_reason if isinstance(r.specscore_reason, str) else ""
-                previews.append(f"| {rank} | {r.label} | {score} | {note} |")
+                previews.append(f"| {rank_label(r.rank, r.tie)} | {r.label} | {score} | "
+                                f"{interval_label(r.interval_low, r.interval_high)} | {note} |")
             previews.append("")
     return dg.Output(result, metadata={
         "protocol_version": version,

@@ -29,6 +29,13 @@ def score(x: Any) -> str:
     return num(x, 4)
 
 
+def rank(rank: Any, tie: Any) -> str:
+    """A board rank: `2=` when another entry shares it (their intervals overlap), BLANK when unranked."""
+    from speculator_arena.scoring.board import rank_label
+
+    return rank_label(None if missing(rank) else rank, False if missing(tie) else tie) or BLANK
+
+
 def ratio(x: Any) -> str:
     return num(x, 3)
 

@@ -84,12 +84,23 @@ def browser():
         b.close()
 
 
-def _check_served_board(browser, home: Path, evaluation_id: str, name: str) -> None:
+def _row_cells(page, label: str) -> list[str]:
+    return [c.strip() for c in page.locator("table tr").filter(
+        has=page.get_by_role("link", name=label, exact=True)).first.locator("td").all_inner_texts()]
+
+
+def _check_served_board(browser, home: Path, evaluation_id: str, name: str, shared: tuple[str, ...] = ()) -> None:
+    """`shared`: labels of participants the board must show sharing rank 1 (their intervals overlap)."""
+    from speculator_arena.scoring import board_rows
+
     scores = scores_of_whole_warehouse(home)
     ev = scores.evaluations.set_index("evaluation_id")
     row = ev.loc[evaluation_id]
     split = row["split"]
     specscore = fmt.score(row["specscore"])
+    board = board_rows(scores, row["task_id"], split).set_index("evaluation_id")
+    ranked = board.loc[evaluation_id]
+    assert ranked["interval_low"] <= row["specscore"] <= ranked["interval_high"]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     served = Served(home)
     try:
@@ -99,9 +110,16 @@ def _check_served_board(browser, home: Path, evaluation_id: str, name: str) -> N
         page.get_by_role("link", name=str(row["label"])).first.wait_for(timeout=90_000)
         expect(page.locator("body")).to_contain_text(specscore, timeout=90_000)
         page.screenshot(path=str(ARTIFACTS / f"{name}-board.png"), full_page=True)
-        cells = [c.strip() for c in page.locator("table tr").filter(
-            has=page.get_by_role("link", name=str(row["label"]))).first.locator("td").all_inner_texts()]
+        cells = _row_cells(page, str(row["label"]))
         assert specscore in cells and fmt.ratio(row["r_solo"]) in cells and fmt.ratio(row["r_busy"]) in cells
+        # the shared rank and the SpecScore's interval, as scoring.board_rows computes them
+        assert cells[0] == fmt.rank(ranked["rank"], ranked["tie"])
+        assert cells[3:6] == [specscore, fmt.ratio(ranked["interval_low"]), fmt.ratio(ranked["interval_high"])]
+        for label in shared:
+            other = board[board["label"] == label].iloc[0]
+            assert other["rank"] == 1 and other["tie"]
+            got = _row_cells(page, label)
+            assert got[0] == "1=" and got[4:6] == [fmt.ratio(other["interval_low"]), fmt.ratio(other["interval_high"])]
 
         page.goto(f"{served.url}/evaluation?evaluation={evaluation_id}")
         body = page.locator("body")
@@ -120,8 +138,22 @@ def _check_served_board(browser, home: Path, evaluation_id: str, name: str) -> N
     assert (ARTIFACTS / f"{name}-evaluation.png").stat().st_size > 10_000
 
 
-def test_browser_shows_the_synthetic_warehouse(browser, synthetic_home):
-    _check_served_board(browser, synthetic_home, "ev-alpha", "synthetic")
+def test_browser_shows_the_synthetic_warehouse(browser, synthetic_home, tmp_path, monkeypatch):
+    """Served under a staged protocol version whose local-smollm2 task has a calibrated max A/A
+    error of 0.1: alpha (1.39) and beta (1.20) then lie within each other's noise and share rank 1."""
+    from importlib import resources
+
+    import yaml
+
+    from speculator_arena.protocol import load_protocol
+
+    latest = load_protocol().version
+    doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / f"v{latest}.yaml").read_text())
+    doc["version"] = latest + 1
+    doc["tasks"]["local-smollm2"]["speed_noise"] = {"mean_abs_error": 0.05, "max_abs_error": 0.1}
+    (tmp_path / f"v{latest + 1}.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))   # the served board and the expected scores
+    _check_served_board(browser, synthetic_home, "ev-alpha", "synthetic", shared=("alpha", "beta"))
 
 
 @pytest.mark.slow

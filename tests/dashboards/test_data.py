@@ -175,7 +175,8 @@ def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
     assert memo.last_refresh == {"index_parts_read": 0, "evaluations_scored": 3}
     assert len(memo.index()) == 3
     direct = data.board_scores(home, TASK)
-    cols = ["evaluation_id", "rank", "specscore", "r_solo", "r_team", "r_busy", "gap_flag", "failed_gates"]
+    cols = ["evaluation_id", "rank", "tie", "specscore", "interval_low", "interval_high", "r_solo", "r_team", "r_busy",
+            "gap_flag", "failed_gates"]
     for split in data.SPLITS:
         pd.testing.assert_frame_equal(first.boards[split][cols], direct.boards[split][cols])
     memo.board(TASK, None)

@@ -77,6 +77,13 @@ def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home)
     assert metric["Leading SpecScore"] == fmt.score(ev.at["ev-alpha", "specscore"])
     # TTFT of the candidate, as the scorer computed it, in ms
     assert fmt.ms(ev.at["ev-alpha", "candidate_ttft_p50"]) in lines[0]
+    # the SpecScore's interval beside it (local-smollm2 is not calibrated: the bootstrap's alone, said so)
+    from speculator_arena.scoring import board_rows
+    board = board_rows(scores, TASK, "dev").set_index("evaluation_id")
+    assert participants.splitlines()[0].startswith("| # | Participant | Account | SpecScore | Interval low | Interval high |")
+    assert (f"| {fmt.score(ev.at['ev-alpha', 'specscore'])} | {fmt.ratio(board.at['ev-alpha', 'interval_low'])} | "
+            f"{fmt.ratio(board.at['ev-alpha', 'interval_high'])} |") in lines[0]
+    assert "not widened: the max A/A error is not calibrated" in text and "A/A check: not calibrated" in text
 
 
 def test_board_test_split_shows_the_gap_flag(app, synthetic_home):

@@ -568,3 +568,35 @@ def _contended(rows: pd.DataFrame, rules) -> list[str]:
 
 def _num(x) -> float:
     return float("nan") if x is None else float(x)
+
+
+# ---- the board's interval (SCORING.md "Ties on the board") -------------------------------------
+
+def board_interval(ratios: dict[str, list[float]], evaluation_id: str, max_abs_error: float | None,
+                   resamples: int = 1000) -> tuple[float, float]:
+    """The SpecScore's bootstrap 95% interval widened by the max A/A error, one resample at a time.
+
+    SCORING.md fixes the resampling (passes within each workload, the median per workload, the
+    geometric mean) and the widening; docs/board.md fixes the draws so anyone can reproduce them:
+    seed = the first 8 bytes of sha256(evaluation_id), big-endian; numpy.random.default_rng(seed);
+    per workload (solo, team, busy) with its ratios sorted ascending, the indices
+    rng.integers(0, n, size=(resamples, n), dtype=uint8); the 2.5% and 97.5% quantiles (linear)."""
+    import hashlib
+    import statistics
+
+    seed = int.from_bytes(hashlib.sha256(evaluation_id.encode("utf-8")).digest()[:8], "big")
+    rng = np.random.default_rng(seed)
+    drawn = {}
+    for w in WORKLOADS:
+        x = sorted(float(v) for v in ratios[w])
+        drawn[w] = (x, rng.integers(0, len(x), size=(resamples, len(x)), dtype=np.uint8))
+    scores = []
+    for r in range(resamples):
+        product = 1.0
+        for w in WORKLOADS:
+            x, idx = drawn[w]
+            product *= statistics.median([x[i] for i in idx[r]])
+        scores.append(product ** (1.0 / 3.0))
+    low, high = np.quantile(np.array(scores), [0.025, 0.975])
+    e = max_abs_error or 0.0
+    return float(low) * (1 - e), float(high) * (1 + e)

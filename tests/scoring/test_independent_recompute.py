@@ -144,6 +144,28 @@ def test_ratios_specscore_and_outcome_agree(real):
     assert ind.outcome == scorer_outcome(ev) == "score"
 
 
+def test_board_interval_is_a_bootstrap_of_the_recomputed_passes(real):
+    """SCORING.md "Ties on the board": the board's interval is the seeded bootstrap of the pass
+    ratios recomputed here from raw rows (independent.board_interval, one resample at a time),
+    widened by the protocol document's max A/A error; the rank it gets is 1, unshared."""
+    from speculator_arena.scoring import board_rows
+    from speculator_arena.scoring.intervals import specscore_intervals
+
+    _, ind, scores = real
+    ev = scores.evaluations.iloc[0]
+    ratios = {w: ind.passes.loc[ind.passes.workload == w, "ratio"].tolist() for w in WORKLOADS}
+    e = independent.protocol_document(ind.protocol_version)["tasks"][ev["task_id"]]["speed_noise"]["max_abs_error"]
+    low, high = independent.board_interval(ratios, ind.evaluation_id, e)
+    row = board_rows(scores, ev["task_id"], ev["split"]).set_index("evaluation_id").loc[ind.evaluation_id]
+    assert math.isclose(row["interval_low"], low, rel_tol=1e-7) and math.isclose(row["interval_high"], high, rel_tol=1e-7)
+    assert low <= ind.specscore <= high and row["rank"] == 1 and not row["tie"]
+    # a calibrated error widens the same bootstrap exactly
+    wide = specscore_intervals(scores.evaluations, scores.passes, 0.05).iloc[0]
+    low5, high5 = independent.board_interval(ratios, ind.evaluation_id, 0.05)
+    assert math.isclose(wide["interval_low"], low5, rel_tol=1e-7) and math.isclose(wide["interval_high"], high5, rel_tol=1e-7)
+    assert wide["interval_low"] == wide["boot_low"] * 0.95 and wide["interval_high"] == wide["boot_high"] * 1.05
+
+
 def test_every_gate_agrees(real):
     _, ind, scores = real
     assert set(ind.gates) == set(scores.gates["gate"])

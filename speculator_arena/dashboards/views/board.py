@@ -1,4 +1,5 @@
-"""The board of one task and split: participants ranked by SpecScore, references apart."""
+"""The board of one task and split: participants ranked by SpecScore (ranks shared within each
+other's intervals), references apart, with the A/A reference checked against the calibrated noise."""
 
 import streamlit as st
 
@@ -6,6 +7,7 @@ from speculator_arena.dashboards import board_table, cached
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards.data import FINISHED
 from speculator_arena.dashboards.links import evaluation_md
+from speculator_arena.scoring.board import board_noise
 
 PAGE_SIZE = 100
 
@@ -35,11 +37,13 @@ def main() -> None:
                + (f" (digest {frames.protocol_digest[:12]})" if frames.protocol_digest else "")
                + " from the warehouse's raw rows. Each account's last finished evaluation is ranked by "
                  "SpecScore = (r_solo · r_team · r_busy)^(1/3); one that misses a gate scores 0 and is listed "
-                 "below the ranked ones. References are measured exactly as submissions are and ranked apart.")
+                 "below the ranked ones. Entries within each other's noise share a rank (2=). References are "
+                 "measured exactly as submissions are and ranked apart.")
     if rows is None or rows.empty:
         st.info(f"No finished {sel.split} evaluation of {sel.task_id} yet.")
         unranked_notice(sel)
         return
+    noise = board_noise(frames.protocol_version or sel.protocol_version, sel.task_id, rows)
     participants = rows[rows["section"] == "participants"]
     references = rows[rows["section"] == "references"]
     ranked = participants[participants["ranked"].fillna(False).astype(bool)]
@@ -47,8 +51,10 @@ def main() -> None:
     cols = st.columns(3)
     if not ranked.empty:
         top = ranked.iloc[0]
+        leaders = ranked[ranked["rank"] == 1]
         cols[0].metric("Leading SpecScore", fmt.score(top["specscore"]), help=f"{top['label']} ({top['account_id']})")
-        cols[0].caption(f"Leader: {fmt.md_escape(top['label'])}")
+        cols[0].caption(("Leader: " if len(leaders) == 1 else "Sharing rank 1: ")
+                        + ", ".join(fmt.md_escape(x) for x in leaders["label"]))
     else:
         cols[0].metric("Leading SpecScore", fmt.BLANK)
     cols[1].metric("Participants ranked", f"{len(ranked)} of {len(participants)}")
@@ -66,6 +72,7 @@ def main() -> None:
             page = int(st.number_input(f"Page (of {pages}, {PAGE_SIZE} rows each)", 1, pages, 1))
         shown = participants.iloc[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
         st.markdown(board_table.markdown(shown, sel.protocol_version))
+    st.caption(board_table.intervals_caption(noise))
     st.caption("TTFT, TPOT, cache hit and acceptance are the candidate engine's over all counted timed requests; "
                "acceptance is the engine's own report (vllm:spec_decode_* counters), shown and never scored. "
                "Dev/test gap: FLAGGED when the last test SpecScore is below (1 − gap) × the last dev SpecScore.")
@@ -75,6 +82,7 @@ def main() -> None:
         st.info("No reference speculator has been measured on this task and split yet (see the References page).")
     else:
         st.markdown(board_table.markdown(references, sel.protocol_version, label_column="Reference"))
+    board_table.show_aa_check(st, noise)
     unranked_notice(sel)
 
 

@@ -8,6 +8,7 @@ from speculator_arena.dashboards import board_table, cached
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards.data import BoardDataError
 from speculator_arena.protocol import load_protocol
+from speculator_arena.scoring.board import board_noise
 
 
 def main() -> None:
@@ -45,6 +46,7 @@ def main() -> None:
                 f"No reference has a finished {sel.split} evaluation of {sel.task_id} yet.")
         return
     st.markdown(board_table.markdown(refs, sel.protocol_version, label_column="Reference"))
+    board_table.show_aa_check(st, board_noise(frames.protocol_version or sel.protocol_version, sel.task_id, board))
     failing = refs[refs["failed_gates"].fillna("") != ""]
     for r in failing.itertuples():
         st.caption(f"{fmt.text(r.label)} misses a gate ({fmt.text(r.failed_gates)}) and stays on the board as a "
