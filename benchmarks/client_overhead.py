@@ -49,6 +49,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -76,18 +77,26 @@ def serve(port: int, chunks: int, interval: float) -> None:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
+            head = '{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,' % (
+                threading.get_ident(), time.time())
+
+            def send(delta: str, finish: str = "null") -> None:
+                line = ("data: " + head + '"delta":{%s},"logprobs":null,"finish_reason":%s}]}\n\n' % (delta, finish)).encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+
+            send('"role":"assistant","content":""')
             nxt = time.time()
             for i in range(chunks):
                 nxt += interval
                 delay = nxt - time.time()
                 if delay > 0:
                     time.sleep(delay)
-                line = ('data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,'
-                        '"delta":{"content":" tok%d"},"logprobs":null,"finish_reason":null}],"t":%.6f}\n\n'
-                        % (i, time.time())).encode()
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-                self.wfile.flush()
-            end = b"data: [DONE]\n\n"
+                send('"content":" tok%d@%.6f"' % (i, time.time()))  # the server's stamp, taken as it writes
+            send('"content":""', '"length"')
+            usage = ('data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+                     '"usage":{"prompt_tokens":9,"total_tokens":%d,"completion_tokens":%d}}\n\n' % (1, 9 + chunks, chunks))
+            end = usage.encode() + b"data: [DONE]\n\n"
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(end), end))
             self.wfile.flush()
 
@@ -99,12 +108,13 @@ def serve(port: int, chunks: int, interval: float) -> None:
     srv.serve_forever()
 
 
-# ---- clients: each returns [(client stamp, server stamp)] per content chunk ----------------
+# ---- clients: each returns [(client stamp, chunk text)] per content chunk; the server's stamp
+# is read from the text after the client's CPU time is taken -------------------------------
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
         "stream_options": {"include_usage": True}, "max_tokens": 256}
 
 
-async def arena_client(url: str, lanes: int) -> list[tuple[float, float]]:
+async def arena_client(url: str, lanes: int) -> list[tuple[float, str]]:
     from speculator_arena.runners.stream import SSEClient, stream_chat
 
     client = SSEClient(max_idle=lanes + 4, connect_timeout=30.0)  # what workload.make_client(lanes) builds
@@ -115,9 +125,8 @@ async def arena_client(url: str, lanes: int) -> list[tuple[float, float]]:
         await client.aclose()
     out = []
     for r in results:
-        assert r.done and r.error is None, r.error
-        assert len(r.chunk_times) == len(r.lines)
-        out.extend((t, json.loads(p)["t"]) for t, p in r.lines)  # the server's stamp, read after the run
+        assert r.done and r.error is None and r.finish_reason == "length" and r.usage_completion_tokens, r.error
+        out.extend(zip(r.chunk_times, r.chunk_texts))
     return out
 
 
@@ -151,7 +160,7 @@ class StreamedResponseHandler:
         return messages
 
 
-async def vllm_client(url: str, lanes: int) -> list[tuple[float, float]]:
+async def vllm_client(url: str, lanes: int) -> list[tuple[float, str]]:
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=lanes, limit_per_host=lanes, ttl_dns_cache=300, use_dns_cache=True,
@@ -160,7 +169,7 @@ async def vllm_client(url: str, lanes: int) -> list[tuple[float, float]]:
                                     timeout=aiohttp.ClientTimeout(total=6 * 60 * 60))
     to_epoch = time.time() - time.perf_counter()
 
-    async def one() -> list[tuple[float, float]]:
+    async def one() -> list[tuple[float, str]]:
         stamps = []
         itl: list[float] = []
         generated_text = ""
@@ -189,7 +198,8 @@ async def vllm_client(url: str, lanes: int) -> list[tuple[float, float]]:
                                 itl.append(timestamp - most_recent_timestamp)
                             generated_text += content or ""
                             most_recent_timestamp = timestamp
-                            stamps.append((timestamp + to_epoch, data["t"]))
+                            if content:
+                                stamps.append((timestamp + to_epoch, content))
         assert first_chunk_received
         return stamps
 
@@ -207,7 +217,6 @@ class ChatLineHandler:
         self.streaming_texts: list[str] = []
         self.streaming_usage = None
         self.streaming_response_id = None
-        self.last_server_t = None
 
     def extract_line_data(self, line: str):
         if line == "data: [DONE]":
@@ -232,11 +241,10 @@ class ChatLineHandler:
             updated = True
         if usage:
             self.streaming_usage = usage
-        self.last_server_t = data.get("t")
         return 1 if updated else 0
 
 
-async def guidellm_client(url: str, lanes: int) -> list[tuple[float, float]]:
+async def guidellm_client(url: str, lanes: int) -> list[tuple[float, str]]:
     import httpx
 
     client = httpx.AsyncClient(http2=False, timeout=httpx.Timeout(5.0, read=None, connect=5.0),
@@ -244,7 +252,7 @@ async def guidellm_client(url: str, lanes: int) -> list[tuple[float, float]]:
                                limits=httpx.Limits(max_connections=None, max_keepalive_connections=None,
                                                    keepalive_expiry=5.0))
 
-    async def one() -> list[tuple[float, float]]:
+    async def one() -> list[tuple[float, str]]:
         stamps = []
         timings = {"first_request_iteration": None, "last_request_iteration": None, "request_iterations": 0,
                    "first_token_iteration": None, "last_token_iteration": None, "token_iterations": 0}
@@ -273,7 +281,7 @@ async def guidellm_client(url: str, lanes: int) -> list[tuple[float, float]]:
                     timings["token_iterations"] = 0
                 timings["last_token_iteration"] = iter_time
                 timings["token_iterations"] += iterations
-                stamps.append((iter_time, handler.last_server_t))
+                stamps.append((iter_time, handler.streaming_texts[-1]))
         timings["request_end"] = time.time()
         assert end_reached
         return stamps
@@ -292,7 +300,7 @@ def measure(kind: str, url: str, lanes: int) -> dict:
     c0, w0 = time.process_time(), time.time()
     stamps = asyncio.run(RUNNERS[kind](url, lanes))
     cpu, wall = time.process_time() - c0, time.time() - w0
-    lags_ms = sorted((mine - theirs) * 1000 for mine, theirs in stamps)
+    lags_ms = sorted((mine - float(text.rpartition("@")[2])) * 1000 for mine, text in stamps)
     return {"client": kind, "chunks": len(lags_ms), "wall_s": wall, "cpu_s": cpu,
             "cpu_us_per_chunk": cpu / len(lags_ms) * 1e6,
             "lag_ms_p50": statistics.median(lags_ms), "lag_ms_p99": lags_ms[int(0.99 * (len(lags_ms) - 1))],

@@ -4,7 +4,7 @@ Why so little: the client must never be the bottleneck, and its timestamps are t
 times (TTFT, TPOT and the busy window's token attribution in SCORING.md all come from them).
 So the arena reads its SSE streams through a small HTTP/1.1 client of its own on asyncio's
 Protocol interface instead of a general HTTP library: the event loop hands each received
-buffer straight to `_Connection.data_received`, which stamps `time.time()` first, removes the
+buffer straight to `_Connection.buffer_updated`, which stamps `time.time()` first, removes the
 chunked framing, splits `data:` lines and keeps (stamp, raw payload). No task wakes up per
 chunk, no coroutine resumes, no JSON is parsed while the stream is open. Payloads are decoded
 after the stream ends, a slice at a time with a yield to the loop in between, so that one
@@ -36,6 +36,7 @@ DONE = "[DONE]"
 PARSE_SLICE = 64           # payloads decoded between two yields to the event loop
 ERROR_BODY_KEPT = 4096     # bytes of a non-200 body kept for the error text (300 are shown)
 MAX_HEAD_BYTES = 65536     # a response head (or one chunk-size line) longer than this is refused
+READ_BUFFER = 65536        # bytes one read may take (more waits for the next loop turn)
 _clock = time.time
 
 
@@ -56,33 +57,85 @@ class RemoteProtocolError(StreamError):
 
 
 _scan = json.JSONDecoder().scan_once
+_scanstring = json.decoder.scanstring
 _BAD = object()
+_PROBE = "\u2063arena-template-probe"
 
 
-def _decode(s: str, raw: bytes) -> Any:
+def _decode(s: str | None, raw: bytes) -> Any:
     """One payload, exactly as `json.loads(raw)` would read it (or _BAD).
 
     The scanner is json's own C scanner without json.loads' per-call wrapper; anything it does
-    not take whole is handed to json.loads itself, so no payload reads differently."""
-    try:
-        obj, end = _scan(s, 0)
-        if end == len(s):
-            return obj
-    except (StopIteration, ValueError):
-        pass
+    not take whole (and any payload that is not UTF-8) is handed to json.loads itself, so no
+    payload reads differently."""
+    if s is not None:
+        try:
+            obj, end = _scan(s, 0)
+            if end == len(s):
+                return obj
+        except (StopIteration, ValueError):
+            pass
     try:
         return json.loads(raw)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
         return _BAD
 
 
-def _decode_all(payloads: list[bytes]) -> list[Any]:
-    """Payloads hold no newline (they were split on it): decode them in one UTF-8 pass."""
+def _texts(payloads: list[bytes]) -> list[str | None]:
+    """Payloads hold no newline (they were split on it): decode them in one UTF-8 pass; None
+    for a payload that is not UTF-8."""
     try:
-        texts = b"\n".join(payloads).decode("utf-8").split("\n")
+        return b"\n".join(payloads).decode("utf-8").split("\n")
     except UnicodeDecodeError:
-        texts = [p.decode("utf-8", "replace") for p in payloads]
-    return [_decode(s, raw) for s, raw in zip(texts, payloads)]
+        out: list[str | None] = []
+        for p in payloads:
+            try:
+                out.append(p.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append(None)
+        return out
+
+
+def _template(s: str, obj: Any) -> tuple[str, str] | None:
+    """(prefix, suffix) around the string token that is `choices[0].delta.content` of `obj`,
+    for a plain text chunk (one choice, no finish reason, no usage, no error); else None.
+
+    An engine's text chunks differ only in that string (vLLM: same id, created, model, index,
+    nulls), so a later payload that is prefix + one JSON string token + suffix parses to this
+    object with only that string changed: JSON's grammar does not look inside a string token.
+    The token is confirmed by parsing the template with a probe string in its place and
+    comparing with `obj` (a duplicate key or a look-alike elsewhere cannot pass)."""
+    if not isinstance(obj, dict) or "error" in obj or obj.get("usage"):
+        return None
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if choice.get("finish_reason") or not isinstance(delta, dict) or not isinstance(delta.get("content"), str):
+        return None
+    i = s.find('"content":')
+    while i >= 0:
+        j = i + 10
+        while j < len(s) and s[j] in " \t\r":
+            j += 1
+        if j < len(s) and s[j] == '"':
+            try:
+                val, end = _scanstring(s, j + 1)
+            except ValueError:
+                val = None
+            if val == delta["content"]:
+                pre, suf = s[:j + 1], s[end:]
+                try:
+                    probe = json.loads(pre + _PROBE + '"' + suf)
+                    expect = json.loads(s)
+                    expect["choices"][0]["delta"]["content"] = _PROBE
+                except (ValueError, LookupError, TypeError):
+                    probe, expect = None, False
+                if probe == expect:
+                    return pre, suf
+        i = s.find('"content":', i + 1)
+    return None
 
 
 @dataclass
@@ -99,6 +152,10 @@ class StreamResult:
     chunk_texts: list[str] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    # the decoder's text-chunk template (see _template), carried from one slice to the next
+    _tpl: tuple[str, str] | None = field(default=None, repr=False, compare=False)
+    _tpl_hit: bool = field(default=True, repr=False, compare=False)
+    _tpl_tries: int = field(default=0, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -119,26 +176,54 @@ class StreamResult:
         return self
 
     def _parse_slice(self, lines: list[tuple[float, bytes]]) -> None:
-        objs = _decode_all([p for _, p in lines])
-        for (t, payload), obj in zip(lines, objs):
-            if obj is _BAD:
-                self.error = self.error or f"malformed SSE payload: {payload[:120]!r}"
-                continue
-            if not isinstance(obj, dict):
-                continue
-            if "error" in obj and not obj.get("choices"):
-                self.error = self.error or f"engine error in stream: {str(obj['error'])[:200]}"
-                continue
-            if obj.get("usage"):
-                self.usage = obj["usage"]
-            for choice in obj.get("choices") or []:
-                delta = choice.get("delta") or {}
-                content = delta.get("content")
-                if content:
-                    self.chunk_times.append(t)
-                    self.chunk_texts.append(content)
-                if choice.get("finish_reason"):
-                    self.finish_reason = choice["finish_reason"]
+        """Decode payloads; a text chunk shaped like the last one learnt (see _template) costs
+        one string scan instead of a JSON parse and gives the same result."""
+        texts = _texts([p for _, p in lines])
+        times, chunks = self.chunk_times, self.chunk_texts
+        tpl = self._tpl
+        for (t, payload), s in zip(lines, texts):
+            if tpl is not None and s is not None:
+                pre, suf = tpl
+                if s.startswith(pre) and s.endswith(suf) and len(s) > len(pre) + len(suf):
+                    try:
+                        val, end = _scanstring(s, len(pre))
+                    except ValueError:
+                        end = -1
+                    if end == len(s) - len(suf):
+                        if val:
+                            times.append(t)
+                            chunks.append(val)
+                        self._tpl_hit = True
+                        continue
+            obj = _decode(s, payload)
+            if s is not None and self._tpl_tries < 3 and obj is not _BAD:
+                learnt = _template(s, obj)
+                if learnt is not None:
+                    if not self._tpl_hit:
+                        self._tpl_tries += 1  # the last one learnt never matched: stop after 3
+                    tpl, self._tpl_hit = learnt, False
+            self._apply(t, payload, obj)
+        self._tpl = tpl
+
+    def _apply(self, t: float, payload: bytes, obj: Any) -> None:
+        if obj is _BAD:
+            self.error = self.error or f"malformed SSE payload: {payload[:120]!r}"
+            return
+        if not isinstance(obj, dict):
+            return
+        if "error" in obj and not obj.get("choices"):
+            self.error = self.error or f"engine error in stream: {str(obj['error'])[:200]}"
+            return
+        if obj.get("usage"):
+            self.usage = obj["usage"]
+        for choice in obj.get("choices") or []:
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            if content:
+                self.chunk_times.append(t)
+                self.chunk_texts.append(content)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
 
     @property
     def usage_prompt_tokens(self) -> int | None:
@@ -158,14 +243,18 @@ class StreamResult:
 _HEAD, _CHUNKED, _TRAILERS, _LENGTH, _UNTIL_CLOSE = range(5)
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
     """One keep-alive connection; reads one response at a time into a StreamResult.
 
-    Framing (chunked, Content-Length, or until close) is decoded as bytes arrive so that the
-    end of a response is seen at once; a 200 body is split into SSE lines on the way, any other
-    body is kept (its first bytes) for the error text."""
+    A BufferedProtocol: the loop reads into this connection's own buffer (`recv_into`) instead
+    of `recv(256 KiB)`, which allocates and frees a 256 KiB block per read; that allocation
+    (an mmap/munmap pair in glibc) cost more than everything else per chunk (measured in
+    docs/benchmarks/client.md). Framing (chunked, Content-Length, or until close) is decoded
+    as bytes arrive so that the end of a response is seen at once; a 200 body is split into
+    SSE lines on the way, any other body is kept (its first bytes) for the error text."""
 
     def __init__(self) -> None:
+        self._rbuf = memoryview(bytearray(READ_BUFFER))
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.client: SSEClient | None = None
@@ -206,8 +295,17 @@ class _Connection(asyncio.Protocol):
     def eof_received(self):
         return False  # close our side too; connection_lost decides what the EOF meant
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._rbuf
+
+    def buffer_updated(self, nbytes: int) -> None:
         t = _clock()
+        self._feed(self._rbuf[:nbytes].tobytes(), t)
+
+    def data_received(self, data: bytes) -> None:  # transports that do not read into buffers
+        self._feed(data, _clock())
+
+    def _feed(self, data: bytes, t: float) -> None:
         try:
             if self._mode == _CHUNKED:
                 self._chunked(data, t)
@@ -298,9 +396,9 @@ class _Connection(asyncio.Protocol):
         if self._mode == _LENGTH and self._left == 0:
             self._end(extra=rest)
         elif rest:
-            self.data_received_rest(rest, t)
+            self._rest(rest, t)
 
-    def data_received_rest(self, rest: bytes, t: float) -> None:
+    def _rest(self, rest: bytes, t: float) -> None:
         if self._mode == _CHUNKED:
             self._chunked(rest, t)
         elif self._mode == _LENGTH:

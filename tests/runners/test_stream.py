@@ -247,3 +247,71 @@ def test_an_httpx_client_still_works(server):
 
     r = run(go())
     assert r.done and r.text == "probe" and r.error is None
+
+
+def _reference(lines):
+    """The decoding before the template fast path: json.loads per payload."""
+    times, texts, finish, usage, error = [], [], None, None, None
+    for t, payload in lines:
+        try:
+            obj = json.loads(payload)
+        except ValueError:
+            error = error or f"malformed SSE payload: {payload[:120]!r}"
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if "error" in obj and not obj.get("choices"):
+            error = error or f"engine error in stream: {str(obj['error'])[:200]}"
+            continue
+        usage = obj.get("usage") or usage
+        for choice in obj.get("choices") or []:
+            content = (choice.get("delta") or {}).get("content")
+            if content:
+                times.append(t)
+                texts.append(content)
+            finish = choice.get("finish_reason") or finish
+    return times, texts, finish, usage, error
+
+
+def test_decoding_matches_json_loads_on_every_payload():
+    """Text chunks that share a template are read with one string scan; whatever differs in
+    the least (escapes, a duplicate key, a second token, another suffix, bad bytes) must give
+    exactly what json.loads gives."""
+    head = '{"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
+    tail = ',"logprobs":null,"finish_reason":null}]}'
+    payloads = [head + '"delta":{"role":"assistant","content":""}' + tail]
+    payloads += [head + '"delta":{"content":%s}' % json.dumps(w) + tail
+                 for w in ["Hel", "lo", ' "q"', "\\", "é\n", "😀", "", "\u2063x"]]
+    payloads += [
+        head + '"delta":{"content":"a\\u00e9\\ud83d\\ude00"}' + tail,           # escapes a template never saw
+        head + '"delta":{"content":"a","content":"dup"}' + tail,                 # duplicate key: the last wins
+        head + '"delta":{"content":"x"},"logprobs":{"content":[]},"finish_reason":null}]}',  # another suffix
+        head + '"delta":{"content":"bad\\x"}' + tail,                            # invalid escape
+        head + '"delta":{"content":"ctl\x01"}' + tail,                           # raw control character
+        head + '"delta":{"content":"lone \udcff"}' + tail,                       # surrogate bytes: json.loads takes them
+        head + '"delta":{"content":"two" "tokens"}' + tail,
+        head + '"delta":{"content":7}' + tail,
+        head + '"delta":{"content":"end"},"logprobs":null,"finish_reason":"stop"}]}',
+        '{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":9}}',
+        head + '"delta":{"content":"after"}' + tail,
+    ]
+    raw = [p.encode("utf-8", "surrogatepass") for p in payloads]
+    raw.insert(7, b'{"choices":[{"delta":{"content":"\xff"}}]}')                   # not UTF-8
+    lines = [(float(i), p) for i, p in enumerate(raw)]
+    expected = _reference(lines)
+    assert len(expected[1]) > 10 and expected[2] == "stop" and expected[3] and expected[4]
+    from speculator_arena.runners import stream
+    for size in (64, 3, 1):  # slices of every size: the template carries over from one to the next
+        res = stream.StreamResult(sent_at=0.0, lines=list(lines))
+        old, stream.PARSE_SLICE = stream.PARSE_SLICE, size
+        try:
+            res.parse()
+        finally:
+            stream.PARSE_SLICE = old
+        assert (res.chunk_times, res.chunk_texts, res.finish_reason, res.usage, res.error) == expected
+        assert res._tpl is not None  # a template was learnt
+    plain = stream.StreamResult(sent_at=0.0, lines=lines[1:8])
+    plain.parse()
+    assert plain._tpl is not None and plain._tpl_hit and plain._tpl_tries == 0  # and it was used
+    assert plain.chunk_texts == _reference(lines[1:8])[1]
+    assert res._tpl is not None  # the fast path was taken
