@@ -3,9 +3,10 @@ lag, against the clients the field measures LLM serving with, in the same run on
 
 A stdlib SSE server (a separate process, so its CPU is not the clients') streams `--chunks`
 chat-completion chunks per request, one every `--interval-ms`, to `--lanes` concurrent streams
-(HTTP/1.1 chunked, one event per chunk, then `data: [DONE]`, as vLLM's server does); every chunk
-carries the server's `time.time()` taken just before it is written, so lag = client stamp -
-server stamp (one clock, one machine). Each client runs alone in this process while it is
+(HTTP/1.1 chunked, one event per chunk, shaped like vLLM's: a role chunk, text chunks, a finish
+chunk, a usage chunk, then `data: [DONE]`); every text chunk's text carries the server's
+`time.time()` taken just before it is written ("` tok7@1764588000.123456`"), so lag = client
+stamp - server stamp (one clock, one machine), read after the client's CPU time is taken. Each client runs alone in this process while it is
 measured, and the rounds alternate the clients' order.
 
 - arena: `speculator_arena.runners.stream.stream_chat` with the SSEClient a pass uses
