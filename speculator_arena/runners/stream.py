@@ -1,9 +1,25 @@
 """One streamed chat completion, read with as little work per chunk as possible.
 
 Why so little: the client must never be the bottleneck, and its timestamps are the measured
-times. While a stream is open the loop only stamps `time.time()` on each SSE `data:` line and
-keeps the raw payload; JSON is parsed after the stream ends (benchmarks/client_overhead.py
-measures what this costs against a plain client).
+times (TTFT, TPOT and the busy window's token attribution in SCORING.md all come from them).
+So the arena reads its SSE streams through a small HTTP/1.1 client of its own on asyncio's
+Protocol interface instead of a general HTTP library: the event loop hands each received
+buffer straight to `_Connection.buffer_updated`, which stamps `time.time()` first, removes the
+chunked framing, splits `data:` lines and keeps (stamp, raw payload). No task wakes up per
+chunk, no coroutine resumes, no JSON is parsed while the stream is open. Payloads are decoded
+after the stream ends, a slice at a time with a yield to the loop in between, so that one
+lane's decoding never holds up another lane's stamps; text chunks that differ from the one
+before only in their text cost a string scan instead of a JSON parse (`_template`).
+benchmarks/client_overhead.py measures it against aiohttp and httpx clients shaped like
+`vllm bench serve` and GuideLLM (docs/benchmarks/client.md).
+
+What a stamp means: a `data:` line's time is when the read that completed the line returned
+(several events in one read share its time, and stay separate chunks). A stream is `done`
+when its `data: [DONE]` line arrives; the request ends there, as before.
+
+`time.time()` rather than a monotonic clock mapped to the epoch: its cost is the same (vDSO),
+and every other time the arena compares these stamps with (pass ends, grace ends, `sent_at`,
+the metric samplers) is `time.time()` too, so there is one clock throughout.
 """
 
 from __future__ import annotations
@@ -12,11 +28,115 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
+from urllib.parse import urlsplit
 
 import httpx
 
 DONE = "[DONE]"
+PARSE_SLICE = 64           # payloads decoded between two yields to the event loop
+ERROR_BODY_KEPT = 4096     # bytes of a non-200 body kept for the error text (300 are shown)
+MAX_HEAD_BYTES = 65536     # a response head (or one chunk-size line) longer than this is refused
+READ_BUFFER = 65536        # bytes one read may take (more waits for the next loop turn)
+_clock = time.time
+
+
+class StreamError(Exception):
+    """A failure on the wire; `stream_chat` records it as `"<class name>: <text>"`."""
+
+
+class ConnectError(StreamError):
+    """The connection could not be opened (refused, unreachable, name not resolved)."""
+
+
+class ConnectTimeout(StreamError):
+    """The connection was not open within the client's connect timeout."""
+
+
+class RemoteProtocolError(StreamError):
+    """The server broke HTTP/1.1: it closed mid-response or sent malformed framing."""
+
+
+_scan = json.JSONDecoder().scan_once
+_scanstring = json.decoder.scanstring
+_BAD = object()
+_PROBE = "\u2063arena-template-probe"
+
+
+def _decode(s: str | None, raw: bytes) -> Any:
+    """One payload, exactly as `json.loads(raw)` would read it (or _BAD).
+
+    The scanner is json's own C scanner without json.loads' per-call wrapper; anything it does
+    not take whole (and any payload that is not UTF-8) is handed to json.loads itself, so no
+    payload reads differently."""
+    if s is not None:
+        try:
+            obj, end = _scan(s, 0)
+            if end == len(s):
+                return obj
+        except (StopIteration, ValueError):
+            pass
+    try:
+        return json.loads(raw)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        return _BAD
+
+
+def _texts(payloads: list[bytes]) -> list[str | None]:
+    """Payloads hold no newline (they were split on it): decode them in one UTF-8 pass; None
+    for a payload that is not UTF-8."""
+    try:
+        return b"\n".join(payloads).decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        out: list[str | None] = []
+        for p in payloads:
+            try:
+                out.append(p.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append(None)
+        return out
+
+
+def _template(s: str, obj: Any) -> tuple[str, str] | None:
+    """(prefix, suffix) around the string token that is `choices[0].delta.content` of `obj`,
+    for a plain text chunk (one choice, no finish reason, no usage, no error); else None.
+
+    An engine's text chunks differ only in that string (vLLM: same id, created, model, index,
+    nulls), so a later payload that is prefix + one JSON string token + suffix parses to this
+    object with only that string changed: JSON's grammar does not look inside a string token.
+    The token is confirmed by parsing the template with a probe string in its place and
+    comparing with `obj` (a duplicate key or a look-alike elsewhere cannot pass)."""
+    if not isinstance(obj, dict) or "error" in obj or obj.get("usage"):
+        return None
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], dict):
+        return None
+    choice = choices[0]
+    delta = choice.get("delta")
+    if choice.get("finish_reason") or not isinstance(delta, dict) or not isinstance(delta.get("content"), str):
+        return None
+    i = s.find('"content":')
+    while i >= 0:
+        j = i + 10
+        while j < len(s) and s[j] in " \t\r":
+            j += 1
+        if j < len(s) and s[j] == '"':
+            try:
+                val, end = _scanstring(s, j + 1)
+            except ValueError:
+                val = None
+            if val == delta["content"]:
+                pre, suf = s[:j + 1], s[end:]
+                try:
+                    probe = json.loads(pre + _PROBE + '"' + suf)
+                    expect = json.loads(s)
+                    expect["choices"][0]["delta"]["content"] = _PROBE
+                except (ValueError, LookupError, TypeError):
+                    probe, expect = None, False
+                if probe == expect:
+                    return pre, suf
+        i = s.find('"content":', i + 1)
+    return None
 
 
 @dataclass
@@ -33,35 +153,78 @@ class StreamResult:
     chunk_texts: list[str] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    # the decoder's text-chunk template (see _template), carried from one slice to the next
+    _tpl: tuple[str, str] | None = field(default=None, repr=False, compare=False)
+    _tpl_hit: bool = field(default=True, repr=False, compare=False)
+    _tpl_tries: int = field(default=0, repr=False, compare=False)
 
     @property
     def text(self) -> str:
         return "".join(self.chunk_texts)
 
-    def parse(self) -> "StreamResult":
+    def parse(self) -> StreamResult:
         """Decode the kept payloads: texts of chunks that carry text, finish reason, usage."""
-        for t, payload in self.lines:
-            try:
-                obj = json.loads(payload)
-            except json.JSONDecodeError:
-                self.error = self.error or f"malformed SSE payload: {payload[:120]!r}"
-                continue
-            if not isinstance(obj, dict):
-                continue
-            if "error" in obj and not obj.get("choices"):
-                self.error = self.error or f"engine error in stream: {str(obj['error'])[:200]}"
-                continue
-            if obj.get("usage"):
-                self.usage = obj["usage"]
-            for choice in obj.get("choices") or []:
-                delta = choice.get("delta") or {}
-                content = delta.get("content")
-                if content:
-                    self.chunk_times.append(t)
-                    self.chunk_texts.append(content)
-                if choice.get("finish_reason"):
-                    self.finish_reason = choice["finish_reason"]
+        for i in range(0, len(self.lines), PARSE_SLICE):
+            self._parse_slice(self.lines[i:i + PARSE_SLICE])
         return self
+
+    async def parse_yielding(self) -> StreamResult:
+        """parse(), yielding to the event loop between slices (other lanes keep streaming)."""
+        for i in range(0, len(self.lines), PARSE_SLICE):
+            if i:
+                await asyncio.sleep(0)
+            self._parse_slice(self.lines[i:i + PARSE_SLICE])
+        return self
+
+    def _parse_slice(self, lines: list[tuple[float, bytes]]) -> None:
+        """Decode payloads; a text chunk shaped like the last one learnt (see _template) costs
+        one string scan instead of a JSON parse and gives the same result."""
+        texts = _texts([p for _, p in lines])
+        times, chunks = self.chunk_times, self.chunk_texts
+        tpl = self._tpl
+        for (t, payload), s in zip(lines, texts):
+            if tpl is not None and s is not None:
+                pre, suf = tpl
+                if s.startswith(pre) and s.endswith(suf) and len(s) > len(pre) + len(suf):
+                    try:
+                        val, end = _scanstring(s, len(pre))
+                    except ValueError:
+                        end = -1
+                    if end == len(s) - len(suf):
+                        if val:
+                            times.append(t)
+                            chunks.append(val)
+                        self._tpl_hit = True
+                        continue
+            obj = _decode(s, payload)
+            if s is not None and self._tpl_tries < 3 and obj is not _BAD:
+                learnt = _template(s, obj)
+                if learnt is not None:
+                    if not self._tpl_hit:
+                        self._tpl_tries += 1  # the last one learnt never matched: stop after 3
+                    tpl, self._tpl_hit = learnt, False
+            self._apply(t, payload, obj)
+        self._tpl = tpl
+
+    def _apply(self, t: float, payload: bytes, obj: Any) -> None:
+        if obj is _BAD:
+            self.error = self.error or f"malformed SSE payload: {payload[:120]!r}"
+            return
+        if not isinstance(obj, dict):
+            return
+        if "error" in obj and not obj.get("choices"):
+            self.error = self.error or f"engine error in stream: {str(obj['error'])[:200]}"
+            return
+        if obj.get("usage"):
+            self.usage = obj["usage"]
+        for choice in obj.get("choices") or []:
+            delta = choice.get("delta") or {}
+            content = delta.get("content")
+            if content:
+                self.chunk_times.append(t)
+                self.chunk_texts.append(content)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
 
     @property
     def usage_prompt_tokens(self) -> int | None:
@@ -77,39 +240,401 @@ class StreamResult:
         return details.get("cached_tokens")
 
 
-async def stream_chat(client: httpx.AsyncClient, url: str, body: dict, *, deadline: float | None) -> StreamResult:
+# ---- the HTTP/1.1 response reader ----------------------------------------------------------
+_HEAD, _CHUNKED, _TRAILERS, _LENGTH, _UNTIL_CLOSE = range(5)
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One keep-alive connection; reads one response at a time into a StreamResult.
+
+    A BufferedProtocol: the loop reads into this connection's own buffer (`recv_into`) instead
+    of `recv(256 KiB)`, which allocates and frees a 256 KiB block per read; that allocation
+    (an mmap/munmap pair in glibc) cost more than everything else per chunk (measured in
+    docs/benchmarks/client.md). Framing (chunked, Content-Length, or until close) is decoded
+    as bytes arrive so that the end of a response is seen at once; a 200 body is split into
+    SSE lines on the way, any other body is kept (its first bytes) for the error text."""
+
+    def __init__(self) -> None:
+        self._rbuf = memoryview(bytearray(READ_BUFFER))
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.client: SSEClient | None = None
+        self.key: tuple | None = None
+        self._res: StreamResult | None = None
+        self._lines: list | None = None
+        self._waiter: asyncio.Future | None = None
+        self._mode = _HEAD
+        self._buf = b""           # an incomplete head, chunk-size line or trailer section
+        self._left = 0            # bytes still to come: chunk payload + its CRLF, or Content-Length body
+        self._sse = b""           # an incomplete SSE line
+        self._ok = False          # status 200: the body is SSE
+        self._stop = False        # [DONE] seen: later body bytes are framing to get through
+        self._keep_alive = False
+        self._ended = False       # the whole response has arrived
+        self._released = False    # stream_chat is finished with it
+        self._error_body = bytearray()
+
+    # asyncio.Protocol
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        if self.client is not None:
+            self.client._open.discard(self)
+        if self._res is None or self._ended:
+            return
+        if self._mode == _UNTIL_CLOSE:
+            self._end()
+        elif self._mode == _HEAD and not self._buf:
+            self._fail(RemoteProtocolError("server disconnected without sending a response"))
+        else:
+            why = {_HEAD: "incomplete response head", _CHUNKED: "incomplete chunked read",
+                   _TRAILERS: "incomplete chunked trailer", _LENGTH: "incomplete body"}[self._mode]
+            self._fail(RemoteProtocolError(f"peer closed connection without sending complete message body ({why})"))
+
+    def eof_received(self):
+        return False  # close our side too; connection_lost decides what the EOF meant
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._rbuf
+
+    def buffer_updated(self, nbytes: int) -> None:
+        t = _clock()
+        self._feed(self._rbuf[:nbytes].tobytes(), t)
+
+    def data_received(self, data: bytes) -> None:  # transports that do not read into buffers
+        self._feed(data, _clock())
+
+    def _feed(self, data: bytes, t: float) -> None:
+        try:
+            if self._mode == _CHUNKED:
+                self._chunked(data, t)
+            elif self._mode == _HEAD:
+                self._head(data, t)
+            elif self._mode == _LENGTH:
+                self._length(data, t)
+            elif self._mode == _UNTIL_CLOSE:
+                self._body(data, t)
+            else:
+                self._trailers(data)
+        except (ValueError, UnicodeDecodeError, IndexError) as exc:
+            self._fail(RemoteProtocolError(f"malformed response: {exc}"[:200]))
+
+    # request
+    def send(self, request: bytes, res: StreamResult) -> asyncio.Future:
+        self._res, self._lines = res, res.lines
+        self._mode, self._buf, self._left, self._sse = _HEAD, b"", 0, b""
+        self._ok = self._stop = self._ended = self._released = False
+        self._error_body = bytearray()
+        self._waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return self._waiter
+
+    def release(self, ok: bool) -> None:
+        """stream_chat is done with this connection: keep it for the next request once its
+        response has fully arrived (at once, or when the bytes after [DONE] come), else close."""
+        self._released = True
+        if not ok or self.closed or not self._keep_alive:
+            self.close()
+        elif self._ended:
+            self._idle()
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def idle(self) -> bool:
+        return self._res is None and not self.closed
+
+    # response parsing
+    def _head(self, data: bytes, t: float) -> None:
+        if self._res is None:  # bytes on an idle connection: nothing to read them as
+            self.close()
+            return
+        buf = self._buf + data if self._buf else data
+        i = buf.find(b"\r\n\r\n")
+        if i < 0:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ValueError("response head too large")
+            self._buf = buf
+            return
+        self._buf = b""
+        status_line, *header_lines = buf[:i].decode("latin-1").split("\r\n")
+        rest = buf[i + 4:]
+        version, _, tail = status_line.partition(" ")
+        if not version.startswith("HTTP/1."):
+            raise ValueError(f"not an HTTP/1.x status line: {status_line[:80]!r}")
+        status = int(tail[:3])
+        if 100 <= status < 200 and status != 101:  # informational: the real head follows
+            if rest:
+                self._head(rest, t)
+            return
+        headers = {}
+        for h in header_lines:
+            name, sep, value = h.partition(":")
+            if not sep:
+                raise ValueError(f"malformed header line: {h[:80]!r}")
+            name = name.strip().lower()
+            headers[name] = f"{headers[name]}, {value.strip()}" if name in headers else value.strip()
+        self._res.status_code = status
+        self._ok = status == 200
+        connection = headers.get("connection", "").lower()
+        self._keep_alive = version == "HTTP/1.1" and "close" not in connection
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self._mode = _CHUNKED
+        elif "content-length" in headers:
+            self._mode, self._left = _LENGTH, int(headers["content-length"])
+            if self._left < 0:
+                raise ValueError("negative Content-Length")
+        elif status in (101, 204, 304):
+            self._left = 0
+            self._mode = _LENGTH
+        else:
+            self._mode, self._keep_alive = _UNTIL_CLOSE, False
+        if self._mode == _LENGTH and self._left == 0:
+            self._end(extra=rest)
+        elif rest:
+            self._rest(rest, t)
+
+    def _rest(self, rest: bytes, t: float) -> None:
+        if self._mode == _CHUNKED:
+            self._chunked(rest, t)
+        elif self._mode == _LENGTH:
+            self._length(rest, t)
+        else:
+            self._body(rest, t)
+
+    def _chunked(self, data: bytes, t: float) -> None:
+        if self._buf:  # a chunk-size line split across reads
+            data, self._buf = self._buf + data, b""
+        pos, n = 0, len(data)
+        while pos < n:
+            left = self._left
+            if left == 0:
+                i = data.find(b"\r\n", pos)
+                if i < 0:
+                    if n - pos > MAX_HEAD_BYTES:
+                        raise ValueError("chunk-size line too long")
+                    self._buf = data[pos:]
+                    return
+                size = int(data[pos:i].split(b";", 1)[0], 16)
+                if size < 0:
+                    raise ValueError("negative chunk size")
+                pos = i + 2
+                if size == 0:
+                    self._mode = _TRAILERS
+                    self._trailers(data[pos:])
+                    return
+                left = size + 2
+            if left > 2:
+                end = pos + left - 2
+                if end <= n:
+                    self._body(data if pos == 0 and end == n else data[pos:end], t)
+                    pos, left = end, 2
+                else:
+                    self._body(data[pos:] if pos else data, t)
+                    self._left = left - (n - pos)
+                    return
+            take = min(left, n - pos)  # the CRLF that closes the chunk, maybe split
+            if data[pos:pos + take] != b"\r\n"[2 - left:2 - left + take]:
+                raise ValueError("chunk not followed by CRLF")
+            pos += take
+            self._left = left - take
+
+    def _trailers(self, data: bytes) -> None:
+        buf = self._buf + data if self._buf else data
+        if buf.startswith(b"\r\n"):
+            self._buf = b""
+            self._end(extra=buf[2:])
+            return
+        i = buf.find(b"\r\n\r\n")
+        if i < 0:
+            if len(buf) > MAX_HEAD_BYTES:
+                raise ValueError("chunked trailer too large")
+            self._buf = buf
+            return
+        self._buf = b""
+        self._end(extra=buf[i + 4:])
+
+    def _length(self, data: bytes, t: float) -> None:
+        left, n = self._left, len(data)
+        if n < left:
+            self._body(data, t)
+            self._left = left - n
+            return
+        self._left = 0
+        self._body(data[:left] if n > left else data, t)
+        self._end(extra=data[left:])
+
+    def _body(self, chunk: bytes, t: float) -> None:
+        if not self._ok:
+            room = ERROR_BODY_KEPT - len(self._error_body)
+            if room > 0:
+                self._error_body += chunk[:room]
+            return
+        if self._stop:
+            return
+        if b"\n" not in chunk:
+            self._sse += chunk
+            return
+        if self._sse:
+            chunk = self._sse + chunk
+        parts = chunk.split(b"\n")
+        self._sse = parts.pop()
+        lines = self._lines
+        for line in parts:
+            if line[:5] == b"data:":
+                payload = line[5:].strip()
+                if payload == b"[DONE]":
+                    self._res.done = True
+                    self._stop = True
+                    self._resolve()
+                    return
+                lines.append((t, payload))
+
+    def _end(self, extra: bytes = b"") -> None:
+        """The whole response has arrived (a partial last SSE line is dropped, as ever)."""
+        self._ended = True
+        if extra:  # bytes after the response: nothing was asked for them
+            self._keep_alive = False
+        res = self._res
+        if not self._ok and res.error is None:
+            res.error = f"HTTP {res.status_code}: {bytes(self._error_body[:300]).decode('utf-8', 'replace')}"
+        self._resolve()
+        if self._released:
+            if self._keep_alive and not self.closed:
+                self._idle()
+            else:
+                self.close()
+
+    def _idle(self) -> None:
+        self._res = self._lines = self._waiter = None
+        self._mode, self._buf, self._sse = _HEAD, b"", b""
+        if self.client is not None:
+            self.client._park(self)
+        else:
+            self.close()
+
+    def _resolve(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _fail(self, exc: StreamError) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_exception(exc)
+        self._keep_alive = False
+        self.close()
+
+
+class SSEClient:
+    """What a pass's lanes share: keep-alive connections per host, the connect timeout.
+
+    No read timeout: a pass's grace end (stream_chat's deadline) bounds every stream. No proxy
+    from the environment and no compression asked for (the bytes read are the bytes sent)."""
+
+    def __init__(self, max_idle: int = 16, connect_timeout: float = 30.0):
+        self.max_idle = max_idle
+        self.connect_timeout = connect_timeout
+        self._idle: dict[tuple, list[_Connection]] = {}
+        self._open: set[_Connection] = set()
+        self._targets: dict[str, tuple[tuple, bytes]] = {}
+        self._closed = False
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        self._closed = True
+        for conn in list(self._open):
+            conn.close()
+        self._open.clear()
+        self._idle.clear()
+
+    def _target(self, url: str) -> tuple[tuple, bytes]:
+        """(scheme, host, port), and the request line and fixed headers for this URL."""
+        got = self._targets.get(url)
+        if got is None:
+            u = urlsplit(url)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise ConnectError(f"unsupported URL {url!r}: http:// or https:// with a host")
+            try:
+                port = u.port or (443 if u.scheme == "https" else 80)
+            except ValueError as exc:
+                raise ConnectError(f"bad port in {url!r}: {exc}") from None
+            path = (u.path or "/") + (f"?{u.query}" if u.query else "")
+            host = u.netloc.rpartition("@")[2]
+            try:
+                head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: speculator-arena\r\n"
+                        f"Accept: text/event-stream\r\nContent-Type: application/json\r\n").encode("ascii")
+            except UnicodeEncodeError:
+                raise ConnectError(f"URL {url!r} is not ASCII") from None
+            got = self._targets[url] = ((u.scheme, u.hostname, port), head)
+        return got
+
+    async def _connection(self, key: tuple) -> _Connection:
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if not conn.closed:
+                return conn
+        scheme, host, port = key
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                _, conn = await loop.create_connection(_Connection, host, port, ssl=scheme == "https" or None)
+        except TimeoutError:
+            raise ConnectTimeout(f"no connection to {host}:{port} within {self.connect_timeout} s") from None
+        except OSError as exc:
+            raise ConnectError(str(exc) or type(exc).__name__) from None
+        conn.client, conn.key = self, key
+        if self._closed:
+            conn.close()
+            raise ConnectError("client closed")
+        self._open.add(conn)
+        return conn
+
+    def _park(self, conn: _Connection) -> None:
+        idle = self._idle.setdefault(conn.key, [])
+        idle[:] = [c for c in idle if not c.closed]  # the server may close idle ones (keep-alive timeout)
+        if self._closed or len(idle) >= self.max_idle:
+            conn.close()
+            self._open.discard(conn)
+        else:
+            idle.append(conn)
+
+
+async def stream_chat(client: SSEClient | httpx.AsyncClient, url: str, body: dict, *,
+                      deadline: float | None) -> StreamResult:
     """POST a streamed chat completion; stop reading at `deadline` (epoch seconds) if given.
 
     A stream cut at the deadline keeps what it received and is not `done`: it is a failure
-    of the pass (SCORING.md, "past the grace period").
+    of the pass (SCORING.md, "past the grace period"). Wire failures (connect, HTTP status
+    with its body, a broken or malformed stream) are recorded in `error`, never raised.
+
+    `client` is the pass's SSEClient (workload.make_client). A caller that still passes an
+    httpx.AsyncClient gets a one-off connection read the same way.
     """
     res = StreamResult(sent_at=time.time())
-    lines = res.lines
-    clock = time.time
+    own = None
+    if not isinstance(client, SSEClient):
+        client = own = SSEClient(max_idle=0)
+    conn: _Connection | None = None
+    ok = False
 
     async def _read() -> None:
-        async with client.stream("POST", url, json=body) as resp:
-            res.status_code = resp.status_code
-            if resp.status_code != 200:
-                raw = await resp.aread()
-                res.error = f"HTTP {resp.status_code}: {raw[:300].decode('utf-8', 'replace')}"
-                return
-            # Raw bytes split on newlines: cheaper than httpx's text line decoder (measured in
-            # benchmarks/client_overhead.py); payloads are decoded after the stream ends.
-            buf = b""
-            async for data in resp.aiter_raw():
-                t = clock()
-                buf += data
-                if b"\n" not in data:
-                    continue
-                *complete, buf = buf.split(b"\n")
-                for line in complete:
-                    if line.startswith(b"data:"):
-                        payload = line[5:].strip()
-                        if payload == b"[DONE]":
-                            res.done = True
-                            return
-                        lines.append((t, payload))
+        nonlocal conn
+        key, head = client._target(url)
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        conn = await client._connection(key)
+        await conn.send(head + b"Content-Length: %d\r\n\r\n" % len(payload) + payload, res)
 
     try:
         if deadline is None:
@@ -120,14 +645,20 @@ async def stream_chat(client: httpx.AsyncClient, url: str, body: dict, *, deadli
                 raise TimeoutError
             async with asyncio.timeout(remaining):
                 await _read()
+        ok = True
         if not res.done and res.error is None:
             res.error = "stream ended without [DONE]"
     except TimeoutError:
         res.error = "cut at the end of the grace period"
-    except httpx.HTTPError as exc:
-        res.error = f"{type(exc).__name__}: {exc}"[:300] or type(exc).__name__
+    except StreamError as exc:
+        res.error = f"{type(exc).__name__}: {exc}"[:300]
+    finally:
+        if conn is not None:
+            conn.release(ok and res.status_code is not None)
+        if own is not None:
+            await own.aclose()
     res.ended_at = time.time()
-    return res.parse()
+    return await res.parse_yielding()
 
 
 async def post_json(client: httpx.AsyncClient, url: str, body: dict, *, timeout: float) -> tuple[dict | None, str | None]:

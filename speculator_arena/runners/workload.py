@@ -20,10 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from speculator_arena.protocol.window import WindowRule
-from speculator_arena.runners.stream import StreamResult, stream_chat
+from speculator_arena.runners.stream import SSEClient, StreamResult, stream_chat
 from speculator_arena.runners.tokens import count_tokens
 
 
@@ -109,7 +107,7 @@ def request_body(cfg: ClientConfig, messages: list[dict], *, tools, max_tokens: 
 
 
 class Lane:
-    def __init__(self, cfg: ClientConfig, client: httpx.AsyncClient, lane: int, sessions: list, m: int,
+    def __init__(self, cfg: ClientConfig, client: SSEClient, lane: int, sessions: list, m: int,
                  pass_id: str, records: list[RequestRecord]):
         self.cfg, self.client, self.lane, self.m = cfg, client, lane, m
         self.queue = list(sessions)
@@ -203,7 +201,7 @@ class Lane:
 
 
 async def run_lanes(cfg: ClientConfig, sessions: list, lanes: int, interleave: int, pass_id: str,
-                    ends_at: float, grace_ends_at: float, client: httpx.AsyncClient | None = None,
+                    ends_at: float, grace_ends_at: float, client: SSEClient | None = None,
                     max_requests_per_lane: int | None = None, stop_check=None) -> list[RequestRecord]:
     """Run one pass (or a warm-up wave: one request per lane) and return every request it sent.
 
@@ -223,10 +221,10 @@ async def run_lanes(cfg: ClientConfig, sessions: list, lanes: int, interleave: i
     return records
 
 
-def make_client(lanes: int) -> httpx.AsyncClient:
-    """One connection per lane; no read timeout (a pass's grace end bounds every stream)."""
-    limits = httpx.Limits(max_connections=lanes + 4, max_keepalive_connections=lanes + 4)
-    return httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(None, connect=30.0), trust_env=False)
+def make_client(lanes: int) -> SSEClient:
+    """One keep-alive connection per lane; no read timeout (a pass's grace end bounds every
+    stream); the arena's own SSE reader (stream.py says why)."""
+    return SSEClient(max_idle=lanes + 4, connect_timeout=30.0)
 
 
 def record_rows(rec: RequestRecord, *, evaluation_id: str, engine: str, pass_id: str, workload: str,
