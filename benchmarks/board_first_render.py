@@ -119,10 +119,11 @@ print(json.dumps({"import_s": t_import, "first_render_s": first, "second_render_
 PARTS = r"""
 import json, sys, time
 from speculator_arena.dashboards import data
+from speculator_arena.dashboards.memo import BoardMemo
 home, task = sys.argv[1], sys.argv[2]
 t = time.perf_counter(); idx = data.evaluations_index(home); t_index = time.perf_counter() - t
 t = time.perf_counter(); ids = data.board_candidates(idx, task); t_pick = time.perf_counter() - t
-t = time.perf_counter(); frames = data.board_scores(home, task, None, index=idx); t_score = time.perf_counter() - t
+t = time.perf_counter(); frames = BoardMemo(home).board(task, None, index=idx); t_score = time.perf_counter() - t
 print(json.dumps({"index_s": t_index, "evaluations_listed": len(idx), "pick_s": t_pick, "scored": len(ids),
                   "score_and_rank_s": t_score}))
 """

@@ -44,7 +44,7 @@ def smollm2_target(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def real_evaluation(tmp_path_factory, smollm2_target) -> real.RealEvaluation:
+def real_evaluation(tmp_path_factory, smollm2_target, request) -> real.RealEvaluation:
     """The session's one real local evaluation (tests/real_evaluation.py says what it is).
 
     `ARENA_REAL_HOME` (or its former name `ARENA_BOARD_REAL_HOME`) may name a warehouse that
@@ -68,7 +68,8 @@ def real_evaluation(tmp_path_factory, smollm2_target) -> real.RealEvaluation:
         import speculator_arena.runners.harness  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"the runner domain is not available to make a real evaluation: {exc}")
-    return real.build(dest, smollm2_target)
+    built = request.getfixturevalue("built_local")   # the session's pools (pool_fixtures.py), not a second build
+    return real.build(dest, smollm2_target, pools=built["home"] / "pools")
 
 
 @pytest.fixture(scope="session")

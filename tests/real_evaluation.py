@@ -1,6 +1,7 @@
 """The one real local evaluation a test session shares: what it is, how it is made, how it is reused.
 
-`arena pools build` for the embedded task, then `arena evaluate` of the development engine
+`arena pools build` for the embedded task (in a test session: the session's pools build,
+tests/pool_fixtures.py, copied), then `arena evaluate` of the development engine
 (n-gram speculation, `engines/dev-ngram`) against the stock engine, both serving SmolLM2-135M on
 CPU, under the shipped protocol (the local task's own short passes and few probes): the CLI
 materializes the evaluation's partition through Dagster's asset on the instance under
@@ -51,11 +52,17 @@ def _run(cmd: list[str], home: Path, what: str, timeout: int) -> str:
     return proc.stdout
 
 
-def build(home: Path, target: Path | None = None) -> RealEvaluation:
-    """Build the pools into `home`, run the evaluation there, keep the CLI's summary beside it."""
+def build(home: Path, target: Path | None = None, pools: Path | None = None) -> RealEvaluation:
+    """Build the pools into `home` (or copy `pools`, a home's pools folder that a build of this
+    session made), run the evaluation there, keep the CLI's summary beside it."""
     home = Path(home)
     arena = [sys.executable, "-m", "speculator_arena.cli"]
-    _run(arena + ["pools", "build", "--task", TASK, "--home", str(home)], home, "arena pools build", 1200)
+    if pools is not None:
+        import shutil
+
+        shutil.copytree(pools, home / "pools", symlinks=True)   # the served pool is a link into its builds
+    else:
+        _run(arena + ["pools", "build", "--task", TASK, "--home", str(home)], home, "arena pools build", 1200)
     out = _run(arena + ["evaluate", "--task", TASK, "--engine", ENGINE, "--split", "dev", "--label", LABEL,
                         "--account", ACCOUNT, "--kind", "ngram", "--home", str(home)]
                + (["--target", str(target)] if target else []), home, "arena evaluate (the real local evaluation)", 2400)

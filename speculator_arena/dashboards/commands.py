@@ -35,15 +35,16 @@ def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
 
 def board_text(home: str | os.PathLike | None, split: str, protocol_version: int | None,
                task_ids: list[str] | None = None) -> str:
-    """The board as `board_text` prints it, over the same evaluations the Streamlit board scores."""
+    """The board as `board_text` prints it, read as the Streamlit board reads it (BoardMemo.board)."""
     from speculator_arena.dashboards import data
+    from speculator_arena.dashboards.memo import BoardMemo
     from speculator_arena.scoring import board_text as scoring_board_text
 
-    index = data.evaluations_index(home)
+    memo = BoardMemo(home)
+    index = memo.index()
     tasks = task_ids or data.tasks_present(index)
-    ids = sorted({eid for t in tasks for eid in data.board_candidates(index, t)})
-    frames_scores = data.score_scores(home, ids, protocol_version)
-    return scoring_board_text(frames_scores, split=split, task_ids=tasks)
+    boards = [memo.board(t, protocol_version, index=index) for t in tasks]
+    return scoring_board_text(data.combined_frames(boards, protocol_version), split=split, task_ids=tasks)
 
 
 def run(args: argparse.Namespace) -> int:

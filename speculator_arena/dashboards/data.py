@@ -205,7 +205,7 @@ def _frames(scores: Any) -> dict[str, pd.DataFrame]:
     return out
 
 
-def _score(home: str | os.PathLike | None, ids: list[str], protocol_version: int | None):
+def score_frames(home: str | os.PathLike | None, ids: list[str], protocol_version: int | None):
     """Score exactly these evaluations from their raw rows, under `protocol_version`."""
     scoring = _scoring()
     # the scorer reads only these evaluations' rows (through the packs where they are current)
@@ -215,15 +215,12 @@ def _score(home: str | os.PathLike | None, ids: list[str], protocol_version: int
     return frames, scores
 
 
-def score_scores(home: str | os.PathLike | None, evaluation_ids: Iterable[str], protocol_version: int | None = None):
-    """The scorer's own `Scores` object for exactly these evaluations (what `board_text` takes)."""
-    _, scores = _score(home, sorted(set(evaluation_ids)), protocol_version)
-    return scores
+def empty_frames(protocol_version: int | None) -> ScoreFrames:
+    from speculator_arena.protocol import load_protocol, protocol_digest
 
-
-def _empty_frames(protocol_version: int | None) -> ScoreFrames:
+    version = load_protocol(protocol_version).version
     e = pd.DataFrame()
-    return ScoreFrames(e, e, e, e, {}, protocol_version)
+    return ScoreFrames(e, e, e, e, {}, version, protocol_digest(version))
 
 
 SPLITS = ("dev", "test")
@@ -254,17 +251,25 @@ def score_board_candidates(index: pd.DataFrame, task_id: str, score):
         keep *= 2
 
 
-def board_scores(home: str | os.PathLike | None, task_id: str, protocol_version: int | None = None,
-                 index: pd.DataFrame | None = None) -> ScoreFrames:
-    """The board of one task: the scorer's ranked rows over the evaluations the board needs."""
-    index = evaluations_index(home) if index is None else index
-    scores = score_board_candidates(index, task_id, lambda ids: _score(home, ids, protocol_version)[1])
+def board_frames(scores, task_id: str, protocol_version: int | None) -> ScoreFrames:
+    """The frames of one task's board from the scorer's output, with its ranked rows per split
+    (scoring.board_rows, the one ranking every board shows); empty when there is nothing to rank."""
     if scores is None:
-        return _empty_frames(protocol_version)
+        return empty_frames(protocol_version)
     frames = ScoreFrames(**_frames(scores), protocol_version=getattr(scores, "protocol_version", protocol_version),
                          protocol_digest=getattr(scores, "protocol_digest", None))
     frames.boards = {split: pd.DataFrame(_scoring().board_rows(scores, task_id, split)) for split in SPLITS}
     return frames
+
+
+def combined_frames(boards: list[ScoreFrames], protocol_version: int | None) -> ScoreFrames:
+    """Several tasks' boards as one set of frames (the text board prints every task at once)."""
+    present = [b for b in boards if not b.evaluations.empty]
+    if not present:
+        return empty_frames(protocol_version)
+    cat = {n: pd.concat([getattr(b, n) for b in present], ignore_index=True)
+           for n in ("evaluations", "passes", "gates", "figures")}
+    return ScoreFrames(**cat, protocol_version=present[0].protocol_version, protocol_digest=present[0].protocol_digest)
 
 
 def evaluation_scores(home: str | os.PathLike | None, evaluation_id: str,
@@ -281,7 +286,7 @@ def evaluation_scores(home: str | os.PathLike | None, evaluation_id: str,
     if not me.empty:
         acct, task = me.iloc[0]["account_id"], me.iloc[0]["task_id"]
         ids += board_candidates(index[(index["account_id"] == acct) & (index["task_id"] == task)], task)
-    frames, _ = _score(home, ids, protocol_version)
+    frames, _ = score_frames(home, ids, protocol_version)
     for name in ("evaluations", "passes", "gates", "figures"):
         df = getattr(frames, name)
         if "evaluation_id" in df.columns:

@@ -34,7 +34,7 @@ def _fingerprint(home: str, evaluation_id: str, now_ns: int) -> tuple:
     out = []
     for table in TABLES:
         m = parts.partition_mtime(home, table, evaluation_id)
-        if m >= 0 and not catalog._trusted_mask(np.int64(m), np.int64(m), np.int64(now_ns)):
+        if m >= 0 and not catalog.trusted_mask(np.int64(m), np.int64(m), np.int64(now_ns)):
             return (object(),)
         out.append(m)
     return tuple(out)
@@ -89,7 +89,7 @@ class BoardMemo:
                      if (eid, protocol_version) not in self._scores or self._scores[(eid, protocol_version)][0] != prints[eid]]
             self.last_refresh["evaluations_scored"] = len(stale)
             if stale:
-                frames, fresh = data._score(self.wh.home, stale, protocol_version)
+                frames, fresh = data.score_frames(self.wh.home, stale, protocol_version)
                 stamped = {eid: prints[eid] for eid in stale}
                 if len(stale) == len(ids):
                     # everything was scored together just now (a first render): the scorer's own
@@ -136,18 +136,12 @@ class BoardMemo:
             self._scores[(eid, version)] = (stamp, parts)
 
     def board(self, task_id: str, protocol_version: int | None, index: pd.DataFrame | None = None) -> data.ScoreFrames:
-        """What `data.board_scores` computes, from the memo (`index`: the evaluations index when
-        the caller has just read it, so a render lists the warehouse once)."""
+        """One task's board: what every board reads (the Streamlit pages, `arena board --text`,
+        `GET /api/board`), scoring only what changed since the last call (`index`: the
+        evaluations index when the caller has just read it, so a render lists the warehouse once)."""
         scores = data.score_board_candidates(self.index() if index is None else index, task_id,
                                              lambda ids: self.scores(ids, protocol_version))
-        if scores is None:
-            return data._empty_frames(protocol_version)
-        from speculator_arena.scoring import board_rows
-
-        frames = data.ScoreFrames(scores.evaluations, scores.passes, scores.gates, scores.figures,
-                                  protocol_version=scores.protocol_version, protocol_digest=scores.protocol_digest)
-        frames.boards = {split: board_rows(scores, task_id, split) for split in data.SPLITS}
-        return frames
+        return data.board_frames(scores, task_id, protocol_version)
 
 
 def _gap_flags(ev: pd.DataFrame, protocol_version: int | None) -> None:

@@ -48,6 +48,7 @@ def create_app(home=None) -> FastAPI:
             con.close()
         yield
 
+    memo: dict = {}   # the board's memo, made at the first board request
     app = FastAPI(title="SpeculatorArena", version="1", lifespan=lifespan,
                   description="Submit speculators and engines, follow their evaluations, read the board.")
 
@@ -126,7 +127,11 @@ def create_app(home=None) -> FastAPI:
 
         if task not in load_protocol().tasks:
             raise NotFound(f"unknown task {task!r}")
-        return board_json(Warehouse(home), task, split)
+        if "board" not in memo:   # one per app: scores are kept between requests, re-scored when changed
+            from speculator_arena.dashboards.memo import BoardMemo
+
+            memo["board"] = BoardMemo(home)
+        return board_json(memo["board"], task, split)
 
     @app.post("/register", status_code=201, summary="A participant token, while registration is open")
     def register(req: RegisterRequest):

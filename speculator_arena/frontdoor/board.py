@@ -5,35 +5,23 @@ intervals are widened by, or not calibrated, and the A/A reference's flag)."""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 
-def _clean(v):
-    """A board cell as plain JSON (NaN, NA and NaT as null; numpy scalars as Python ones)."""
-    if v is None or v is pd.NA or v is pd.NaT:
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float) and math.isnan(v):
-        return None
-    return v
-
-
-def board_json(wh, task_id: str, split: str) -> dict:
+def board_json(memo, task_id: str, split: str) -> dict:
+    """`memo`: the API's BoardMemo (dashboards/memo.py) of its ARENA_HOME, the board every
+    board reads, which re-scores only evaluations that changed since the last request."""
+    from speculator_arena.printing import json_cell
     from speculator_arena.protocol import load_protocol
     from speculator_arena.protocol.model import protocol_digest
-    from speculator_arena.scoring import score_warehouse
-    from speculator_arena.scoring.board import COLUMNS, board_noise, board_rows
+    from speculator_arena.scoring.board import COLUMNS, board_noise
 
     version = load_protocol().version
-    frame = pd.DataFrame(columns=COLUMNS)
-    if (wh.home / "raw" / "evaluations").is_dir():
-        scores = score_warehouse(wh, protocol_version=version)
-        frame = board_rows(scores, task_id, split)
-    rows = [{c: _clean(r[c]) for c in COLUMNS} for _, r in frame.iterrows()]
-    noise = {k: _clean(v) for k, v in board_noise(version, task_id, frame).items()}
+    frame = memo.board(task_id, version).boards.get(split)
+    if frame is None or frame.empty:
+        frame = pd.DataFrame(columns=COLUMNS)
+    rows = [{c: json_cell(r[c]) for c in COLUMNS} for _, r in frame.iterrows()]
+    noise = {k: json_cell(v) for k, v in board_noise(version, task_id, frame).items()}
     return {"task_id": task_id, "split": split, "protocol_version": version, "protocol_digest": protocol_digest(version),
             "noise": noise,
             "participants": [r for r in rows if r["section"] == "participants"],

@@ -147,7 +147,9 @@ def interval_label(low, high, digits: int = 3) -> str:
 def board_text(scores: Scores, split: str = "test", task_ids=None) -> str:
     """Every task's board as plain text for the terminal."""
     ev = scores.evaluations
-    tasks = sorted(task_ids or ev["task_id"].dropna().unique())
+    if task_ids is None:
+        task_ids = ev["task_id"].dropna().unique() if "task_id" in ev else []
+    tasks = sorted(task_ids)
     lines = [f"SpeculatorArena board, split {split}, scored under protocol v{scores.protocol_version} "
              f"(digest {scores.protocol_digest[:12]})"]
     if not tasks:

@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import math
 
-    from speculator_arena.printing import print_json
+    from speculator_arena.printing import json_cell, print_json
     from speculator_arena.scoring.board import board_text
     from speculator_arena.scoring.registry import score_and_record, scores_dir
     from speculator_arena.warehouse import Warehouse
@@ -31,20 +31,8 @@ def run(args: argparse.Namespace) -> int:
                 "specscore_reason", "r_solo", "r_team", "r_busy", "gates_pass", "failed_gates", "not_measured_gates",
                 "gap_flag"]
 
-        def clean(v):
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                return None
-            try:
-                import pandas as pd
-
-                if v is pd.NA:
-                    return None
-            except ImportError:
-                pass
-            return v.item() if hasattr(v, "item") else v
-
         print_json({"protocol_version": scores.protocol_version, "protocol_digest": scores.protocol_digest,
-                    "evaluations": [{c: clean(r[c]) for c in cols} for _, r in ev.iterrows()]})
+                    "evaluations": [{c: json_cell(r[c]) for c in cols} for _, r in ev.iterrows()]})
         return 0
     if args.board:
         print(board_text(scores, split=args.split))

@@ -51,7 +51,7 @@ def max_abs_error(protocol_version: int, task_id: str) -> float | None:
     from speculator_arena.protocol import load_protocol
 
     task = load_protocol(protocol_version).tasks.get(task_id)
-    value = None if task is None else task.speed_noise.get("max_abs_error")
+    value = None if task is None else task.speed_noise.max_abs_error
     return None if value is None else float(value)
 
 

@@ -100,7 +100,7 @@ def load_snapshot(home: str | os.PathLike) -> pa.Table:
     return _empty() if t is None else t
 
 
-def _trusted_mask(mtime_now: np.ndarray, stamped: np.ndarray, seen: np.ndarray) -> np.ndarray:
+def trusted_mask(mtime_now: np.ndarray, stamped: np.ndarray, seen: np.ndarray) -> np.ndarray:
     """Rows whose partition is unchanged and was already quiet when it was observed.
 
     The quiet time is `RACY_NS` (2 s) on filesystems that keep whole seconds, `RACY_FINE_NS` on
@@ -128,7 +128,7 @@ def read_evaluations(home: str | os.PathLike, base: pa.Table | None = None) -> t
         ids = np.asarray(snap.column("evaluation_id").to_pylist(), dtype=object)
         now = np.fromiter((mtimes.get(e, -1) for e in ids), dtype=np.int64, count=len(ids))
         stamped = snap.column("_mtime_ns").to_numpy()
-        ok = _trusted_mask(now, stamped, snap.column("_seen_ns").to_numpy())
+        ok = trusted_mask(now, stamped, snap.column("_seen_ns").to_numpy())
         bad = set(ids[~ok])  # a partition is trusted only when every one of its rows is
         keep = ok & ~np.isin(ids, list(bad)) if bad else ok
         trusted = snap.filter(pa.array(keep))
@@ -181,7 +181,7 @@ def upsert(home: str | os.PathLike, evaluation_id: str) -> None:
     now = time.time_ns()
     eid = snap.column("evaluation_id")
     stamped = snap.column("_mtime_ns").to_numpy()
-    racy = ~_trusted_mask(stamped, stamped, snap.column("_seen_ns").to_numpy())
+    racy = ~trusted_mask(stamped, stamped, snap.column("_seen_ns").to_numpy())
     redo = {evaluation_id} | set(pc.filter(eid, pa.array(racy)).to_pylist())
     keep = snap.filter(pc.invert(pc.is_in(eid, pa.array(sorted(redo), pa.string()))))
     mtimes = {e: m for e in redo if (m := parts.partition_mtime(home, TABLE, e)) >= 0}  # gone: dropped

@@ -198,7 +198,7 @@ def _quiet(now_ns: int, mtimes: dict[str, int]) -> bool:
     stamped = np.array(list(mtimes.values()), dtype=np.int64)
     stamped = stamped[stamped >= 0]
     seen = np.full(len(stamped), now_ns, dtype=np.int64)
-    return bool(catalog._trusted_mask(stamped, stamped, seen).all())
+    return bool(catalog.trusted_mask(stamped, stamped, seen).all())
 
 
 def _order(index: pa.Table, ids: list[str]) -> list[str]:

@@ -117,6 +117,6 @@ def test_racy_window_follows_the_filesystems_resolution(coarse):
 
     stamped = np.array([5_000_000_000 if coarse else 5_000_000_123], dtype=np.int64)
     gap = (catalog.RACY_NS if coarse else catalog.RACY_FINE_NS) + 1
-    assert catalog._trusted_mask(stamped, stamped, stamped + gap).tolist() == [True]
-    assert catalog._trusted_mask(stamped, stamped, stamped + gap - 2).tolist() == [False]
-    assert catalog._trusted_mask(stamped + 1, stamped, stamped + gap).tolist() == [False]  # changed since
+    assert catalog.trusted_mask(stamped, stamped, stamped + gap).tolist() == [True]
+    assert catalog.trusted_mask(stamped, stamped, stamped + gap - 2).tolist() == [False]
+    assert catalog.trusted_mask(stamped + 1, stamped, stamped + gap).tolist() == [False]  # changed since

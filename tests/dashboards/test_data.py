@@ -12,6 +12,7 @@ import yaml
 from speculator_arena.dashboards import data
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards.data_card import load_data_card
+from speculator_arena.dashboards.memo import BoardMemo
 from speculator_arena.dashboards.protocol_diff import flatten, protocol_diff
 from speculator_arena.protocol import load_protocol
 from speculator_arena.warehouse import Warehouse, catalog
@@ -27,7 +28,7 @@ def test_scoped_scores_equal_the_whole_warehouse_and_touch_nothing(synthetic_hom
     before = _snapshot(synthetic_home)
     ids = ["ev-alpha", "ev-longer", "ev-partial"]
     scoped = data.evaluation_scores(synthetic_home, "ev-alpha")
-    frames, _ = data._score(synthetic_home, ids, None)
+    frames, _ = data.score_frames(synthetic_home, ids, None)
     whole = scores_of_whole_warehouse(synthetic_home)
     w = whole.evaluations.set_index("evaluation_id")
     s = frames.evaluations.set_index("evaluation_id")
@@ -75,7 +76,7 @@ def test_board_candidates_are_each_accounts_last_finished_evaluation(synthetic_h
 
 
 def test_board_scores_rank_each_split(synthetic_home):
-    frames = data.board_scores(synthetic_home, TASK)
+    frames = BoardMemo(synthetic_home).board(TASK, None)
     dev = frames.boards["dev"]
     ranked = dev[(dev["section"] == "participants") & dev["ranked"]]
     assert list(ranked["evaluation_id"]) == ["ev-alpha", "ev-beta"]
@@ -93,7 +94,7 @@ def test_empty_and_missing_warehouses(tmp_path):
     assert st.exists and st.evaluations == 0 and "holds no evaluations yet" in st.message
     idx = data.evaluations_index(tmp_path / "empty")
     assert idx.empty and list(idx.columns) == data.INDEX_COLUMNS
-    assert data.board_scores(tmp_path / "empty", TASK).empty
+    assert BoardMemo(tmp_path / "empty").board(TASK, None).empty
 
 
 def test_evaluation_raw_reads_plots_inputs_without_text(synthetic_home):
@@ -174,7 +175,7 @@ def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
     # ones written too recently to trust); scoring read all three
     assert memo.last_refresh == {"index_parts_read": 0, "evaluations_scored": 3}
     assert len(memo.index()) == 3
-    direct = data.board_scores(home, TASK)
+    direct = BoardMemo(home).board(TASK, None)
     cols = ["evaluation_id", "rank", "tie", "specscore", "interval_low", "interval_high", "r_solo", "r_team", "r_busy",
             "gap_flag", "failed_gates"]
     for split in data.SPLITS:

@@ -28,7 +28,7 @@ WORKLOADS = independent.WORKLOADS
 
 
 def noise_of(task: str) -> float | None:
-    return load_protocol(LATEST).tasks[task].speed_noise["max_abs_error"]
+    return load_protocol(LATEST).tasks[task].speed_noise.max_abs_error
 
 
 def entry(eid, ratios=None, *, score=None, label=None, account=None, reference=False, failed="", created=0.0):
@@ -201,6 +201,7 @@ def test_aa_check_not_calibrated_and_not_measured():
 def test_board_json_carries_intervals_ranks_and_the_aa_flag(tmp_path):
     """Through the real parts: synthetic evaluations written to a warehouse, scored, served as
     `GET /api/board`'s JSON (frontdoor/board.py)."""
+    from speculator_arena.dashboards.memo import BoardMemo
     from speculator_arena.frontdoor.board import board_json
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
@@ -211,7 +212,7 @@ def test_board_json_carries_intervals_ranks_and_the_aa_flag(tmp_path):
         write_synthetic_evaluation(wh, eid, task_id="qwen3-8b", account_id="operators" if ref else f"acct-{eid}",
                                    label="stock" if ref else eid, is_reference=ref, seed=i + 1,
                                    created_at=1.8e9 + i, speedups={w: sp for w in WORKLOADS})
-    doc = board_json(wh, "qwen3-8b", "dev")
+    doc = board_json(BoardMemo(wh.home), "qwen3-8b", "dev")
     part = {r["evaluation_id"]: r for r in doc["participants"]}
     assert [part[e]["rank"] for e in ("ev-a", "ev-b", "ev-c")] == [1, 1, 3]
     assert [part[e]["tie"] for e in ("ev-a", "ev-b", "ev-c")] == [True, True, False]

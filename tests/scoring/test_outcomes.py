@@ -144,7 +144,7 @@ def test_memory_samples_must_cover_the_passes_but_an_over_budget_peak_still_fail
 
 
 def test_the_board_ranks_the_last_scored_evaluation_and_both_boards_agree(tmp_path):
-    from speculator_arena.dashboards import data
+    from speculator_arena.dashboards.memo import BoardMemo
     from speculator_arena.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "home")
@@ -153,7 +153,7 @@ def test_the_board_ranks_the_last_scored_evaluation_and_both_boards_agree(tmp_pa
     write_synthetic_evaluation(wh, "a3", split="test", account_id="A", created_at=1.2e9, attack="void")
     write_synthetic_evaluation(wh, "b1", split="test", account_id="B", created_at=1.0e9, attack="contended")
     text_rows = board_rows(score_warehouse(wh), "local-smollm2", "test")
-    web_rows = data.board_scores(wh.home, "local-smollm2").boards["test"]
+    web_rows = BoardMemo(wh.home).board("local-smollm2", None).boards["test"]
     for rows in (text_rows, web_rows):
         by = rows.set_index("account_id")
         assert by.loc["A", "evaluation_id"] == "a1" and by.loc["A", "rank"] == 1      # not hidden by a2, a3
