@@ -15,6 +15,7 @@ import sys
 
 COMMAND_MODULES = (
     "speculator_arena.protocol.commands",
+    "speculator_arena.calibration.commands",
     "speculator_arena.warehouse.commands",
     "speculator_arena.scoring.commands",
     "speculator_arena.checkpoints.commands",
