@@ -33,11 +33,18 @@ SYNTHETIC_ATTACK = {"loose-accept": "likelihood", "force-greedy": "first_choice"
 AA_SPEEDS = [(1.01, 0.99, 1.02), (0.98, 1.0, 1.01), (1.03, 0.97, 1.0), (0.99, 1.02, 0.96)]
 
 
-@pytest.fixture
-def calibrated(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    try:
+        yield _calibrate(tmp_path_factory.mktemp("calibration") / "arena_home", mp)
+    finally:
+        mp.undo()
+
+
+def _calibrate(home, monkeypatch) -> dict:
     from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
-    home = tmp_path / "arena_home"
     monkeypatch.setenv("ARENA_HOME", str(home))
     monkeypatch.delenv("ARENA_PROTOCOL_DIR", raising=False)
     base = load_protocol().version
@@ -93,7 +100,7 @@ def test_derived_values_follow_the_rules_of_scoring_md(calibrated):
     assert doc["published"] == "candidate (not published)"
 
 
-def test_a_control_that_passes_is_red_and_publishing_needs_an_override(calibrated, monkeypatch):
+def test_a_control_that_passes_is_red_and_publishing_needs_an_override(calibrated):
     ev, p = calibrated["evidence"], calibrated["plan"]
     verdicts = {v["name"]: v for v in ev["verdicts"]}
     # honest runs pass every gate under the candidate, by construction of the rules
@@ -111,10 +118,18 @@ def test_a_control_that_passes_is_red_and_publishing_needs_an_override(calibrate
     assert p.candidate_version not in available_versions()   # nothing was published
 
 
+def _published(calibrated) -> dict:
+    """Publish the candidate once per module (with the override its evidence needs)."""
+    if "record" not in calibrated:
+        calibrated["record"] = publish(calibrated["home"], TASK, calibrated["plan"].candidate_version, override=True,
+                                       by="operator-ci")
+    return calibrated["record"]
+
+
 def test_publish_records_rescores_and_leaves_the_old_version_readable(calibrated):
     p, base, wh = calibrated["plan"], calibrated["base"], calibrated["wh"]
     v = p.candidate_version
-    rec = publish(calibrated["home"], TASK, v, override=True, by="operator-ci")
+    rec = _published(calibrated)
     assert v in available_versions() and load_protocol(v).version == v
     assert rec["published_by"] == "operator-ci" and rec["override"] and publication(v)["published_at"]
     assert json.loads((wh.home / "scores" / f"v{v}" / "protocol.json").read_text())["version"] == v
@@ -144,16 +159,14 @@ def pd_isna(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-def test_the_protocol_page_shows_the_published_evidence(calibrated, monkeypatch):
+def test_the_protocol_page_shows_the_published_evidence(calibrated):
     from pathlib import Path
 
     from streamlit.testing.v1 import AppTest
 
     from speculator_arena import dashboards
 
-    p = calibrated["plan"]
-    publish(calibrated["home"], TASK, p.candidate_version, override=True, by="operator-ci", rescore=False)
-    monkeypatch.setenv("ARENA_HOME", str(calibrated["home"]))
+    _published(calibrated)
     at = AppTest.from_file(str(Path(dashboards.__file__).parent / "app.py"), default_timeout=180)
     at.run()
     at.switch_page("views/protocol.py").run()
@@ -166,4 +179,12 @@ def test_the_protocol_page_shows_the_published_evidence(calibrated, monkeypatch)
     runs = next(t for t in tables if "run" in t.columns)
     assert runs.set_index("run").at["empty-probe-replies", "verdict"] == "NOT CAUGHT"
     assert any("operator-ci" in m.value for m in at.markdown)
-    assert len(at.get("imgs")) >= 2   # the A/A and the gates plots
+    types = []
+
+    def walk(node):
+        types.append(getattr(node, "type", None))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at._tree)
+    assert types.count("imgs") + types.count("image") >= 2, sorted(set(map(str, types)))   # the A/A and gates plots
