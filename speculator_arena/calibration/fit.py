@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import math
 import time
 from pathlib import Path
@@ -90,13 +89,14 @@ def choose(points: list[dict], targets: dict) -> dict:
 
 
 def data_card(home, task_id: str) -> dict:
-    """The served pool's data card (what the targets are read from)."""
-    from speculator_arena.pools import build as B
+    """The task's data card statistics (the served pool's, else the repository's copy): the targets."""
+    from speculator_arena.dashboards.data_card import load_data_card
 
-    p = Path(B.pool_root(task_id, home)) / "data_card" / f"{task_id}.json"
-    if not p.exists():
-        raise FileNotFoundError(f"no data card at {p}: build the pools first (arena pools build --task {task_id})")
-    return json.loads(p.read_text(encoding="utf-8"))
+    card = load_data_card(task_id, home)
+    if card is None or not card.stats or "cache_hit_targets" not in card.stats:
+        raise FileNotFoundError(f"no data card with cache-hit targets for {task_id}: build the pools first "
+                                f"(arena pools build --task {task_id})")
+    return card.stats
 
 
 def stored_points(wh, evaluation_id: str) -> dict[str, list[dict]]:

@@ -113,6 +113,7 @@ def test_m_and_c_come_from_the_fit_passes(calibrated):
     rows = wh.read_table("requests", f"cal-{TASK}-v{version}-fit").to_pandas()
     rows = rows[rows["done"]]
     card = json.loads((wh.home / "pools" / TASK / "data_card" / f"{TASK}.json").read_text())["cache_hit_targets"]
+    assert fit["targets"]["cache_hit_tokens"] == card["target_cache_hit_token_weighted"]
     t_hit, t_ret = card["target_cache_hit_token_weighted"], card["returning_session_history_cached_target"]
     best = None
     for (m, c) in [(1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)]:
