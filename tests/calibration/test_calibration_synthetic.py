@@ -188,3 +188,30 @@ def test_the_protocol_page_shows_the_published_evidence(calibrated):
 
     walk(at._tree)
     assert types.count("imgs") + types.count("image") >= 2, sorted(set(map(str, types)))   # the A/A and gates plots
+
+
+def test_the_fit_statistics_and_choice_on_hand_made_rows():
+    """cache_stats and choose on rows whose answers are worked out by hand."""
+    from speculator_arena.calibration.fit import cache_stats, choose, loss
+
+    rows = [  # session a: 100-token prompt, 20-token reply; its next turn finds 90 of its 120 history tokens
+        {"session_id": "a", "turn": 0, "prompt_tokens": 100, "usage_prompt_tokens": 100, "cached_tokens": 0,
+         "output_tokens": 20, "done": True},
+        {"session_id": "a", "turn": 1, "prompt_tokens": 150, "usage_prompt_tokens": 150, "cached_tokens": 90,
+         "output_tokens": 10, "done": True},
+        {"session_id": "b", "turn": 0, "prompt_tokens": 50, "usage_prompt_tokens": 50, "cached_tokens": 50,
+         "output_tokens": 5, "done": True},
+        {"session_id": "b", "turn": 1, "prompt_tokens": 70, "usage_prompt_tokens": 70, "cached_tokens": 0,
+         "output_tokens": 5, "done": False},   # not [DONE]: left out
+    ]
+    st = cache_stats(rows)
+    assert st["cache_hit_tokens"] == pytest.approx(140 / 300)
+    assert st["cache_hit_mean"] == pytest.approx((0 + 0.6 + 1.0) / 3)
+    assert st["returning_cached_share"] == pytest.approx(90 / 120)
+    targets = {"cache_hit_tokens": 0.5, "cache_hit_mean": 0.5, "returning_cached_share": 0.5}
+    points = [{"m": 1, "c": 1.0, "achieved": {"cache_hit_tokens": 0.9, "cache_hit_mean": 0.9, "returning_cached_share": 0.9}},
+              {"m": 2, "c": 0.5, "achieved": {"cache_hit_tokens": 0.45, "cache_hit_mean": 0.55, "returning_cached_share": 0.5}},
+              {"m": 3, "c": 0.5, "achieved": {"cache_hit_tokens": 0.5, "cache_hit_mean": 0.5, "returning_cached_share": None}}]
+    best = choose(points, targets)
+    assert (best["m"], best["c"]) == (2, 0.5)
+    assert best["loss"] == pytest.approx(loss(points[1]["achieved"], targets)) == pytest.approx(0.02)
