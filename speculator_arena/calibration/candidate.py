@@ -79,7 +79,7 @@ def _gate_rows(scores, runs: pd.DataFrame) -> pd.DataFrame:
     return g
 
 
-def _value_rows(derived: dict, runs: pd.DataFrame, base_gates: pd.DataFrame, base_task) -> list[dict]:
+def _value_rows(derived: dict, runs: pd.DataFrame, base_gates: pd.DataFrame, base_task, base_gap: float) -> list[dict]:
     """The section 10 table: per limit its value, the honest runs' range and each control's value."""
     rows = []
     lim = derived["limits"]
@@ -109,7 +109,7 @@ def _value_rows(derived: dict, runs: pd.DataFrame, base_gates: pd.DataFrame, bas
     rows.append({"limit": "speed_noise", "gate": None, "value": derived["speed_noise"],
                  "previous": dict(base_task.speed_noise), "rule": derived["why"]["speed_noise"],
                  "honest_range": [min(aa), max(aa)] if aa else None, "controls": []})
-    rows.append({"limit": "dev_test_gap", "gate": None, "value": derived["dev_test_gap"], "previous": None,
+    rows.append({"limit": "dev_test_gap", "gate": None, "value": derived["dev_test_gap"], "previous": base_gap,
                  "rule": derived["why"]["dev_test_gap"], "honest_range": None, "controls": []})
     return rows
 
@@ -179,7 +179,8 @@ def build_candidate(wh: Warehouse, plan: Plan, ids: dict[str, str | None], fit: 
     doc = candidate_document(base_doc, plan.task_id, plan.candidate_version, derived, fit)
     say(f"[calibrate {plan.task_id}] scoring the runs under the candidate v{plan.candidate_version}")
     cand_scores = score_warehouse(wh, evaluation_ids=runs["evaluation_id"].tolist(), document=doc)
-    base_task = Protocol.model_validate(base_doc).tasks[plan.task_id]
+    base_proto = Protocol.model_validate(base_doc)
+    base_task = base_proto.tasks[plan.task_id]
     base_gates = _gate_rows(base_scores, runs)
     verdicts = _verdicts(cand_scores, runs)
     problems = problems_of(verdicts, missing)
@@ -189,7 +190,7 @@ def build_candidate(wh: Warehouse, plan: Plan, ids: dict[str, str | None], fit: 
         "task_id": plan.task_id, "base_version": plan.base_version, "candidate_version": plan.candidate_version,
         "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "candidate_digest": cand_scores.protocol_digest,
         "runs": runs_all.where(runs_all.notna(), None).to_dict("records"),
-        "values": _value_rows(derived, runs, base_gates, base_task),
+        "values": _value_rows(derived, runs, base_gates, base_task, base_proto.task(plan.task_id).dev_test_gap),
         "limits": derived["limits"], "speed_noise": derived["speed_noise"], "dev_test_gap": derived["dev_test_gap"],
         "aa_specscores": derived["aa_specscores"],
         "verdicts": verdicts, "gate_rows": _gate_records(base_gates),

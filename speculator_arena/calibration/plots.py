@@ -79,6 +79,7 @@ def _gates(evidence: dict, path: Path) -> str:
                 ax.axvline(-lim, color="black", ls="--", lw=1)
         if gate == "target_fidelity" and g and all((r["statistic"] or 0) >= 0 for r in g):
             ax.set_xscale("symlog", linthresh=max(1e-7, (lim or 1e-6) / 10))
+            ax.set_xlim(left=0)
         ax.set_yticks(range(len(names)))
         ax.set_yticklabels(names, fontsize=7)
         ax.set_title(f"{GATE_TITLES[gate]}: {'none' if lim is None else f'{lim:.4g}'}", fontsize=9)
