@@ -111,25 +111,30 @@ def test_m_and_c_come_from_the_fit_passes(calibrated):
     wh, version = calibrated["wh"], calibrated["version"]
     fit = calibrated["evidence"]["fit"]
     rows = wh.read_table("requests", f"cal-{TASK}-v{version}-fit").to_pandas()
-    rows = rows[rows["done"]]
-    card = json.loads((wh.home / "pools" / TASK / "data_card" / f"{TASK}.json").read_text())["cache_hit_targets"]
+    rows = rows[rows["done"].fillna(False).astype(bool)].copy()
+    rows["prompt"] = rows["usage_prompt_tokens"].where(rows["usage_prompt_tokens"].fillna(0) > 0, rows["prompt_tokens"])
+    rows["cached"] = rows["cached_tokens"].fillna(0)
+    rows["out"] = rows["output_tokens"].fillna(0)
+    from speculator_arena.dashboards.data_card import load_data_card
+
+    card = load_data_card(TASK, wh.home).stats["cache_hit_targets"]   # the served pool's card, else the repository's
     assert fit["targets"]["cache_hit_tokens"] == card["target_cache_hit_token_weighted"]
     t_hit, t_ret = card["target_cache_hit_token_weighted"], card["returning_session_history_cached_target"]
     best = None
     for (m, c) in [(1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)]:
         r = rows[rows["pass_id"] == f"fit-m{m}-c{c:g}"]
         assert len(r), (m, c)
-        prompt = r["usage_prompt_tokens"].fillna(r["prompt_tokens"]).astype(float)
-        hit_tokens = r["cached_tokens"].sum() / prompt.sum()
-        hit_mean = (r["cached_tokens"] / prompt).mean()
+        prompt = r["prompt"].astype(float)
+        hit_tokens = r["cached"].sum() / prompt.sum()
+        hit_mean = (r["cached"] / prompt).mean()
         hist = hit = 0.0
         for _, s in r.sort_values(["session_id", "turn"]).groupby("session_id"):
             s = s.reset_index(drop=True)
             for i in range(1, len(s)):
                 if s.at[i, "turn"] == s.at[i - 1, "turn"] + 1:
-                    h = (s.at[i - 1, "usage_prompt_tokens"] or s.at[i - 1, "prompt_tokens"]) + s.at[i - 1, "output_tokens"]
+                    h = s.at[i - 1, "prompt"] + s.at[i - 1, "out"]
                     hist += h
-                    hit += min(s.at[i, "cached_tokens"], h)
+                    hit += min(s.at[i, "cached"], h)
         ret = hit / hist if hist else None
         loss = ((hit_tokens - t_hit) / t_hit) ** 2 + ((hit_mean - t_hit) / t_hit) ** 2 + \
             (1.0 if ret is None else ((ret - t_ret) / t_ret) ** 2)
