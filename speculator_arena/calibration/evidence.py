@@ -49,7 +49,9 @@ def evidence_markdown(evidence: dict) -> str:
         head += ("**THIS CALIBRATION DOES NOT SEPARATE THE HONEST RUNS FROM EVERY CONTROL** "
                  "(publishing it needs `--override`):\n\n" + "".join(f"- {p}\n" for p in e["problems"]) + "\n")
     else:
-        head += "Every honest run passes every gate under the candidate, and every control fails one.\n\n"
+        controls = [v for v in e["verdicts"] if v["role"] == "control"]
+        head += ("Every honest run passes every gate under the candidate"
+                 + (", and every control fails one.\n\n" if controls else "; no planted controls ran on this task.\n\n"))
     lines = [head, "| limit | value | previous | honest runs | controls | rule |", "|---|---|---|---|---|---|"]
     for r in value_table(e):
         lines.append("| " + " | ".join(str(r[k]).replace("|", "/") for k in
