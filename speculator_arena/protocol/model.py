@@ -198,6 +198,8 @@ class Task(_Strict):
     gates: TaskGates | None = None
     start_stop: StartStop | None = None
     device_idle: DeviceIdle | None = None
+    # set by a task's calibration (5 x its worst A/A noise); the protocol's value otherwise
+    dev_test_gap: float | None = Field(default=None, ge=0, lt=1)
 
     @model_validator(mode="after")
     def _every_workload_has_lanes(self) -> "Task":
@@ -312,7 +314,7 @@ class TaskProtocol(_Strict):
             failure_rule=p.failure_rule,
             start_stop=t.start_stop or p.start_stop,
             device_idle=t.device_idle or p.device_idle,
-            dev_test_gap=p.dev_test_gap,
+            dev_test_gap=t.dev_test_gap if t.dev_test_gap is not None else p.dev_test_gap,
             count_slack_tokens=p.count_slack_tokens,
             contention=p.contention,
         )
@@ -322,12 +324,20 @@ class TaskProtocol(_Strict):
         return max(self.lanes.values())
 
 
-def _versions_dirs() -> list:
-    """The shipped versions, then `ARENA_PROTOCOL_DIR` (where operators stage a new version).
+def published_versions_dir(home=None) -> Path:
+    """Where `arena protocol publish` writes the versions an operator published (with who and
+    when beside each): `$ARENA_HOME/protocol/versions`. Candidates of a calibration live apart
+    (`$ARENA_HOME/calibration/`) and are never versions until published."""
+    return settings.arena_home(home) / "protocol" / "versions"
 
-    A staged file may add a version but never replace a shipped one: versions are immutable.
+
+def _versions_dirs() -> list:
+    """The shipped versions, then the published ones of this ARENA_HOME, then `ARENA_PROTOCOL_DIR`
+    (where tests and operators stage a version by hand).
+
+    A later directory may add a version but never replace an earlier one's: versions are immutable.
     """
-    dirs = [resources.files("speculator_arena.protocol") / "versions"]
+    dirs = [resources.files("speculator_arena.protocol") / "versions", published_versions_dir()]
     extra = settings.get("ARENA_PROTOCOL_DIR")
     if extra:
         dirs.append(Path(extra))
@@ -346,22 +356,31 @@ def _version_files() -> dict[int, Any]:
     return found
 
 
+def version_path(version: int):
+    """The file of a version (shipped, published or staged)."""
+    path = _version_files().get(version)
+    if path is None:
+        raise KeyError(f"no protocol version {version}; available: {available_versions()}")
+    return path
+
+
 def available_versions() -> list[int]:
     return sorted(_version_files())
 
 
 def _raw_text(version: int) -> str:
-    path = _version_files().get(version)
-    if path is None:
-        raise KeyError(f"no protocol version {version}; available: {available_versions()}")
-    return path.read_text(encoding="utf-8")
+    return version_path(version).read_text(encoding="utf-8")
+
+
+def document_digest(data: dict) -> str:
+    """sha256 of a protocol document's canonical JSON (the parsed YAML)."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def protocol_digest(version: int) -> str:
     """sha256 of the version's canonical JSON: what the warehouse pins scores to."""
-    data = yaml.safe_load(_raw_text(version))
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return document_digest(yaml.safe_load(_raw_text(version)))
 
 
 def load_protocol(version: int | None = None) -> Protocol:

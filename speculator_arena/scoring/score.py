@@ -188,11 +188,20 @@ def _stage_requests(con, staged, to_sql) -> None:
     con.execute("CREATE OR REPLACE TEMP VIEW staged_requests AS " + " UNION ALL ".join(parts))
 
 
-def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_ids=None) -> Scores:
-    """Score the stored evaluations (all, or `evaluation_ids`) under `protocol_version` (latest)."""
+def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_ids=None,
+                    document: dict | None = None) -> Scores:
+    """Score the stored evaluations (all, or `evaluation_ids`) under `protocol_version` (latest).
+
+    `document`: a protocol document that is not (yet) a version, e.g. a calibration's candidate,
+    scored as it would be once published (its evidence shows the scorer's own verdicts)."""
     wh = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
-    proto = load_protocol(protocol_version)
-    digest = protocol_digest(proto.version)
+    if document is not None:
+        from speculator_arena.protocol.model import Protocol, document_digest
+
+        proto, digest = Protocol.model_validate(document), document_digest(document)
+    else:
+        proto = load_protocol(protocol_version)
+        digest = protocol_digest(proto.version)
     ids = None if evaluation_ids is None else [str(i) for i in evaluation_ids]
     t0: list = []
     _tick("start", t0)

@@ -68,6 +68,15 @@ def built_home(tmp_path_factory, shared_data):
     return {"home": home, "target": target}
 
 
+@pytest.fixture(scope="session")
+def evaluated(built_home, tmp_path_factory):
+    """The attack module's evaluations (tests/runners/attack_runs.py), run once per session and
+    shared by test_attacks.py and test_calibration.py."""
+    from attack_runs import run_attack_evaluations
+
+    return run_attack_evaluations(built_home, tmp_path_factory)
+
+
 @pytest.fixture
 def profile(tmp_path, monkeypatch):
     """Stage a CI protocol profile for this test: profile(**task_overrides) -> version."""

@@ -13,132 +13,13 @@ import os
 from pathlib import Path
 
 import pytest
+from attack_runs import ATTACKS, HONEST, PROBE_HOLES, SCORED_GATES  # tests/runners is on sys.path (conftest)
 
 from speculator_arena.runners.harness import REPO, Evaluation, EvaluationSpec
 from speculator_arena.runners.memory import Device
 from speculator_arena.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
-
-HONEST = {"dev-stock": "engines/dev-stock", "dev-ngram": "engines/dev-ngram", "dev-self-draft": "engines/dev-self-draft",
-          "inflate_counters": "engines/attacks/dev-inflate-counters"}
-# attack -> (engine directory, the gates of section 9 of which at least one must fail)
-ATTACKS = {
-    "loose_accept": ("engines/attacks/dev-loose-accept", {"sampled_likelihood", "first_choice"}),
-    "force_greedy": ("engines/attacks/dev-force-greedy", {"first_choice"}),
-    "other_sampling": ("engines/attacks/dev-other-sampling", {"first_choice", "sampled_likelihood", "length"}),
-    "quantized": ("engines/attacks/dev-quantized", {"target_fidelity"}),
-    "cut_half": ("engines/attacks/dev-cut-half", {"length"}),
-    # SCORING.md "Probe items the candidate does not answer": each hole planted alone must score
-    # 0 with its gate named, never void (refunded) and never pass.
-    "empty_probe_replies": ("engines/attacks/dev-empty-probe-replies", {"greedy_agreement"}),
-    "garbage_logprob_ids": ("engines/attacks/dev-garbage-logprob-ids", {"target_fidelity", "answering"}),
-    "skip_probe_items": ("engines/attacks/dev-skip-probe-items", {"target_fidelity"}),
-}
-PROBE_HOLES = ("empty_probe_replies", "garbage_logprob_ids", "skip_probe_items")
-# The stock engine as candidate while a process outside the runner's and the engine's trees burns
-# a core: the runner sees the contended first pass and stops the evaluation, void (refunded).
-CONTENDED = {"host_contended": "engines/dev-stock"}
-HOG = "import time\nt = time.time()\nwhile time.time() - t < 120: pass\n"
-# skip_probe_items refuses every 11th prompt_logprobs request: under the 10% answering limit only
-# with 11 or more fidelity texts, so it runs under a version of the attack profile that has 11.
-SKIP_TEXTS = 11
-SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "answering"}
-
-
-def _relaxed_loose_accept(root: Path) -> Path:
-    """The dev engine's loose_accept attack, relaxed to accepting every draft of a weak self-draft.
-
-    Why not engines/attacks/dev-loose-accept as it is: its shift (n-gram drafts, threshold 0.3)
-    was within the noise of a CI-sized sample (10-25 replies per engine: first-choice share
-    -0.10, +0.03 and -0.06 in three runs; section 9's evidence used 512 replies). Accepting
-    every draft of the target's first 4 layers ("typical acceptance" taken to its end) is the
-    same attack mode, strong enough for the likelihood and first-choice checks at CI size.
-    """
-    d = root / "dev-loose-accept-all"
-    d.mkdir()
-    (d / "launch.sh").write_text(
-        "#!/usr/bin/env bash\nset -euo pipefail\n"
-        "export DEV_ENGINE_SPEC=selfdraft DEV_ENGINE_SPEC_K=4 DEV_ENGINE_DRAFT_LAYERS=4\n"
-        "export DEV_ENGINE_ATTACK=loose_accept DEV_ENGINE_LOOSE_THRESHOLD=0.0\n"
-        'exec "${ARENA_PYTHON:-python3}" -m speculator_arena.engine.serve\n')
-    return d
-
-
-@pytest.fixture(scope="module")
-def evaluated(built_home, tmp_path_factory):
-    """Run every evaluation once (CI attack profile) and score them together."""
-    from ci_profile import ATTACK_OVERRIDES, stage_ci_protocol
-
-    d = tmp_path_factory.mktemp("attack_protocol")
-    version = stage_ci_protocol(d, **ATTACK_OVERRIDES)
-    more_texts = _stage_more_fidelity_texts(d, version, SKIP_TEXTS)
-    old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS")}
-    os.environ["ARENA_PROTOCOL_DIR"] = str(d)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}, **CONTENDED}
-    names["loose_accept"] = str(_relaxed_loose_accept(tmp_path_factory.mktemp("engines")))
-    only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
-    if only:
-        names = {k: v for k, v in names.items() if k in only.split(",")}
-    status = {}
-    try:
-        for name, engine in names.items():
-            eid = f"atk-{name.replace('_', '-')}"
-            spec = EvaluationSpec(task_id="local-smollm2", engine=str(REPO / engine), evaluation_id=eid, label=name,
-                                  target=str(built_home["target"]), is_reference=name in HONEST,
-                                  protocol_version=more_texts if name == "skip_probe_items" else version)
-            hog = _start_hog() if name in CONTENDED else None
-            try:
-                status[name] = Evaluation(spec, home=built_home["home"], progress=lambda m: print(m, flush=True)).run()
-            finally:
-                if hog is not None:
-                    _stop_hog(hog)
-        from speculator_arena.scoring import score_warehouse
-
-        scores = score_warehouse(Warehouse(built_home["home"]), protocol_version=version,
-                                 evaluation_ids=[f"atk-{n.replace('_', '-')}" for n in names])
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    wh = Warehouse(built_home["home"])
-    contention = {f"atk-{n.replace('_', '-')}": wh.read_table("contention", f"atk-{n.replace('_', '-')}").to_pylist()
-                  for n in names}
-    return {"status": status, "scores": scores, "contention": contention}
-
-
-def _start_hog() -> int:
-    """A CPU hog detached from this process's tree (its shell exits at once), as another job on
-    the machine would be; bounded to 120 s by itself. Returns its pid."""
-    import subprocess
-    import sys
-
-    out = subprocess.run(["sh", "-c", f"{sys.executable} -c '{HOG}' >/dev/null 2>&1 & echo $!"],
-                         check=True, capture_output=True, text=True).stdout
-    return int(out.split()[-1])
-
-
-def _stop_hog(pid: int) -> None:
-    import signal
-
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _stage_more_fidelity_texts(d: Path, version: int, texts: int) -> int:
-    """Stage v<version+1>: the attack profile with `texts` fidelity texts; return its number."""
-    import yaml
-
-    doc = yaml.safe_load((d / f"v{version}.yaml").read_text())
-    doc["version"] = version + 1
-    doc["tasks"]["local-smollm2"]["gates"]["target_fidelity"] = {"texts": texts}
-    (d / f"v{version + 1}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return version + 1
 
 
 def _verdicts(scores, name):

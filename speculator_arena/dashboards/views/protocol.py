@@ -37,6 +37,7 @@ def main() -> None:
                 f"over GPU_MEMORY_UTILIZATION **{proto.engine_environment.gpu_memory_utilization}**.")
     with st.expander("The whole document (`arena protocol --json`)", expanded=False):
         st.json(doc)
+    calibration_section(v)
 
     st.subheader("Differences between versions")
     if len(vs) < 2:
@@ -54,6 +55,36 @@ def main() -> None:
     else:
         st.markdown(f"{len(diff)} value(s) differ between v{old} and v{new}:")
         st.table(pd.DataFrame(diff), hide_index=True)
+
+
+def calibration_section(v: int) -> None:
+    """The evidence published with a calibrated version (section 10): who published it and when,
+    the table of values with the honest runs' range and each control, and the plots."""
+    from speculator_arena.calibration.evidence import value_table
+    from speculator_arena.calibration.publish import publication, published_evidence
+
+    found = published_evidence(v)
+    if found is None:
+        return
+    evidence, plots = found
+    rec = publication(v) or {}
+    st.subheader(f"Calibration of {evidence['task_id']} (evidence)")
+    st.markdown(f"Published by **{rec.get('published_by', '?')}** at {rec.get('published_at', '?')}, from runs made "
+                f"under v{evidence['base_version']} ({len(evidence['runs'])} runs).")
+    if evidence["problems"]:
+        st.error("This calibration does not separate the honest runs from every control"
+                 + (" (published with an operator's override)" if rec.get("override") else "") + ":\n\n"
+                 + "\n".join(f"- {p}" for p in evidence["problems"]))
+    st.table(pd.DataFrame(value_table(evidence)), hide_index=True)
+    runs = pd.DataFrame([{"run": r["name"], "role": r["role"], "evaluation": r["evaluation_id"],
+                          "failed gates": ", ".join(r["failed_gates"]) or "-",
+                          "verdict": (("caught" if r["caught"] else "NOT CAUGHT") if r["role"] == "control"
+                                      else ("passes every gate" if r["passes_every_gate"] else "FAILS"))}
+                         for r in evidence["verdicts"]])
+    st.table(runs, hide_index=True)
+    for name, file in (evidence.get("plots") or {}).items():
+        if (plots / file).exists():
+            st.image(str(plots / file), caption=name.replace("_", " "))
 
 
 main()

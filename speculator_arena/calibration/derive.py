@@ -1,0 +1,145 @@
+"""SCORING.md "Calibration": each calibrated value as a pure function of the calibration runs'
+stored scores (the scorer's gate rows and workload ratios), so that tests and the evidence can
+check every value against its rule.
+
+Inputs are plain arrays/frames: `runs` (one row per run: name, role, honest, quantized,
+evaluation_id) and the scorer's `gates` and `evaluations` frames for those evaluation ids. The
+gates' statistics and intervals do not depend on the limits being calibrated (only on `z` and
+the probe sizes), so scoring the runs under the version they were made with gives the inputs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+STEP = 0.005            # the bounds' grid (SCORING.md)
+MIN_CEILING = 1e-6      # the fidelity ceiling is never below this
+QUANTIZED_FACTOR = 1.5  # without a quantized control: 1.5 x the highest honest value
+FLOOR_SEPARATION = 0.2  # the greedy floor needs honest and quantized this far apart
+GAP_FACTOR = 5          # dev/test gap = 5 x the worst A/A noise
+MAX_GAP = 0.95          # the protocol's dev_test_gap must stay below 1 (a cap, reported when hit)
+BOUND_GATES = {"sampled_likelihood": "likelihood_bound", "first_choice": "first_choice_bound"}
+
+
+def two_significant(x: float) -> float:
+    if x == 0 or not math.isfinite(x):
+        return x
+    return float(f"{x:.2g}")
+
+
+def aa_specscore(r_solo, r_team, r_busy) -> np.ndarray:
+    """An A/A run's SpecScore as it is under the candidate, where it passes every gate by
+    construction: the geometric mean of its workload ratios (NaN where one is blank: void)."""
+    r = np.vstack([np.asarray(x, dtype=float) for x in (r_solo, r_team, r_busy)])
+    return np.cbrt(np.prod(r, axis=0))
+
+
+def speed_noise(aa_scores) -> dict:
+    """Mean and max of |SpecScore - 1| over the A/A runs (blank ones left out)."""
+    s = np.asarray(aa_scores, dtype=float)
+    s = s[~np.isnan(s)]
+    if len(s) == 0:
+        return {"mean_abs_error": None, "max_abs_error": None, "runs": 0}
+    err = np.abs(s - 1)
+    return {"mean_abs_error": round(float(err.mean()), 4), "max_abs_error": round(float(err.max()), 4),
+            "runs": len(s)}
+
+
+def bound(honest_low, honest_high, step: float = STEP) -> float:
+    """The smallest multiple of `step` beyond which no honest CI lies (entirely above +b or
+    entirely below -b), plus one step."""
+    lo = np.asarray(honest_low, dtype=float)
+    hi = np.asarray(honest_high, dtype=float)
+    keep = ~(np.isnan(lo) | np.isnan(hi))
+    if not keep.any():
+        raise ValueError("no honest run has an interval for this gate: the bound cannot be calibrated")
+    need = max(0.0, float(np.max(lo[keep])), float(np.max(-hi[keep])))
+    k = math.ceil(need / step - 1e-9)
+    return round((k + 1) * step, 6)
+
+
+def beyond(low, high, b) -> np.ndarray:
+    """The two-sided rule: the CI lies entirely above +b or entirely below -b."""
+    low, high = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+    return (low > b) | (high < -b)
+
+
+def fidelity_ceiling(honest_values, quantized_values) -> tuple[float, str]:
+    h = np.asarray(honest_values, dtype=float)
+    h = h[~np.isnan(h)]
+    if len(h) == 0:
+        raise ValueError("no honest run has a fidelity value: the ceiling cannot be calibrated")
+    top = float(h.max())
+    q = np.asarray(quantized_values, dtype=float)
+    q = q[~np.isnan(q)]
+    if len(q):
+        low_q = float(q.min())
+        value = max(MIN_CEILING, two_significant(math.sqrt(top * low_q)))
+        return value, f"geometric mean of the highest honest value {top:.3g} and the lowest quantized control's {low_q:.3g}"
+    return max(MIN_CEILING, two_significant(QUANTIZED_FACTOR * top)), f"1.5 x the highest honest value {top:.3g}"
+
+
+def greedy_floor(honest_values, quantized_values) -> tuple[float | None, str]:
+    h = np.asarray(honest_values, dtype=float)
+    h = h[~np.isnan(h)]
+    q = np.asarray(quantized_values, dtype=float)
+    q = q[~np.isnan(q)]
+    if len(h) == 0 or len(q) == 0:
+        return None, "no floor: " + ("no quantized control" if len(h) else "no honest run measured")
+    lo_h, hi_q = float(h.min()), float(q.max())
+    if lo_h - hi_q >= FLOOR_SEPARATION:
+        return round((lo_h + hi_q) / 2, 3), f"midpoint of the lowest honest {lo_h:.3f} and the highest quantized {hi_q:.3f}"
+    return None, (f"no floor: the lowest honest {lo_h:.3f} and the highest quantized {hi_q:.3f} are less than "
+                  f"{FLOOR_SEPARATION} apart")
+
+
+def dev_test_gap(max_abs_error) -> tuple[float, str]:
+    if max_abs_error is None:
+        raise ValueError("no A/A run with a SpecScore: the dev/test gap cannot be calibrated")
+    gap = round(GAP_FACTOR * float(max_abs_error), 4)
+    if gap > MAX_GAP:
+        return MAX_GAP, f"5 x {max_abs_error} = {gap}, capped at {MAX_GAP} (the flag needs a gap below 1)"
+    return gap, f"5 x the worst A/A noise {max_abs_error}"
+
+
+def gate_table(runs: pd.DataFrame, gates: pd.DataFrame) -> pd.DataFrame:
+    """One row per run and gate: the run's columns joined to the scorer's gate row."""
+    cols = ["evaluation_id", "gate", "statistic", "se", "ci_low", "ci_high", "verdict", "detail"]
+    return runs.merge(gates[cols], on="evaluation_id", how="left")
+
+
+def derive(runs: pd.DataFrame, gates: pd.DataFrame, evaluations: pd.DataFrame) -> dict:
+    """Every calibrated value of SCORING.md from the runs' stored scores, each with its inputs.
+
+    `runs`: name, role (aa | reference | control), honest, quantized, evaluation_id (measured runs only).
+    Returns {"limits": {...}, "speed_noise": {...}, "dev_test_gap": float, "evidence": {value: why}}.
+    """
+    t = gate_table(runs, gates)
+    honest = t[t["honest"]]
+    quant = t[t["quantized"]]
+
+    def stat(frame, gate, col="statistic"):
+        return frame.loc[frame["gate"] == gate, col].to_numpy(dtype=float)
+
+    limits, why = {}, {}
+    for gate, key in BOUND_GATES.items():
+        limits[key] = bound(stat(honest, gate, "ci_low"), stat(honest, gate, "ci_high"))
+        why[key] = "smallest multiple of 0.005 beyond which no honest run's 95% interval lies, plus 0.005"
+    limits["fidelity_ceiling"], why["fidelity_ceiling"] = fidelity_ceiling(stat(honest, "target_fidelity"),
+                                                                           stat(quant, "target_fidelity"))
+    limits["greedy_agreement_floor"], why["greedy_agreement_floor"] = greedy_floor(stat(honest, "greedy_agreement"),
+                                                                                   stat(quant, "greedy_agreement"))
+    ev = evaluations.set_index("evaluation_id")
+    aa_ids = runs.loc[runs["role"] == "aa", "evaluation_id"]
+    aa = ev.reindex(aa_ids)
+    scores = aa_specscore(aa["r_solo"], aa["r_team"], aa["r_busy"])
+    noise = speed_noise(scores)
+    gap, why["dev_test_gap"] = dev_test_gap(noise["max_abs_error"])
+    why["speed_noise"] = f"|SpecScore - 1| over {noise['runs']} A/A runs: " + ", ".join(
+        f"{s:.4f}" for s in scores if not math.isnan(s))
+    return {"limits": limits, "speed_noise": {k: noise[k] for k in ("mean_abs_error", "max_abs_error")},
+            "aa_specscores": [None if math.isnan(s) else float(s) for s in scores],
+            "dev_test_gap": gap, "why": why}

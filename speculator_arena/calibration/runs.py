@@ -1,0 +1,109 @@
+"""Run a calibration's evaluations, reusing those already stored (idempotent by evaluation id).
+
+Why by id: a calibration is a dozen evaluations (hours on a GPU); an operator who resumes after
+an interruption must not pay for the finished ones again. A planned run whose evaluation is
+stored and measured is reused; one that ended void (the arena's side failed: a contended host,
+a device that did not fall idle) is run again under `<id>-r<k>`, at most `retries` times; one
+whose runner died is finished as void first (`arena evaluate --resume`'s bookkeeping).
+Calibration runs are ordinary evaluations, under the account `arena-calibration`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from speculator_arena.calibration.plan import CALIBRATION_ACCOUNT, Plan, PlannedRun
+from speculator_arena.warehouse import Warehouse
+
+
+def _stored_status(wh: Warehouse, evaluation_id: str) -> str | None:
+    from speculator_arena.runners.status import current_row
+
+    row = current_row(wh, evaluation_id)
+    return None if row is None else row["status"]
+
+
+def attempt_ids(base_id: str, retries: int) -> list[str]:
+    return [base_id] + [f"{base_id}-r{k}" for k in range(1, retries + 1)]
+
+
+def resolve(wh: Warehouse, plan: Plan, retries: int = 2, adopt: dict[str, str] | None = None) -> dict[str, str | None]:
+    """Per planned run, the stored evaluation that stands for it: its last measured or failed
+    attempt (None when none is stored yet). `adopt` maps run names to evaluation ids stored
+    outside the plan's naming (e.g. the attack tests' runs), which are used as they are."""
+    out: dict[str, str | None] = {}
+    for run in plan.runs:
+        if adopt and run.name in adopt:
+            out[run.name] = adopt[run.name]
+            continue
+        chosen = None
+        for eid in attempt_ids(run.evaluation_id(plan.task_id, plan.candidate_version), retries):
+            if _stored_status(wh, eid) in ("measured", "failed"):
+                chosen = eid
+        out[run.name] = chosen
+    return out
+
+
+def _run_one(wh: Warehouse, plan: Plan, run: PlannedRun, target: str | None, retries: int,
+             say: Callable[[str], None], runner) -> str | None:
+    from speculator_arena.runners.status import EvaluationStateError
+
+    for eid in attempt_ids(run.evaluation_id(plan.task_id, plan.candidate_version), retries):
+        status = _stored_status(wh, eid)
+        if status in ("measured", "failed"):
+            say(f"{run.name}: reusing stored {eid} ({status})")
+            return eid
+        if status == "void":
+            say(f"{run.name}: {eid} is void; running it again as the next attempt")
+            continue
+        if status == "running":
+            from speculator_arena.runners.harness import resume_dead
+
+            try:
+                status = resume_dead(wh, eid, progress=say)
+            except EvaluationStateError as exc:
+                raise RuntimeError(f"calibration run {eid} is running elsewhere: {exc}") from exc
+            continue
+        say(f"{run.name}: running {eid} ({run.role}, engine {run.engine})")
+        status = runner(_spec(plan, run, eid, target), wh, say)
+        if status in ("measured", "failed"):
+            return eid
+        say(f"{run.name}: {eid} ended {status}")
+    say(f"{run.name}: no measured attempt in {retries + 1} tries; it is left out and the evidence says so")
+    return None
+
+
+def _spec(plan: Plan, run: PlannedRun, evaluation_id: str, target: str | None):
+    from speculator_arena.runners.harness import EvaluationSpec
+
+    return EvaluationSpec(
+        task_id=plan.task_id, engine=run.engine, evaluation_id=evaluation_id,
+        label=f"calibration v{plan.candidate_version}: {run.name}", account_id=CALIBRATION_ACCOUNT,
+        is_reference=False, solution_kind=run.solution_kind, target=target, protocol_version=plan.base_version)
+
+
+def harness_runner(spec, wh: Warehouse, say) -> str:
+    """Run one evaluation in this process (what `arena evaluate` does locally)."""
+    from speculator_arena.runners.harness import Evaluation
+
+    return Evaluation(spec, home=wh.home, progress=say).run()
+
+
+def run_plan(wh: Warehouse, plan: Plan, target: str | None = None, retries: int = 2,
+             progress: Callable[[str], None] | None = None, runner=None,
+             adopt: dict[str, str] | None = None) -> dict[str, str | None]:
+    """Run every planned evaluation not stored yet; return run name -> evaluation id (None: none measured)."""
+    say = progress or (lambda m: None)
+    runner = runner or harness_runner
+    out: dict[str, str | None] = {}
+    for i, run in enumerate(plan.runs, 1):
+        if adopt and run.name in adopt:
+            say(f"[calibrate {plan.task_id}] run {i}/{len(plan.runs)} {run.name}: adopting stored {adopt[run.name]}")
+            out[run.name] = adopt[run.name]
+            continue
+
+        def tagged(msg: str, i=i) -> None:
+            say(f"[calibrate {plan.task_id}] run {i}/{len(plan.runs)} {msg}")
+
+        out[run.name] = _run_one(wh, plan, run, target, retries, tagged, runner)
+    return out
