@@ -16,7 +16,6 @@ from speculator_arena import settings
 
 COMMAND_MODULES = (
     "speculator_arena.protocol.commands",
-    "speculator_arena.calibration.commands",
     "speculator_arena.warehouse.commands",
     "speculator_arena.scoring.commands",
     "speculator_arena.checkpoints.commands",

@@ -53,6 +53,7 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("ARENA_BACKEND", "local", "where evaluations run: `local` or `kubernetes`", "runner"),
     Variable("ARENA_DEVICE", "local", "the name of the device the queue worker serves", "runner"),
     Variable("ARENA_DEBUG", None, "set: the CLI prints tracebacks", "runner"),
+    Variable("ARENA_OPERATOR", None, "who publishes a protocol version (default: the login name)", "protocol"),
     # board and front door
     Variable("ARENA_BOARD_TTL", "30", "seconds the board keeps a computed board before re-reading", "board"),
     Variable("ARENA_BOARD_URL", None, "public URL of the board, for evaluation links", "front door"),

@@ -104,15 +104,3 @@ def protocol_candidate(context: dg.AssetExecutionContext, config: CalibrationCon
         "limits": dg.MetadataValue.json(evidence["limits"]),
         "candidate": dg.MetadataValue.path(str(d / "candidate.yaml")),
         "evidence": dg.MetadataValue.md(evidence_markdown(evidence))})
-
-
-def materialize_calibration(task_id: str, config: dict, home) -> dg.ExecuteInProcessResult:
-    """Materialize the three assets of one task on the ARENA_HOME instance (what `arena calibrate` runs)."""
-    from speculator_arena.assets.evaluations import dagster_instance
-    from speculator_arena.dagster_project.resources import default_resources
-
-    instance = dagster_instance(home)
-    ops = {name: {"config": config} for name in ("calibration_runs", "calibration_fit", "protocol_candidate")}
-    return dg.materialize([calibration_runs, calibration_fit, protocol_candidate], partition_key=task_id,
-                          instance=instance, run_config={"ops": ops, "loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-                          resources=default_resources(home), raise_on_error=True)

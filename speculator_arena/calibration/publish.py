@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from speculator_arena import settings
 from speculator_arena.calibration.candidate import (
     UNPUBLISHED,
     candidate_dir,
@@ -38,7 +39,7 @@ class NotSeparatedError(ValueError):
 
 
 def operator() -> str:
-    return os.environ.get("ARENA_OPERATOR") or getpass.getuser()
+    return settings.get("ARENA_OPERATOR") or getpass.getuser()
 
 
 def publish(home, task_id: str, version: int, *, override: bool = False, by: str | None = None,

@@ -133,3 +133,13 @@ def work_queue_once(home=None, say=print) -> str | None:
                    run_config={**request.run_config, **QUIET},
                    resources=resources, raise_on_error=False)
     return request.partition_key
+
+
+def calibrate(task_id: str, config: dict, home) -> dg.ExecuteInProcessResult:
+    """Materialize the three calibration assets of one task (what `arena calibrate` runs)."""
+    from speculator_arena.assets.calibration import calibration_fit, calibration_runs, protocol_candidate
+
+    ops = {name: {"config": config} for name in ("calibration_runs", "calibration_fit", "protocol_candidate")}
+    return dg.materialize([calibration_runs, calibration_fit, protocol_candidate], partition_key=task_id,
+                          instance=dagster_instance(home), run_config={"ops": ops, **QUIET},
+                          resources=default_resources(home), raise_on_error=True)
