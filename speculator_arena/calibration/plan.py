@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from speculator_arena.protocol import load_protocol
+from speculator_arena.scoring.board import CALIBRATION_ACCOUNT  # noqa: F401  (the board leaves it out)
 
 MIN_AA = 4
-CALIBRATION_ACCOUNT = "arena-calibration"
 
 # name -> (engine directory, the gates of section 9 that should catch it, quantized?)
 # (SCORING.md: the fidelity ceiling and the greedy agreement floor are set against the

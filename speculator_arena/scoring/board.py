@@ -25,6 +25,9 @@ import pandas as pd
 from speculator_arena.scoring.intervals import max_abs_error, specscore_intervals
 from speculator_arena.scoring.result import Scores
 
+# The account a calibration's evaluations are made under (calibration/plan.py runs them).
+CALIBRATION_ACCOUNT = "arena-calibration"
+
 COLUMNS = ["section", "rank", "tie", "evaluation_id", "account_id", "label", "is_reference", "split", "status",
            "specscore", "interval_low", "interval_high", "specscore_reason", "r_solo", "r_team", "r_busy", "gates_pass",
            "failed_gates", "not_measured_gates", "gap_flag", "created_at", "candidate_ttft_p50", "candidate_tpot_p50", "candidate_cache_hit_tokens",
@@ -100,7 +103,8 @@ def _noise_note(protocol_version: int, task_id: str, n: dict) -> str:
 def board_rows(scores: Scores, task_id: str, split: str = "test") -> pd.DataFrame:
     """Ranked rows of one task's board: participants first, then references (column `section`)."""
     ev = scores.evaluations
-    ev = ev[(ev["task_id"] == task_id) & (ev["split"] == split)]
+    # the calibration's runs are the arena's own measurements (protocol section 10), not entries
+    ev = ev[(ev["task_id"] == task_id) & (ev["split"] == split) & (ev["account_id"] != CALIBRATION_ACCOUNT)]
     # scored rows sort after unscored ones, so each group's last row is its last scored evaluation
     # when it has one, else its last evaluation
     ev = ev.assign(_scored=ev["specscore"].notna()).sort_values(["_scored", "created_at", "evaluation_id"])
