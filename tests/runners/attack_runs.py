@@ -13,7 +13,9 @@ from speculator_arena.runners.harness import REPO, Evaluation, EvaluationSpec
 from speculator_arena.warehouse import Warehouse
 
 HONEST = {"dev-stock": "engines/dev-stock", "dev-ngram": "engines/dev-ngram", "dev-self-draft": "engines/dev-self-draft",
-          "inflate_counters": "engines/attacks/dev-inflate-counters"}
+          "inflate_counters": "engines/attacks/dev-inflate-counters",
+          # two more A/A runs: with dev-stock, three of the calibration's four (test_calibration.py)
+          "aa_2": "engines/dev-stock", "aa_3": "engines/dev-stock"}
 # attack -> (engine directory, the gates of section 9 of which at least one must fail)
 ATTACKS = {
     # engines/attacks/dev-loose-accept relaxed to accepting every draft of a weak self-draft: its
@@ -43,47 +45,87 @@ SKIP_TEXTS = 11
 SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "answering"}
 
 
+# Two evaluations at a time, each in a process of its own (a runner installs signal handlers in
+# its main thread). An engine serves on one core (OMP_NUM_THREADS=1), so on CI's two cores two at a
+# time nearly halve the module's wall time. What that changes, and why it is sound here: each run
+# sees the other as foreign CPU, so the attack profile allows up to two cores of it (this module
+# asserts gates, which judge what the engines said, never speeds); and the engines run as the
+# runner's user, since stopping a privilege-dropped engine kills every process of the engine user,
+# the other run's engine with it (tests/runners/test_lifecycle.py covers the privilege drop).
+# host_contended runs last and alone, under the shipped contention limit.
+PARALLEL = 2
+TOGETHER_MAX_FOREIGN_CPU_SHARE = 2.0
+
+
+def _evaluate_in_own_process(spec_json: str, home: str) -> str:
+    from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+
+    spec = EvaluationSpec.from_json(spec_json)
+    return Evaluation(spec, home=home, progress=lambda m: print(m, flush=True)).run()
+
+
 def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
-    """Run every evaluation once (CI attack profile) and score them together."""
+    """Run every evaluation once (CI attack profile), two at a time, and score them together."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     from ci_profile import ATTACK_OVERRIDES, stage_ci_protocol
 
     d = tmp_path_factory.mktemp("attack_protocol")
-    version = stage_ci_protocol(d, **ATTACK_OVERRIDES)
-    more_texts = _stage_more_fidelity_texts(d, version, SKIP_TEXTS)
-    old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS")}
+    shipped = stage_ci_protocol(d, **ATTACK_OVERRIDES)
+    version = _stage_variant(d, shipped, shipped + 1, contention=TOGETHER_MAX_FOREIGN_CPU_SHARE)
+    more_texts = _stage_variant(d, version, version + 1, texts=SKIP_TEXTS)
+    old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS", "ARENA_NO_PRIVILEGE_DROP")}
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}, **CONTENDED}
     only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
     if only:
         names = {k: v for k, v in names.items() if k in only.split(",")}
+
+    def spec(name, engine, v):
+        return EvaluationSpec(task_id="local-smollm2", engine=str(REPO / engine), evaluation_id=_eid(name), label=name,
+                              target=str(built_home["target"]), is_reference=name in HONEST, protocol_version=v)
+
     status = {}
     try:
+        os.environ["ARENA_NO_PRIVILEGE_DROP"] = "1"
+        together = {n: e for n, e in names.items() if n not in CONTENDED}
+        with ProcessPoolExecutor(PARALLEL, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {n: pool.submit(_evaluate_in_own_process,
+                                      spec(n, e, more_texts if n == "skip_probe_items" else version).to_json(),
+                                      str(built_home["home"])) for n, e in together.items()}
+            status = {n: f.result() for n, f in futures.items()}
+        _restore(old, "ARENA_NO_PRIVILEGE_DROP")
         for name, engine in names.items():
-            eid = f"atk-{name.replace('_', '-')}"
-            spec = EvaluationSpec(task_id="local-smollm2", engine=str(REPO / engine), evaluation_id=eid, label=name,
-                                  target=str(built_home["target"]), is_reference=name in HONEST,
-                                  protocol_version=more_texts if name == "skip_probe_items" else version)
-            hog = _start_hog() if name in CONTENDED else None
-            try:
-                status[name] = Evaluation(spec, home=built_home["home"], progress=lambda m: print(m, flush=True)).run()
-            finally:
-                if hog is not None:
+            if name in CONTENDED:   # alone, with a hog outside the trees, under the shipped limit
+                hog = _start_hog()
+                try:
+                    status[name] = Evaluation(spec(name, engine, shipped), home=built_home["home"],
+                                              progress=lambda m: print(m, flush=True)).run()
+                finally:
                     _stop_hog(hog)
         from speculator_arena.scoring import score_warehouse
 
         scores = score_warehouse(Warehouse(built_home["home"]), protocol_version=version,
-                                 evaluation_ids=[f"atk-{n.replace('_', '-')}" for n in names])
+                                 evaluation_ids=[_eid(n) for n in names])
     finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        _restore(old, *old)
     wh = Warehouse(built_home["home"])
-    contention = {f"atk-{n.replace('_', '-')}": wh.read_table("contention", f"atk-{n.replace('_', '-')}").to_pylist()
-                  for n in names}
+    contention = {_eid(n): wh.read_table("contention", _eid(n)).to_pylist() for n in names}
     return {"status": status, "scores": scores, "contention": contention, "protocol_dir": d, "version": version}
+
+
+def _eid(name: str) -> str:
+    return f"atk-{name.replace('_', '-')}"
+
+
+def _restore(old: dict, *keys: str) -> None:
+    for k in keys:
+        if old[k] is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = old[k]
 
 
 def _start_hog() -> int:
@@ -106,14 +148,17 @@ def _stop_hog(pid: int) -> None:
         pass
 
 
-def _stage_more_fidelity_texts(d: Path, version: int, texts: int) -> int:
-    """Stage v<version+1>: the attack profile with `texts` fidelity texts; return its number."""
+def _stage_variant(d: Path, version: int, new: int, *, texts: int | None = None,
+                   contention: float | None = None) -> int:
+    """Stage v<new> in `d`: v<version> with `texts` fidelity texts or a foreign-CPU limit of
+    `contention` cores; return its number."""
     import yaml
 
     doc = yaml.safe_load((d / f"v{version}.yaml").read_text())
-    doc["version"] = version + 1
-    doc["tasks"]["local-smollm2"]["gates"]["target_fidelity"] = {"texts": texts}
-    (d / f"v{version + 1}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    return version + 1
-
-
+    doc["version"] = new
+    if texts is not None:
+        doc["tasks"]["local-smollm2"]["gates"]["target_fidelity"] = {"texts": texts}
+    if contention is not None:
+        doc["contention"]["max_foreign_cpu_share"] = contention
+    (d / f"v{new}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return new

@@ -4,7 +4,7 @@ passes, the candidate and its evidence, then publishing and re-scoring.
 
 CI pays for little here: the attack module's evaluations (session fixture `evaluated`, CI attack
 profile) are adopted as the calibration's first A/A run, its references and its controls
-(`--adopt`), so this runs only the three A/A evaluations they lack and the fit's reduced grid
+(`--adopt`), so this runs only the fourth A/A evaluation and the fit's reduced grid
 (m 1,2 x c 0.5,2, 2 s passes), through the CLI and the Dagster assets. Every derived value is
 recomputed here from the stored gate rows and request rows, by this file's own arithmetic.
 """
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 TASK = "local-smollm2"
 # the calibration's run -> the attack module's evaluation that stands for it
-ADOPT = {"aa-1": "atk-dev-stock", "dev-ngram-4": "atk-dev-ngram", "dev-self-draft": "atk-dev-self-draft",
+ADOPT = {"aa-1": "atk-dev-stock", "aa-2": "atk-aa-2", "aa-3": "atk-aa-3", "dev-ngram-4": "atk-dev-ngram", "dev-self-draft": "atk-dev-self-draft",
          "loose-accept": "atk-loose-accept", "force-greedy": "atk-force-greedy", "other-sampling": "atk-other-sampling",
          "quantized": "atk-quantized", "cut-half": "atk-cut-half", "empty-probe-replies": "atk-empty-probe-replies",
          "garbage-logprob-ids": "atk-garbage-logprob-ids"}
@@ -99,8 +99,8 @@ def test_every_value_follows_scoring_md_on_the_stored_runs(calibrated):
             for i in (ids[f"aa-{k}"] for k in range(1, 5))]
     assert task["speed_noise"] == {"mean_abs_error": round(float(np.mean(errs)), 4), "max_abs_error": round(max(errs), 4)}
     assert task["dev_test_gap"] == min(0.95, round(5 * round(max(errs), 4), 4))
-    # the three A/A runs the attack module lacks were run by this calibration, under its base version
-    for k in (2, 3, 4):
+    # the A/A run the attack module lacks was run by this calibration, under its base version
+    for k in (4,):
         assert ids[f"aa-{k}"].startswith(f"cal-{TASK}-v{calibrated['version']}-aa-{k}")
         assert e.at[ids[f"aa-{k}"], "account_id"] == "arena-calibration"
 
