@@ -10,6 +10,7 @@ share everything stored. A candidate is not a version: `arena protocol publish` 
 
 import dagster as dg
 
+from speculator_arena.assets.evaluations import progress_lines
 from speculator_arena.dagster_project.resources import WarehouseResource
 from speculator_arena.protocol import load_protocol
 
@@ -43,16 +44,6 @@ class CalibrationConfig(dg.Config):
             fit_pass_seconds=self.fit_pass_seconds or None, target=self.target or None, adopt=dict(self.adopt)))
 
 
-def _progress(context):
-    import sys
-
-    def say(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
-        context.log.info(msg)
-
-    return say
-
-
 @dg.asset(partitions_def=calibration_partitions, group_name="calibration",
           description="The calibration's evaluations of task <partition>: at least 4 A/A runs, every reference, "
                       "the planted attacks as negative controls (reused when stored).")
@@ -61,7 +52,7 @@ def calibration_runs(context: dg.AssetExecutionContext, config: CalibrationConfi
     from speculator_arena.calibration.calibrate import step_runs
 
     opts = config.options(context.partition_key)
-    ids = step_runs(warehouse.get(), opts, _progress(context))
+    ids = step_runs(warehouse.get(), opts, progress_lines(context))
     table = "| run | evaluation |\n|---|---|\n" + "\n".join(f"| {k} | {v or '(none measured)'} |" for k, v in ids.items())
     return dg.MaterializeResult(metadata={"candidate_version": opts.candidate_version, "base_version": opts.base_version,
                                           "runs": dg.MetadataValue.md(table),
@@ -76,7 +67,7 @@ def calibration_fit(context: dg.AssetExecutionContext, config: CalibrationConfig
     from speculator_arena.calibration.calibrate import step_fit
 
     opts = config.options(context.partition_key)
-    result = step_fit(warehouse.get(), opts, _progress(context))
+    result = step_fit(warehouse.get(), opts, progress_lines(context))
     meta = {"candidate_version": opts.candidate_version}
     if result:
         meta.update({"m": result["m"], "c": result["c"], "loss": result["loss"],
@@ -96,7 +87,7 @@ def protocol_candidate(context: dg.AssetExecutionContext, config: CalibrationCon
 
     opts = config.options(context.partition_key)
     wh = warehouse.get()
-    evidence = step_candidate(wh, opts, _progress(context))
+    evidence = step_candidate(wh, opts, progress_lines(context))
     d = candidate_dir(wh.home, opts.task_id, opts.candidate_version)
     return dg.MaterializeResult(metadata={
         "candidate_version": opts.candidate_version, "separates": evidence["separates"],

@@ -45,7 +45,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
     if spec.evaluation_id != context.partition_key:
         raise ValueError(f"the spec is for {spec.evaluation_id}, the partition {context.partition_key}")
     wh = warehouse.get()
-    backend.run(spec, wh.home, context, progress=_progress(context))
+    backend.run(spec, wh.home, context, progress=progress_lines(context))
     analysts.refresh_after_evaluation(wh.home, say=context.log.info)
     s = summary(wh.home, spec.evaluation_id)
     meta = {
@@ -58,7 +58,7 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
     return dg.MaterializeResult(metadata=meta)
 
 
-def _progress(context):
+def progress_lines(context):
     """Progress lines to the terminal (as the runner prints them) and to the Dagster run log."""
     import sys
 
