@@ -432,6 +432,11 @@ class Evaluation:
         self._stop_engine(er, record=True)
 
     def _warmup(self, engine: str, er: EngineRun, cfg: ClientConfig, w: str) -> None:
+        """The protocol's warm-up waves before a workload's passes: each lane sends `warmup_waves`
+        requests of warm-up sessions (none when the version says 0)."""
+        waves = self.task.warmup_waves
+        if waves == 0:
+            return
         L = self.task.lanes[w]
         pass_id = f"warmup-{w}"
         self.set_phase(f"{engine} {pass_id}")
@@ -440,7 +445,7 @@ class Evaluation:
         wl = self.task.workloads[w]
         records = asyncio.run(run_lanes(cfg, sessions, L, 1, pass_id, now + wl.pass_seconds,
                                         now + wl.pass_seconds + self.task.grace_seconds,
-                                        max_requests_per_lane=1, stop_check=lambda: not er.alive()))
+                                        max_requests_per_lane=waves, stop_check=lambda: not er.alive()))
         rows = [record_rows(r, evaluation_id=self.eid, engine=engine, pass_id=pass_id, workload=w,
                             pass_index=None, tokenizer=self.tokenizer)[0] for r in records]
         self.write("requests", rows)

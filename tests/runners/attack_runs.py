@@ -52,7 +52,9 @@ SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "targe
 # asserts gates, which judge what the engines said, never speeds); and the engines run as the
 # runner's user, since stopping a privilege-dropped engine kills every process of the engine user,
 # the other run's engine with it (tests/runners/test_lifecycle.py covers the privilege drop).
-# host_contended runs last and alone, under the shipped contention limit.
+# host_contended runs last and alone, under the shipped contention limit. The profile also skips
+# the warm-up waves (a quarter of each evaluation's time here): what they warm, the prefix cache,
+# changes speeds, and no gate.
 PARALLEL = 2
 TOGETHER_MAX_FOREIGN_CPU_SHARE = 2.0
 
@@ -73,7 +75,7 @@ def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
 
     d = tmp_path_factory.mktemp("attack_protocol")
     shipped = stage_ci_protocol(d, **ATTACK_OVERRIDES)
-    version = _stage_variant(d, shipped, shipped + 1, contention=TOGETHER_MAX_FOREIGN_CPU_SHARE)
+    version = _stage_variant(d, shipped, shipped + 1, contention=TOGETHER_MAX_FOREIGN_CPU_SHARE, warmup_waves=0)
     more_texts = _stage_variant(d, version, version + 1, texts=SKIP_TEXTS)
     old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS", "ARENA_NO_PRIVILEGE_DROP")}
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
@@ -149,9 +151,9 @@ def _stop_hog(pid: int) -> None:
 
 
 def _stage_variant(d: Path, version: int, new: int, *, texts: int | None = None,
-                   contention: float | None = None) -> int:
-    """Stage v<new> in `d`: v<version> with `texts` fidelity texts or a foreign-CPU limit of
-    `contention` cores; return its number."""
+                   contention: float | None = None, warmup_waves: int | None = None) -> int:
+    """Stage v<new> in `d`: v<version> with `texts` fidelity texts, a foreign-CPU limit of
+    `contention` cores or `warmup_waves` warm-up waves; return its number."""
     import yaml
 
     doc = yaml.safe_load((d / f"v{version}.yaml").read_text())
@@ -160,5 +162,7 @@ def _stage_variant(d: Path, version: int, new: int, *, texts: int | None = None,
         doc["tasks"]["local-smollm2"]["gates"]["target_fidelity"] = {"texts": texts}
     if contention is not None:
         doc["contention"]["max_foreign_cpu_share"] = contention
+    if warmup_waves is not None:
+        doc["warmup_waves"] = warmup_waves
     (d / f"v{new}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return new
