@@ -54,8 +54,16 @@ def build(home: Path, n: int, accounts: int, templates: int, seed: int = 0) -> d
     for k in range(templates):
         sp = {w: float(np.round(rng.uniform(0.9, 2.0), 3)) for w in ("solo", "team", "busy")}
         eid = f"tpl-{k:03d}"
-        write_synthetic_evaluation(wh, eid, task_id=TASK, account_id="templates", label=eid, speedups=sp,
-                                   seed=seed * 1000 + k, created_at=1.7e9 + k)
+        write_synthetic_evaluation(
+            wh,
+            eid,
+            task_id=TASK,
+            account_id="templates",
+            label=eid,
+            speedups=sp,
+            seed=seed * 1000 + k,
+            created_at=1.7e9 + k,
+        )
         tpl_ids.append(eid)
     t_tpl = time.monotonic() - t0
     print(f"  {templates} template evaluations written in {t_tpl:.1f} s", file=sys.stderr, flush=True)
@@ -79,16 +87,36 @@ def build(home: Path, n: int, accounts: int, templates: int, seed: int = 0) -> d
                     os.link(f, dest / f.name)
                 except OSError:
                     shutil.copyfile(f, dest / f.name)
-        wh.write_rows("evaluations", eid, [{
-            "task_id": TASK, "split": split, "protocol_version": 1, "submission_id": eid,
-            "account_id": f"acct-{acct:04d}", "is_reference": False, "label": f"sub-{acct:04d}-{j:02d}",
-            "solution_kind": "other", "status": "measured", "created_at": 1.8e9 + 60.0 * i,
-            "updated_at": 1.8e9 + 60.0 * i + 30, "provenance": json.dumps({"template": tpl})}], part="evaluation")
+        wh.write_rows(
+            "evaluations",
+            eid,
+            [
+                {
+                    "task_id": TASK,
+                    "split": split,
+                    "protocol_version": 1,
+                    "submission_id": eid,
+                    "account_id": f"acct-{acct:04d}",
+                    "is_reference": False,
+                    "label": f"sub-{acct:04d}-{j:02d}",
+                    "solution_kind": "other",
+                    "status": "measured",
+                    "created_at": 1.8e9 + 60.0 * i,
+                    "updated_at": 1.8e9 + 60.0 * i + 30,
+                    "provenance": json.dumps({"template": tpl}),
+                }
+            ],
+            part="evaluation",
+        )
         if (i + 1) % max(1, n // 10) == 0:
             print(f"  {i + 1}/{n} evaluations ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
     # the templates are evaluations of the warehouse too (an operator account's)
-    return {"evaluations": n + templates, "templates": templates, "accounts": accounts,
-            "build_seconds": round(time.monotonic() - t0, 1)}
+    return {
+        "evaluations": n + templates,
+        "templates": templates,
+        "accounts": accounts,
+        "build_seconds": round(time.monotonic() - t0, 1),
+    }
 
 
 CHILD = r"""
@@ -160,8 +188,9 @@ def browser_first_render(home: Path, expect: str) -> dict:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, ARENA_HOME=str(home))
-    proc = subprocess.Popen(streamlit_command(port), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        streamlit_command(port), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         import httpx
 
@@ -173,9 +202,18 @@ def browser_first_render(home: Path, expect: str) -> dict:
             except httpx.HTTPError:
                 time.sleep(0.2)
         with sync_playwright() as p:
-            b = p.chromium.launch(executable_path="/usr/bin/chromium", args=[
-                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                "--disable-sync", "--disable-quic", "--no-first-run"])
+            b = p.chromium.launch(
+                executable_path="/usr/bin/chromium",
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--disable-quic",
+                    "--no-first-run",
+                ],
+            )
             page = b.new_page()
             t = time.perf_counter()
             page.goto(f"http://127.0.0.1:{port}/?task={TASK}&split=dev")
@@ -240,8 +278,12 @@ def main() -> int:
         for i in range(args.repeat):
             runs.append(child(CHILD, app, TASK, home=home))
             base.append(child(CHILD, app, TASK, home=empty))
-            print(f"  run {i + 1}/{args.repeat}: first render {runs[-1]['first_render_s']:.2f} s, "
-                  f"baseline {base[-1]['first_render_s']:.2f} s", file=sys.stderr, flush=True)
+            print(
+                f"  run {i + 1}/{args.repeat}: first render {runs[-1]['first_render_s']:.2f} s, "
+                f"baseline {base[-1]['first_render_s']:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         result["board"] = _median_run(runs)
         result["baseline_empty"] = _median_run(base)
         if args.browser and Path("/usr/bin/chromium").exists():
@@ -249,9 +291,14 @@ def main() -> int:
             result["browser"] = browser_first_render(home, expect)
         first = result["board"]["first_render_s"]
         b0 = result["baseline_empty"]["first_render_s"]
-        result["verdict"] = {"first_render_s_median": round(first, 3), "budget_s": args.budget,
-                             "within_budget": first < args.budget, "baseline_s_median": round(b0, 3),
-                             "over_baseline_s": round(first - b0, 3), "ratio_to_baseline": round(first / b0, 2)}
+        result["verdict"] = {
+            "first_render_s_median": round(first, 3),
+            "budget_s": args.budget,
+            "within_budget": first < args.budget,
+            "baseline_s_median": round(b0, 3),
+            "over_baseline_s": round(first - b0, 3),
+            "ratio_to_baseline": round(first / b0, 2),
+        }
         print(json.dumps(result, indent=1))
         return 0 if first < args.budget else 1
     finally:

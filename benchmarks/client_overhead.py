@@ -78,11 +78,15 @@ def serve(port: int, chunks: int, interval: float) -> None:
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
-            head = '{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,' % (
-                threading.get_ident(), time.time())
+            head = (
+                '{"id":"chatcmpl-%d","object":"chat.completion.chunk","created":%d,"model":"m","choices":[{"index":0,'
+                % (threading.get_ident(), time.time())
+            )
 
             def send(delta: str, finish: str = "null") -> None:
-                line = ("data: " + head + '"delta":{%s},"logprobs":null,"finish_reason":%s}]}\n\n' % (delta, finish)).encode()
+                line = (
+                    "data: " + head + '"delta":{%s},"logprobs":null,"finish_reason":%s}]}\n\n' % (delta, finish)
+                ).encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                 self.wfile.flush()
 
@@ -95,8 +99,10 @@ def serve(port: int, chunks: int, interval: float) -> None:
                     time.sleep(delay)
                 send('"content":" tok%d@%.6f"' % (i, time.time()))  # the server's stamp, taken as it writes
             send('"content":""', '"length"')
-            usage = ('data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
-                     '"usage":{"prompt_tokens":9,"total_tokens":%d,"completion_tokens":%d}}\n\n' % (1, 9 + chunks, chunks))
+            usage = (
+                'data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+                '"usage":{"prompt_tokens":9,"total_tokens":%d,"completion_tokens":%d}}\n\n' % (1, 9 + chunks, chunks)
+            )
             end = usage.encode() + b"data: [DONE]\n\n"
             self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(end), end))
             self.wfile.flush()
@@ -111,8 +117,13 @@ def serve(port: int, chunks: int, interval: float) -> None:
 
 # ---- clients: each returns [(client stamp, chunk text)] per content chunk; the server's stamp
 # is read from the text after the client's CPU time is taken -------------------------------
-BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
-        "stream_options": {"include_usage": True}, "max_tokens": 256}
+BODY = {
+    "model": "m",
+    "messages": [{"role": "user", "content": "hi"}],
+    "stream": True,
+    "stream_options": {"include_usage": True},
+    "max_tokens": 256,
+}
 
 
 async def arena_client(url: str, lanes: int) -> list[tuple[float, str]]:
@@ -120,8 +131,9 @@ async def arena_client(url: str, lanes: int) -> list[tuple[float, str]]:
 
     client = SSEClient(max_idle=lanes + 4, connect_timeout=30.0)  # what workload.make_client(lanes) builds
     try:
-        results = await asyncio.gather(*(stream_chat(client, url, BODY, deadline=time.time() + 600)
-                                         for _ in range(lanes)))
+        results = await asyncio.gather(
+            *(stream_chat(client, url, BODY, deadline=time.time() + 600) for _ in range(lanes))
+        )
     finally:
         await client.aclose()
     out = []
@@ -164,10 +176,19 @@ class StreamedResponseHandler:
 async def vllm_client(url: str, lanes: int) -> list[tuple[float, str]]:
     import aiohttp
 
-    connector = aiohttp.TCPConnector(limit=lanes, limit_per_host=lanes, ttl_dns_cache=300, use_dns_cache=True,
-                                     keepalive_timeout=60, enable_cleanup_closed=True, force_close=False, ssl=False)
-    session = aiohttp.ClientSession(connector=connector, trust_env=True,
-                                    timeout=aiohttp.ClientTimeout(total=6 * 60 * 60))
+    connector = aiohttp.TCPConnector(
+        limit=lanes,
+        limit_per_host=lanes,
+        ttl_dns_cache=300,
+        use_dns_cache=True,
+        keepalive_timeout=60,
+        enable_cleanup_closed=True,
+        force_close=False,
+        ssl=False,
+    )
+    session = aiohttp.ClientSession(
+        connector=connector, trust_env=True, timeout=aiohttp.ClientTimeout(total=6 * 60 * 60)
+    )
     to_epoch = time.time() - time.perf_counter()
 
     async def one() -> list[tuple[float, str]]:
@@ -224,7 +245,7 @@ class ChatLineHandler:
             return None
         if not line or not (line := line.strip()) or not line.startswith("data:"):
             return {}
-        return json.loads(line[len("data:"):].strip())
+        return json.loads(line[len("data:") :].strip())
 
     def add_streaming_line(self, line: str) -> int | None:
         if not (data := self.extract_line_data(line)):
@@ -248,15 +269,24 @@ class ChatLineHandler:
 async def guidellm_client(url: str, lanes: int) -> list[tuple[float, str]]:
     import httpx
 
-    client = httpx.AsyncClient(http2=False, timeout=httpx.Timeout(5.0, read=None, connect=5.0),
-                               follow_redirects=True, verify=False,
-                               limits=httpx.Limits(max_connections=None, max_keepalive_connections=None,
-                                                   keepalive_expiry=5.0))
+    client = httpx.AsyncClient(
+        http2=False,
+        timeout=httpx.Timeout(5.0, read=None, connect=5.0),
+        follow_redirects=True,
+        verify=False,
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=5.0),
+    )
 
     async def one() -> list[tuple[float, str]]:
         stamps = []
-        timings = {"first_request_iteration": None, "last_request_iteration": None, "request_iterations": 0,
-                   "first_token_iteration": None, "last_token_iteration": None, "token_iterations": 0}
+        timings = {
+            "first_request_iteration": None,
+            "last_request_iteration": None,
+            "request_iterations": 0,
+            "first_token_iteration": None,
+            "last_token_iteration": None,
+            "token_iterations": 0,
+        }
         handler = ChatLineHandler()
         timings["request_start"] = time.time()
         async with client.stream(method="POST", url=url, params=None, headers=None, json=BODY) as stream:
@@ -302,10 +332,16 @@ def measure(kind: str, url: str, lanes: int) -> dict:
     stamps = asyncio.run(RUNNERS[kind](url, lanes))
     cpu, wall = time.process_time() - c0, time.time() - w0
     lags_ms = sorted((mine - float(text.rpartition("@")[2])) * 1000 for mine, text in stamps)
-    return {"client": kind, "chunks": len(lags_ms), "wall_s": wall, "cpu_s": cpu,
-            "cpu_us_per_chunk": cpu / len(lags_ms) * 1e6,
-            "lag_ms_p50": statistics.median(lags_ms), "lag_ms_p99": lags_ms[int(0.99 * (len(lags_ms) - 1))],
-            "lag_ms_max": lags_ms[-1]}
+    return {
+        "client": kind,
+        "chunks": len(lags_ms),
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "cpu_us_per_chunk": cpu / len(lags_ms) * 1e6,
+        "lag_ms_p50": statistics.median(lags_ms),
+        "lag_ms_p99": lags_ms[int(0.99 * (len(lags_ms) - 1))],
+        "lag_ms_max": lags_ms[-1],
+    }
 
 
 def free_port() -> int:
@@ -341,8 +377,18 @@ def main(argv=None) -> int:
         p.error(f"unknown clients {sorted(unknown)}")
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1/chat/completions"
-    srv = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve", str(port), "--chunks", str(a.chunks),
-                            "--interval-ms", str(a.interval_ms)])
+    srv = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--serve",
+            str(port),
+            "--chunks",
+            str(a.chunks),
+            "--interval-ms",
+            str(a.interval_ms),
+        ]
+    )
     try:
         for _ in range(200):
             try:
@@ -350,9 +396,11 @@ def main(argv=None) -> int:
                 break
             except OSError:
                 time.sleep(0.05)
-        print(f"# {a.lanes} lanes x {a.chunks} chunks, one per {a.interval_ms} ms per lane "
-              f"({a.lanes * 1000 / a.interval_ms:.0f} chunks/s); {a.rounds} rounds; {os.cpu_count()} CPUs; "
-              f"{platform.machine()}; {versions()}; load {os.getloadavg()[0]:.2f}")
+        print(
+            f"# {a.lanes} lanes x {a.chunks} chunks, one per {a.interval_ms} ms per lane "
+            f"({a.lanes * 1000 / a.interval_ms:.0f} chunks/s); {a.rounds} rounds; {os.cpu_count()} CPUs; "
+            f"{platform.machine()}; {versions()}; load {os.getloadavg()[0]:.2f}"
+        )
         for kind in clients:  # warm-up: imports, first connections
             measure(kind, url, 1)
         rows = []
@@ -360,15 +408,22 @@ def main(argv=None) -> int:
             order = clients if rnd % 2 == 0 else clients[::-1]
             for kind in order:
                 rows.append(measure(kind, url, a.lanes))
-        print(f"{'client':9} {'chunks':>7} {'cpu us/chunk':>13} {'lag p50 ms':>11} {'lag p99 ms':>11} {'lag max ms':>11}")
+        print(
+            f"{'client':9} {'chunks':>7} {'cpu us/chunk':>13} {'lag p50 ms':>11} {'lag p99 ms':>11} {'lag max ms':>11}"
+        )
         for r in rows:
-            print(f"{r['client']:9} {r['chunks']:7d} {r['cpu_us_per_chunk']:13.1f} {r['lag_ms_p50']:11.3f} "
-                  f"{r['lag_ms_p99']:11.3f} {r['lag_ms_max']:11.3f}")
+            print(
+                f"{r['client']:9} {r['chunks']:7d} {r['cpu_us_per_chunk']:13.1f} {r['lag_ms_p50']:11.3f} "
+                f"{r['lag_ms_p99']:11.3f} {r['lag_ms_max']:11.3f}"
+            )
         metrics = ("cpu_us_per_chunk", "lag_ms_p50", "lag_ms_p99")
         agg = {k: {m: statistics.median(r[m] for r in rows if r["client"] == k) for m in metrics} for k in clients}
         print("# medians over rounds")
-        print(f"{'':17} " + " ".join(f"{k:>9}" for k in clients)
-              + "".join(f" {'arena/' + k:>15}" for k in PEERS if "arena" in clients and k in clients))
+        print(
+            f"{'':17} "
+            + " ".join(f"{k:>9}" for k in clients)
+            + "".join(f" {'arena/' + k:>15}" for k in PEERS if "arena" in clients and k in clients)
+        )
         for m in metrics:
             line = f"{m:17} " + " ".join(f"{agg[k][m]:9.3f}" for k in clients)
             if "arena" in clients:
@@ -378,11 +433,17 @@ def main(argv=None) -> int:
             arena = agg["arena"]
             if "vllm" in clients:
                 ratio = arena["cpu_us_per_chunk"] / agg["vllm"]["cpu_us_per_chunk"]
-                print(f"# target: arena CPU per chunk <= 0.5 x the vllm (aiohttp) client's: {ratio:.2f} -> "
-                      f"{'met' if ratio <= 0.5 else 'NOT met'}")
-            print(f"# target: arena lag p99 <= 0.5 ms at {a.lanes} streams: {arena['lag_ms_p99']:.3f} ms -> "
-                  f"{'met' if arena['lag_ms_p99'] <= 0.5 else 'NOT met'}")
-            print(f"# arena CPU at this rate: {arena['cpu_us_per_chunk'] * a.lanes / (a.interval_ms * 1000):.1%} of one core")
+                print(
+                    f"# target: arena CPU per chunk <= 0.5 x the vllm (aiohttp) client's: {ratio:.2f} -> "
+                    f"{'met' if ratio <= 0.5 else 'NOT met'}"
+                )
+            print(
+                f"# target: arena lag p99 <= 0.5 ms at {a.lanes} streams: {arena['lag_ms_p99']:.3f} ms -> "
+                f"{'met' if arena['lag_ms_p99'] <= 0.5 else 'NOT met'}"
+            )
+            print(
+                f"# arena CPU at this rate: {arena['cpu_us_per_chunk'] * a.lanes / (a.interval_ms * 1000):.1%} of one core"
+            )
     finally:
         srv.terminate()
         srv.wait(5)

@@ -56,14 +56,29 @@ def load_prompts(path: Path | None, per_category: int) -> list[str]:
     return prompts
 
 
-def run_engine(engine_dir: Path, target: str, prompts: list[str], max_tokens: int, sampling: dict,
-               log_dir: Path, env: dict) -> dict:
-    with LocalEngine(engine_dir, target, max_model_len=2048, max_num_seqs=1, served_name="smollm2",
-                     env=env, log_path=log_dir / f"{engine_dir.name}.log", health_timeout=600) as eng:
+def run_engine(
+    engine_dir: Path, target: str, prompts: list[str], max_tokens: int, sampling: dict, log_dir: Path, env: dict
+) -> dict:
+    with LocalEngine(
+        engine_dir,
+        target,
+        max_model_len=2048,
+        max_num_seqs=1,
+        served_name="smollm2",
+        env=env,
+        log_path=log_dir / f"{engine_dir.name}.log",
+        health_timeout=600,
+    ) as eng:
         with httpx.Client(base_url=eng.base_url, timeout=600) as client:
+
             def ask(prompt, seed):
-                body = {"model": "smollm2", "messages": [{"role": "user", "content": prompt}],
-                        "max_tokens": max_tokens, "seed": seed, **sampling}
+                body = {
+                    "model": "smollm2",
+                    "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": max_tokens,
+                    "seed": seed,
+                    **sampling,
+                }
                 t0 = time.perf_counter()
                 r = client.post("/v1/chat/completions", json=body)
                 r.raise_for_status()
@@ -77,8 +92,12 @@ def run_engine(engine_dir: Path, target: str, prompts: list[str], max_tokens: in
                 tokens += out["usage"]["completion_tokens"]
                 seconds += dt
                 replies.append(out["choices"][0]["message"]["content"])
-                print(f"  {engine_dir.name}: {i + 1}/{len(prompts)} prompts, {tokens} tokens, "
-                      f"{tokens / seconds:.1f} tok/s", file=sys.stderr, flush=True)
+                print(
+                    f"  {engine_dir.name}: {i + 1}/{len(prompts)} prompts, {tokens} tokens, "
+                    f"{tokens / seconds:.1f} tok/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             metrics = client.get("/metrics").text
     accepted = drafts = 0.0
     for line in metrics.splitlines():
@@ -88,21 +107,35 @@ def run_engine(engine_dir: Path, target: str, prompts: list[str], max_tokens: in
             drafts = float(line.split()[-1])
     log = (log_dir / f"{engine_dir.name}.log").read_text(errors="replace")
     device_line = next((ln for ln in log.splitlines() if " dtype " in ln and "device" in ln), "")
-    return {"engine": engine_dir.name, "tokens": tokens, "seconds": round(seconds, 3),
-            "tokens_per_second": round(tokens / seconds, 2), "mean_acceptance_length":
-            round(1 + accepted / drafts, 3) if drafts else None, "replies": replies, "startup": device_line.strip()}
+    return {
+        "engine": engine_dir.name,
+        "tokens": tokens,
+        "seconds": round(seconds, 3),
+        "tokens_per_second": round(tokens / seconds, 2),
+        "mean_acceptance_length": round(1 + accepted / drafts, 3) if drafts else None,
+        "replies": replies,
+        "startup": device_line.strip(),
+    }
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", help="the local-smollm2 target directory (default: prepare it)")
-    ap.add_argument("--engines", nargs="+", default=["engines/dev-stock", "engines/dev-ngram"],
-                    help="engine directories; the first is the baseline")
+    ap.add_argument(
+        "--engines",
+        nargs="+",
+        default=["engines/dev-stock", "engines/dev-ngram"],
+        help="engine directories; the first is the baseline",
+    )
     ap.add_argument("--prompts", type=Path, default=SPEC_BENCH, help="Spec-Bench question.jsonl")
     ap.add_argument("--per-category", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=128)
-    ap.add_argument("--sampling", choices=["greedy", "protocol"], default="greedy",
-                    help="greedy (temperature 0) or the protocol's timed sampling (0.7 / 0.8 / 20)")
+    ap.add_argument(
+        "--sampling",
+        choices=["greedy", "protocol"],
+        default="greedy",
+        help="greedy (temperature 0) or the protocol's timed sampling (0.7 / 0.8 / 20)",
+    )
     ap.add_argument("--device", default="auto", help="DEV_ENGINE_DEVICE: auto, cpu or cuda")
     ap.add_argument("--log-dir", type=Path, default=Path("engine_bench_logs"))
     ap.add_argument("--json", type=Path, help="also write the results here")
@@ -120,8 +153,11 @@ def main(argv=None) -> int:
     results = []
     for d in args.engines:
         path = Path(d) if Path(d).is_absolute() else REPO / d
-        print(f"engine {path.name}: {len(prompts)} prompts, max_tokens {args.max_tokens}, {args.sampling}",
-              file=sys.stderr, flush=True)
+        print(
+            f"engine {path.name}: {len(prompts)} prompts, max_tokens {args.max_tokens}, {args.sampling}",
+            file=sys.stderr,
+            flush=True,
+        )
         results.append(run_engine(path, target, prompts, args.max_tokens, sampling, args.log_dir, env))
     base = results[0]
     print(f"{'engine':<22}{'tokens':>8}{'seconds':>10}{'tok/s':>9}{'ratio':>8}{'accept len':>12}  replies = baseline")
@@ -130,12 +166,18 @@ def main(argv=None) -> int:
         ratio = r["tokens_per_second"] / base["tokens_per_second"]
         r["ratio_to_baseline"] = round(ratio, 3)
         r["replies_equal_baseline"] = f"{same}/{len(base['replies'])}"
-        print(f"{r['engine']:<22}{r['tokens']:>8}{r['seconds']:>10.2f}{r['tokens_per_second']:>9.1f}{ratio:>8.3f}"
-              f"{(r['mean_acceptance_length'] or float('nan')):>12.2f}  {same}/{len(base['replies'])}")
+        print(
+            f"{r['engine']:<22}{r['tokens']:>8}{r['seconds']:>10.2f}{r['tokens_per_second']:>9.1f}{ratio:>8.3f}"
+            f"{(r['mean_acceptance_length'] or float('nan')):>12.2f}  {same}/{len(base['replies'])}"
+        )
     for r in results:
         print(f"{r['engine']}: {r['startup']}")
-    summary = {"prompts": len(prompts), "max_tokens": args.max_tokens, "sampling": args.sampling,
-               "results": [{k: v for k, v in r.items() if k != "replies"} for r in results]}
+    summary = {
+        "prompts": len(prompts),
+        "max_tokens": args.max_tokens,
+        "sampling": args.sampling,
+        "results": [{k: v for k, v in r.items() if k != "replies"} for r in results],
+    }
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
     print(json.dumps(summary))

@@ -45,27 +45,53 @@ def plain_python(wh: Warehouse, version: int | None = None) -> dict[str, dict]:
     for n, eid in enumerate(ids):
         ev = _rows(wh, "evaluations", eid, ["task_id"])[0]
         tp = proto.task(ev["task_id"])
-        passes = {(p["pass_id"], p["engine"]): p for p in _rows(
-            wh, "passes", eid, ["pass_id", "engine", "workload", "lanes", "ends_at", "grace_ends_at", "status"])}
+        passes = {
+            (p["pass_id"], p["engine"]): p
+            for p in _rows(
+                wh, "passes", eid, ["pass_id", "engine", "workload", "lanes", "ends_at", "grace_ends_at", "status"]
+            )
+        }
         reqs: dict = {}
-        for r in _rows(wh, "requests", eid, ["pass_id", "engine", "sent_at", "last_token_at", "ended_at", "output_tokens",
-                                             "max_tokens", "done", "chunk_times", "chunk_tokens"]):
+        for r in _rows(
+            wh,
+            "requests",
+            eid,
+            [
+                "pass_id",
+                "engine",
+                "sent_at",
+                "last_token_at",
+                "ended_at",
+                "output_tokens",
+                "max_tokens",
+                "done",
+                "chunk_times",
+                "chunk_tokens",
+            ],
+        ):
             if r["pass_id"].startswith("warmup"):
                 continue
             reqs.setdefault((r["pass_id"], r["engine"]), []).append(r)
         speeds, failures, counts = {}, {}, {}
         for key, rs in reqs.items():
             p = passes[key]
-            counted = [r for r in rs if r["done"] and r["output_tokens"] <= r["max_tokens"]
-                       and r["sent_at"] < p["ends_at"] and r["ended_at"] <= p["grace_ends_at"]]
+            counted = [
+                r
+                for r in rs
+                if r["done"]
+                and r["output_tokens"] <= r["max_tokens"]
+                and r["sent_at"] < p["ends_at"]
+                and r["ended_at"] <= p["grace_ends_at"]
+            ]
             failures[key] = len(rs) - len(counted)
             counts[key] = len(rs)
             if tp.workloads[p["workload"]].speed == "request_time":
                 secs = sum(r["last_token_at"] - r["sent_at"] for r in counted)
                 speeds[key] = sum(r["output_tokens"] for r in counted) / secs if secs > 0 else None
             else:
-                intervals = [(r["sent_at"], r["last_token_at"] if r["last_token_at"] is not None else r["ended_at"])
-                             for r in rs]
+                intervals = [
+                    (r["sent_at"], r["last_token_at"] if r["last_token_at"] is not None else r["ended_at"]) for r in rs
+                ]
                 chunks = [(t, k) for r in counted for t, k in zip(r["chunk_times"], r["chunk_tokens"])]
                 secs, toks = busy_window(intervals, p["lanes"], chunks)
                 speeds[key] = toks / secs if secs > 0 else None

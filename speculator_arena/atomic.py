@@ -66,7 +66,7 @@ def atomic_path(dest: str | os.PathLike, *, durable: bool = True) -> Iterator[Pa
             fsync_dir(dest.parent)
     except BaseException:
         _remove(tmp)
-        Path(f"{tmp}.wal").unlink(missing_ok=True)   # DuckDB's write-ahead log beside a database
+        Path(f"{tmp}.wal").unlink(missing_ok=True)  # DuckDB's write-ahead log beside a database
         raise
 
 

@@ -22,53 +22,103 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Variable:
     name: str
-    default: str | None   # None: unset means "none"
+    default: str | None  # None: unset means "none"
     meaning: str
-    area: str             # who reads it: warehouse, pools, runner, board, front door, kubernetes, platform
+    area: str  # who reads it: warehouse, pools, runner, board, front door, kubernetes, platform
 
 
-VARIABLES: dict[str, Variable] = {v.name: v for v in (
-    # warehouse
-    Variable("ARENA_HOME", "./arena_home", "the arena's home: warehouse, pools, checkpoints, Dagster instance", "warehouse"),
-    Variable("ARENA_PACKS", "1", "`0`: scans read evaluation parts only, never the compacted packs", "warehouse"),
-    Variable("ARENA_CATALOG", "1", "`0`: writers do not upsert the evaluations snapshot (a bulk load refreshes it once)", "warehouse"),
-    Variable("ARENA_DUCKDB_THREADS", None, "threads of the scorer's DuckDB connection (default: DuckDB's)", "warehouse"),
-    Variable("ARENA_SCORE_TIMING", None, "set: the scorer prints how long each step took", "warehouse"),
-    Variable("ARENA_PROTOCOL_DIR", None, "a folder of staged protocol versions `vN.yaml` added to the shipped ones", "protocol"),
-    # pools
-    Variable("ARENA_SHARED_DATA", "../shared/data", "the shared public data (conversations, traces, tokenizers)", "pools"),
-    Variable("ARENA_POOL_SOURCES", None, "the YAML declaring the pools' source sets (default: the package's `pools/source_sets/default.yaml`)", "pools"),
-    Variable("ARENA_POOL_KEY", None, "the operators' split key (hidden pools are built only with a key)", "pools"),
-    Variable("ARENA_POOL_KEY_FILE", None, "a file holding the split key, instead of ARENA_POOL_KEY", "pools"),
-    Variable("ARENA_MAX_RECORD_BYTES", "67108864", "largest single record a source reader accepts", "pools"),
-    Variable("ARENA_CC_TRACES", None, "AgentX cc-traces file fitting the agent structure", "pools"),
-    Variable("ARENA_PRODUCTION_STATS", None, "production statistics file fitting the structure", "pools"),
-    Variable("ARENA_PARAPHRASES", None, "paraphrases file for the hidden pools", "pools"),
-    Variable("ARENA_EMBED_CACHE", None, "MiniLM embedding cache file shared by several homes", "pools"),
-    Variable("ARENA_CHECKPOINT_CACHE", "~/.cache/speculator_arena/checkpoints",
-             "downloaded checkpoints cache (empty: no cache)", "pools"),
-    # runner
-    Variable("ARENA_NO_PRIVILEGE_DROP", None, "set: engines run as the runner's user (development machines only)", "runner"),
-    Variable("ARENA_NO_NVML", None, "set: no NVML device-memory sampling (the memory gate is not measured)", "runner"),
-    Variable("ARENA_BACKEND", "local", "where evaluations run: `local` or `kubernetes`", "runner"),
-    Variable("ARENA_DEVICE", "local", "the name of the device the queue worker serves", "runner"),
-    Variable("ARENA_DEBUG", None, "set: the CLI prints tracebacks", "runner"),
-    Variable("ARENA_OPERATOR", None, "who publishes a protocol version (default: the login name)", "protocol"),
-    # board and front door
-    Variable("ARENA_BOARD_TTL", "30", "seconds the board keeps a computed board before re-reading", "board"),
-    Variable("ARENA_BOARD_URL", None, "public URL of the board, for evaluation links", "front door"),
-    Variable("ARENA_URL", "http://127.0.0.1:8000", "the arena's API, for `arena submit`", "front door"),
-    Variable("ARENA_TOKEN", "", "the participant's token, for `arena submit`", "front door"),
-    Variable("ARENA_WORKSPACES", "", "`:`-separated operator-approved workspaces a speculator may come from", "front door"),
-    Variable("ARENA_ENGINE_REPO_SCHEMES", "", "`,`-separated extra URL schemes for repository engines", "front door"),
-    # kubernetes
-    Variable("ARENA_K8S_<FIELD>", None, "any field of backends/kubernetes/settings.py (namespace, image, ...)", "kubernetes"),
-    # platform (read from the machine, not set by operators)
-    Variable("CUDA_VISIBLE_DEVICES", None, "the device NVML samples (its first entry)", "platform"),
-    Variable("KUBERNETES_SERVICE_HOST", None, "set inside a cluster: in-cluster configuration", "platform"),
-    Variable("DAGSTER_PIPES_CONTEXT", None, "set by Dagster Pipes inside a launched pod", "platform"),
-    Variable("DAGSTER_HOME", "$ARENA_HOME/dagster", "the Dagster instance (defaulted from ARENA_HOME)", "platform"),
-)}
+VARIABLES: dict[str, Variable] = {
+    v.name: v
+    for v in (
+        # warehouse
+        Variable(
+            "ARENA_HOME",
+            "./arena_home",
+            "the arena's home: warehouse, pools, checkpoints, Dagster instance",
+            "warehouse",
+        ),
+        Variable("ARENA_PACKS", "1", "`0`: scans read evaluation parts only, never the compacted packs", "warehouse"),
+        Variable(
+            "ARENA_CATALOG",
+            "1",
+            "`0`: writers do not upsert the evaluations snapshot (a bulk load refreshes it once)",
+            "warehouse",
+        ),
+        Variable(
+            "ARENA_DUCKDB_THREADS", None, "threads of the scorer's DuckDB connection (default: DuckDB's)", "warehouse"
+        ),
+        Variable("ARENA_SCORE_TIMING", None, "set: the scorer prints how long each step took", "warehouse"),
+        Variable(
+            "ARENA_PROTOCOL_DIR",
+            None,
+            "a folder of staged protocol versions `vN.yaml` added to the shipped ones",
+            "protocol",
+        ),
+        # pools
+        Variable(
+            "ARENA_SHARED_DATA", "../shared/data", "the shared public data (conversations, traces, tokenizers)", "pools"
+        ),
+        Variable(
+            "ARENA_POOL_SOURCES",
+            None,
+            "the YAML declaring the pools' source sets (default: the package's `pools/source_sets/default.yaml`)",
+            "pools",
+        ),
+        Variable("ARENA_POOL_KEY", None, "the operators' split key (hidden pools are built only with a key)", "pools"),
+        Variable("ARENA_POOL_KEY_FILE", None, "a file holding the split key, instead of ARENA_POOL_KEY", "pools"),
+        Variable("ARENA_MAX_RECORD_BYTES", "67108864", "largest single record a source reader accepts", "pools"),
+        Variable("ARENA_CC_TRACES", None, "AgentX cc-traces file fitting the agent structure", "pools"),
+        Variable("ARENA_PRODUCTION_STATS", None, "production statistics file fitting the structure", "pools"),
+        Variable("ARENA_PARAPHRASES", None, "paraphrases file for the hidden pools", "pools"),
+        Variable("ARENA_EMBED_CACHE", None, "MiniLM embedding cache file shared by several homes", "pools"),
+        Variable(
+            "ARENA_CHECKPOINT_CACHE",
+            "~/.cache/speculator_arena/checkpoints",
+            "downloaded checkpoints cache (empty: no cache)",
+            "pools",
+        ),
+        # runner
+        Variable(
+            "ARENA_NO_PRIVILEGE_DROP",
+            None,
+            "set: engines run as the runner's user (development machines only)",
+            "runner",
+        ),
+        Variable(
+            "ARENA_NO_NVML", None, "set: no NVML device-memory sampling (the memory gate is not measured)", "runner"
+        ),
+        Variable("ARENA_BACKEND", "local", "where evaluations run: `local` or `kubernetes`", "runner"),
+        Variable("ARENA_DEVICE", "local", "the name of the device the queue worker serves", "runner"),
+        Variable("ARENA_DEBUG", None, "set: the CLI prints tracebacks", "runner"),
+        Variable("ARENA_OPERATOR", None, "who publishes a protocol version (default: the login name)", "protocol"),
+        # board and front door
+        Variable("ARENA_BOARD_TTL", "30", "seconds the board keeps a computed board before re-reading", "board"),
+        Variable("ARENA_BOARD_URL", None, "public URL of the board, for evaluation links", "front door"),
+        Variable("ARENA_URL", "http://127.0.0.1:8000", "the arena's API, for `arena submit`", "front door"),
+        Variable("ARENA_TOKEN", "", "the participant's token, for `arena submit`", "front door"),
+        Variable(
+            "ARENA_WORKSPACES",
+            "",
+            "`:`-separated operator-approved workspaces a speculator may come from",
+            "front door",
+        ),
+        Variable(
+            "ARENA_ENGINE_REPO_SCHEMES", "", "`,`-separated extra URL schemes for repository engines", "front door"
+        ),
+        # kubernetes
+        Variable(
+            "ARENA_K8S_<FIELD>",
+            None,
+            "any field of backends/kubernetes/settings.py (namespace, image, ...)",
+            "kubernetes",
+        ),
+        # platform (read from the machine, not set by operators)
+        Variable("CUDA_VISIBLE_DEVICES", None, "the device NVML samples (its first entry)", "platform"),
+        Variable("KUBERNETES_SERVICE_HOST", None, "set inside a cluster: in-cluster configuration", "platform"),
+        Variable("DAGSTER_PIPES_CONTEXT", None, "set by Dagster Pipes inside a launched pod", "platform"),
+        Variable("DAGSTER_HOME", "$ARENA_HOME/dagster", "the Dagster instance (defaulted from ARENA_HOME)", "platform"),
+    )
+}
 
 
 def get(name: str) -> str | None:
@@ -109,7 +159,7 @@ def prefixed(prefix: str) -> dict[str, str]:
     """Variables `<prefix><FIELD>` (a declared `<prefix><FIELD>` row): {field in lower case: value}."""
     if f"{prefix}<FIELD>" not in VARIABLES:
         raise KeyError(f"{prefix}<FIELD> is not declared")
-    return {k[len(prefix):].lower(): v for k, v in os.environ.items() if k.startswith(prefix)}
+    return {k[len(prefix) :].lower(): v for k, v in os.environ.items() if k.startswith(prefix)}
 
 
 def arena_home(home: str | os.PathLike | None = None) -> Path:
@@ -120,8 +170,10 @@ def arena_home(home: str | os.PathLike | None = None) -> Path:
 def markdown_table() -> str:
     """The README's table of variables (tests/test_settings.py keeps the README equal to it)."""
     rows = ["| variable | default | read by | meaning |", "|---|---|---|---|"]
-    rows += [f"| `{v.name}` | {f'`{v.default}`' if v.default else '—'} | {v.area} | {v.meaning} |"
-             for v in VARIABLES.values()]
+    rows += [
+        f"| `{v.name}` | {f'`{v.default}`' if v.default else '—'} | {v.area} | {v.meaning} |"
+        for v in VARIABLES.values()
+    ]
     return "\n".join(rows)
 
 

@@ -11,11 +11,11 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 
 
-@lru_cache(maxsize=None)
+@cache
 def read(package: str, name: str, folder: str = "sql") -> str:
     """One file: `read("speculator_arena.scoring", "gate_length.sql")`."""
     return (resources.files(package) / folder / name).read_text(encoding="utf-8")
@@ -26,5 +26,8 @@ def numbered(package: str, folder: str = "sql") -> list[str]:
     root = resources.files(package) / folder
     if not root.is_dir():
         return []
-    return [f.read_text(encoding="utf-8") for f in sorted(root.iterdir(), key=lambda f: f.name)
-            if f.name.endswith(".sql") and f.name[:2].isdigit()]
+    return [
+        f.read_text(encoding="utf-8")
+        for f in sorted(root.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".sql") and f.name[:2].isdigit()
+    ]

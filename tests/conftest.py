@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["pool_fixtures"]   # the pools build and test-split evaluation shared by pools and board tests
+pytest_plugins = ["pool_fixtures"]  # the pools build and test-split evaluation shared by pools and board tests
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARENA_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
@@ -68,7 +68,7 @@ def real_evaluation(tmp_path_factory, smollm2_target, request) -> real.RealEvalu
         import speculator_arena.runners.harness  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"the runner domain is not available to make a real evaluation: {exc}")
-    built = request.getfixturevalue("built_local")   # the session's pools (pool_fixtures.py), not a second build
+    built = request.getfixturevalue("built_local")  # the session's pools (pool_fixtures.py), not a second build
     return real.build(dest, smollm2_target, pools=built["home"] / "pools")
 
 

@@ -22,12 +22,20 @@ def built_local(tmp_path_factory, shared_data):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     home = tmp_path_factory.mktemp("pools_home")
     para_path = home.parent / "paraphrases.jsonl"
-    saved = {k: os.environ.get(k) for k in ("ARENA_HOME", "ARENA_POOL_KEY", "ARENA_PARAPHRASES", "ARENA_SHARED_DATA",
-                                            "ARENA_EMBED_CACHE")}
-    os.environ.update({"ARENA_HOME": str(home), "ARENA_POOL_KEY": KEY, "ARENA_PARAPHRASES": str(para_path),
-                       "ARENA_SHARED_DATA": str(shared_data),
-                       # one embedding cache for every build of the session (the qwen3-8b test reuses it)
-                       "ARENA_EMBED_CACHE": str(home.parent / "embeddings.npz")})
+    saved = {
+        k: os.environ.get(k)
+        for k in ("ARENA_HOME", "ARENA_POOL_KEY", "ARENA_PARAPHRASES", "ARENA_SHARED_DATA", "ARENA_EMBED_CACHE")
+    }
+    os.environ.update(
+        {
+            "ARENA_HOME": str(home),
+            "ARENA_POOL_KEY": KEY,
+            "ARENA_PARAPHRASES": str(para_path),
+            "ARENA_SHARED_DATA": str(shared_data),
+            # one embedding cache for every build of the session (the qwen3-8b test reuses it)
+            "ARENA_EMBED_CACHE": str(home.parent / "embeddings.npz"),
+        }
+    )
     try:
         from speculator_arena.pools.build import BuildContext, keyed_u, split_candidates
 
@@ -35,15 +43,28 @@ def built_local(tmp_path_factory, shared_data):
         # chat conversations that the key ranks first (the ones the hidden pool will take).
         ctx = BuildContext("local-smollm2", shared_data, home)
         _, reserve = split_candidates(ctx)
-        chats = sorted((c for c in reserve if c.family == "chat"), key=lambda c: keyed_u(KEY.encode(), c.source_id))[:200]
-        lines = [{"source": c.source_id, "user_turn": 0,
-                  "text": f"Paraphrased by the operators (#{i}): in other words, {c.user_turns()[0][:60]}"} for i, c in enumerate(chats)]
+        chats = sorted((c for c in reserve if c.family == "chat"), key=lambda c: keyed_u(KEY.encode(), c.source_id))[
+            :200
+        ]
+        lines = [
+            {
+                "source": c.source_id,
+                "user_turn": 0,
+                "text": f"Paraphrased by the operators (#{i}): in other words, {c.user_turns()[0][:60]}",
+            }
+            for i, c in enumerate(chats)
+        ]
         para_path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
         from speculator_arena.dagster_project.launch import build_pools
 
         result = build_pools("local-smollm2", data=str(shared_data), home=str(home))
-        yield {"embed_cache": Path(os.environ["ARENA_EMBED_CACHE"]), "home": Path(home), "result": result,
-               "paraphrases": lines, "root": Path(home) / "pools" / "local-smollm2"}
+        yield {
+            "embed_cache": Path(os.environ["ARENA_EMBED_CACHE"]),
+            "home": Path(home),
+            "result": result,
+            "paraphrases": lines,
+            "root": Path(home) / "pools" / "local-smollm2",
+        }
     finally:
         for k, v in saved.items():
             if v is None:
@@ -72,20 +93,50 @@ def test_split_evaluation(built_local, smollm2_target, tmp_path_factory):
     stage_ci_protocol(protocol)
     home = built_local["home"]
     eid = "hidden-text-test-split"
-    env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(protocol), OMP_NUM_THREADS="1",
-               TOKENIZERS_PARALLELISM="false")
-    cmd = [sys.executable, "-m", "speculator_arena.runners.evaluate", "--task", "local-smollm2", "--split", "test",
-           "--engine", str(engine), "--stock-engine", str(engine), "--evaluation-id", eid, "--label", "echo (test split)",
-           "--account", "acct-hidden", "--target", str(smollm2_target), "--home", str(home)]
+    env = dict(
+        os.environ,
+        ARENA_HOME=str(home),
+        ARENA_PROTOCOL_DIR=str(protocol),
+        OMP_NUM_THREADS="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "speculator_arena.runners.evaluate",
+        "--task",
+        "local-smollm2",
+        "--split",
+        "test",
+        "--engine",
+        str(engine),
+        "--stock-engine",
+        str(engine),
+        "--evaluation-id",
+        eid,
+        "--label",
+        "echo (test split)",
+        "--account",
+        "acct-hidden",
+        "--target",
+        str(smollm2_target),
+        "--home",
+        str(home),
+    ]
     proc = subprocess.run(cmd, cwd=tests.parent, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
-        raise RuntimeError(f"the test-split evaluation failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+        raise RuntimeError(
+            f"the test-split evaluation failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    summary = json.loads(proc.stdout[proc.stdout.index("{") :])
     if summary["status"] != "measured":
         from speculator_arena.warehouse import Warehouse
 
         starts = Warehouse(home).read_table("engine_starts", eid).to_pylist()
-        logs = "\n".join(f"{r['engine']} {r['purpose']} exit {r['exit_code']}: {(r['log_text'] or '')[-1500:]}"
-                         for r in starts if r["died"])
+        logs = "\n".join(
+            f"{r['engine']} {r['purpose']} exit {r['exit_code']}: {(r['log_text'] or '')[-1500:]}"
+            for r in starts
+            if r["died"]
+        )
         raise AssertionError(f"{summary}\n{proc.stderr[-2000:]}\n{logs}")
     return {"home": Path(home), "evaluation_id": eid, "summary": summary, "log": proc.stderr}

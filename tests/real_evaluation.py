@@ -37,9 +37,9 @@ HOME_VARIABLES = ("ARENA_REAL_HOME", "ARENA_BOARD_REAL_HOME")
 
 @dataclass(frozen=True)
 class RealEvaluation:
-    home: Path              # ARENA_HOME: raw/, pools/<task>/data_card, dagster/
+    home: Path  # ARENA_HOME: raw/, pools/<task>/data_card, dagster/
     evaluation_id: str
-    cli_output: dict        # `arena evaluate`'s JSON summary
+    cli_output: dict  # `arena evaluate`'s JSON summary
 
 
 def _run(cmd: list[str], home: Path, what: str, timeout: int) -> str:
@@ -60,13 +60,34 @@ def build(home: Path, target: Path | None = None, pools: Path | None = None) -> 
     if pools is not None:
         import shutil
 
-        shutil.copytree(pools, home / "pools", symlinks=True)   # the served pool is a link into its builds
+        shutil.copytree(pools, home / "pools", symlinks=True)  # the served pool is a link into its builds
     else:
         _run(arena + ["pools", "build", "--task", TASK, "--home", str(home)], home, "arena pools build", 1200)
-    out = _run(arena + ["evaluate", "--task", TASK, "--engine", ENGINE, "--split", "dev", "--label", LABEL,
-                        "--account", ACCOUNT, "--kind", "ngram", "--home", str(home)]
-               + (["--target", str(target)] if target else []), home, "arena evaluate (the real local evaluation)", 2400)
-    summary = json.loads(out[out.index("{"):])
+    out = _run(
+        arena
+        + [
+            "evaluate",
+            "--task",
+            TASK,
+            "--engine",
+            ENGINE,
+            "--split",
+            "dev",
+            "--label",
+            LABEL,
+            "--account",
+            ACCOUNT,
+            "--kind",
+            "ngram",
+            "--home",
+            str(home),
+        ]
+        + (["--target", str(target)] if target else []),
+        home,
+        "arena evaluate (the real local evaluation)",
+        2400,
+    )
+    summary = json.loads(out[out.index("{") :])
     (home / CLI_OUTPUT).write_text(json.dumps(summary, indent=1))
     return RealEvaluation(home, summary["evaluation_id"], summary)
 
@@ -83,8 +104,10 @@ def load(home: Path) -> RealEvaluation:
     home = Path(home)
     summary_path = home / CLI_OUTPUT
     if not (home / "raw" / "evaluations").is_dir() or not summary_path.is_file():
-        raise ValueError(f"{home} is not a warehouse made by `python tests/real_evaluation.py {home}` "
-                         f"(raw/evaluations and {CLI_OUTPUT} are needed)")
+        raise ValueError(
+            f"{home} is not a warehouse made by `python tests/real_evaluation.py {home}` "
+            f"(raw/evaluations and {CLI_OUTPUT} are needed)"
+        )
     summary = json.loads(summary_path.read_text())
     return RealEvaluation(home, summary["evaluation_id"], summary)
 

@@ -14,8 +14,17 @@ import speculator_arena
 
 PACKAGE = Path(speculator_arena.__file__).resolve().parent
 # top-level name under speculator_arena -> layer (higher may import lower, never the reverse)
-LAYERS = {"cli": 3, "dagster_project": 2, "assets": 2,
-          "settings": 0, "atomic": 0, "sqlfiles": 0, "printing": 0, "protocol": 0, "warehouse": 0}
+LAYERS = {
+    "cli": 3,
+    "dagster_project": 2,
+    "assets": 2,
+    "settings": 0,
+    "atomic": 0,
+    "sqlfiles": 0,
+    "printing": 0,
+    "protocol": 0,
+    "warehouse": 0,
+}
 DOMAIN = 1
 
 
@@ -33,7 +42,7 @@ def _imports(path: Path, *, top_level_only: bool = False):
     nodes = tree.body if top_level_only else ast.walk(tree)
     for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("speculator_arena"):
-            for a in node.names:   # `from pkg import module` imports the module; else the module named
+            for a in node.names:  # `from pkg import module` imports the module; else the module named
                 sub = f"{node.module}.{a.name}"
                 yield (sub if _is_module(sub) else node.module), node.lineno
         elif isinstance(node, ast.Import):
@@ -80,7 +89,7 @@ def test_no_import_cycle_at_load():
         stack.append(m)
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                cycles.append(" -> ".join(stack[stack.index(n):] + [n]))
+                cycles.append(" -> ".join(stack[stack.index(n) :] + [n]))
             elif n not in state:
                 visit(n, stack)
         stack.pop()

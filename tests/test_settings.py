@@ -28,12 +28,18 @@ def _environment_reads(tree: ast.AST):
         target = None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             f = node.func
-            if (f.attr == "get" and isinstance(f.value, ast.Attribute) and f.value.attr == "environ") or f.attr == "getenv":
+            if (
+                f.attr == "get" and isinstance(f.value, ast.Attribute) and f.value.attr == "environ"
+            ) or f.attr == "getenv":
                 target = node.args[0] if node.args else None
             else:
                 continue
-        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
-                isinstance(node.value, ast.Attribute) and node.value.attr == "environ":
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "environ"
+        ):
             target = node.slice
         else:
             continue
@@ -45,7 +51,7 @@ def test_nothing_outside_settings_reads_the_environment():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if rel == "settings.py" or rel.startswith("engine/"):   # the development engine is its own program
+        if rel == "settings.py" or rel.startswith("engine/"):  # the development engine is its own program
             continue
         for name, line in _environment_reads(ast.parse(path.read_text(encoding="utf-8"))):
             if (rel, name) not in FORWARDED:
@@ -55,7 +61,7 @@ def test_nothing_outside_settings_reads_the_environment():
 
 def test_every_arena_variable_the_code_names_is_declared():
     declared = set(settings.VARIABLES) | SET_FOR_ENGINES
-    prefixes = {n[:-len("<FIELD>")] for n in settings.VARIABLES if n.endswith("<FIELD>")}
+    prefixes = {n[: -len("<FIELD>")] for n in settings.VARIABLES if n.endswith("<FIELD>")}
     named = set()
     for path in PACKAGE.rglob("*.py"):
         named |= set(re.findall(r"\bARENA_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(encoding="utf-8")))
@@ -71,7 +77,7 @@ def test_the_readme_table_is_the_declarations():
 
 def test_values_are_read_when_asked_with_their_defaults(monkeypatch, tmp_path):
     monkeypatch.delenv("ARENA_PACKS", raising=False)
-    assert settings.flag("ARENA_PACKS") is True          # default on
+    assert settings.flag("ARENA_PACKS") is True  # default on
     monkeypatch.setenv("ARENA_PACKS", "0")
     assert settings.flag("ARENA_PACKS") is False
     monkeypatch.setenv("ARENA_NO_NVML", "1")
@@ -79,8 +85,10 @@ def test_values_are_read_when_asked_with_their_defaults(monkeypatch, tmp_path):
     monkeypatch.setenv("ARENA_HOME", str(tmp_path))
     assert settings.arena_home() == tmp_path.resolve() and settings.arena_home("x") == Path("x").resolve()
     monkeypatch.setenv("ARENA_CHECKPOINT_CACHE", "")
-    assert settings.raw("ARENA_CHECKPOINT_CACHE") == "" and settings.get("ARENA_CHECKPOINT_CACHE").endswith("checkpoints")
+    assert settings.raw("ARENA_CHECKPOINT_CACHE") == "" and settings.get("ARENA_CHECKPOINT_CACHE").endswith(
+        "checkpoints"
+    )
     monkeypatch.setenv("ARENA_K8S_NAMESPACE", "arena-x")
     assert settings.prefixed("ARENA_K8S_")["namespace"] == "arena-x"
     with pytest.raises(KeyError):
-        settings.get("ARENA_HOMME")   # a misspelt name fails instead of taking a default
+        settings.get("ARENA_HOMME")  # a misspelt name fails instead of taking a default

@@ -10,16 +10,20 @@ import dagster as dg
 from speculator_arena.dagster_project.resources import WarehouseResource
 
 
-@dg.asset(group_name="warehouse",
-          description="The analysts' DuckDB file: allowlisted raw columns, no text of test-split evaluations.")
+@dg.asset(
+    group_name="warehouse",
+    description="The analysts' DuckDB file: allowlisted raw columns, no text of test-split evaluations.",
+)
 def analysts_db(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     from speculator_arena.warehouse import analysts
 
     r = analysts.refresh(warehouse.get().home)
     context.log.info(f"analysts' database {r.path} rebuilt in {r.seconds:.1f} s")
-    return dg.MaterializeResult(metadata={
-        "path": str(r.path),
-        "rows": dg.MetadataValue.json(r.rows),
-        "test_evaluations_text_withheld": dg.MetadataValue.int(r.withheld_test_evaluations),
-        "seconds": round(r.seconds, 2),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "path": str(r.path),
+            "rows": dg.MetadataValue.json(r.rows),
+            "test_evaluations_text_withheld": dg.MetadataValue.int(r.withheld_test_evaluations),
+            "seconds": round(r.seconds, 2),
+        }
+    )

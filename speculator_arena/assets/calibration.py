@@ -20,14 +20,14 @@ calibration_partitions = dg.StaticPartitionsDefinition(sorted(load_protocol().ta
 class CalibrationConfig(dg.Config):
     """What `arena calibrate` passes (calibration/calibrate.py CalibrationOptions)."""
 
-    candidate_version: int = 0          # 0: the next version number
-    base_version: int = 0               # 0: the latest version
+    candidate_version: int = 0  # 0: the next version number
+    base_version: int = 0  # 0: the latest version
     aa_runs: int = 4
-    controls: str = "auto"              # auto | yes | no
+    controls: str = "auto"  # auto | yes | no
     not_honest: list[str] = []  # noqa: RUF012 (Dagster config: a pydantic field, copied per run)
     fit: bool = True
-    fit_grid: str = "full"              # full | small
-    fit_pass_seconds: float = 0.0       # 0: the task's busy pass length
+    fit_grid: str = "full"  # full | small
+    fit_pass_seconds: float = 0.0  # 0: the task's busy pass length
     target: str = ""
     adopt: dict[str, str] = {}  # noqa: RUF012
 
@@ -37,50 +37,86 @@ class CalibrationConfig(dg.Config):
             resolve_versions,
         )
 
-        return resolve_versions(CalibrationOptions(
-            task_id=task_id, candidate_version=self.candidate_version or None, base_version=self.base_version or None,
-            aa_runs=self.aa_runs, controls={"auto": None, "yes": True, "no": False}[self.controls],
-            not_honest=tuple(self.not_honest), fit=self.fit, fit_grid=self.fit_grid,
-            fit_pass_seconds=self.fit_pass_seconds or None, target=self.target or None, adopt=dict(self.adopt)))
+        return resolve_versions(
+            CalibrationOptions(
+                task_id=task_id,
+                candidate_version=self.candidate_version or None,
+                base_version=self.base_version or None,
+                aa_runs=self.aa_runs,
+                controls={"auto": None, "yes": True, "no": False}[self.controls],
+                not_honest=tuple(self.not_honest),
+                fit=self.fit,
+                fit_grid=self.fit_grid,
+                fit_pass_seconds=self.fit_pass_seconds or None,
+                target=self.target or None,
+                adopt=dict(self.adopt),
+            )
+        )
 
 
-@dg.asset(partitions_def=calibration_partitions, group_name="calibration",
-          description="The calibration's evaluations of task <partition>: at least 4 A/A runs, every reference, "
-                      "the planted attacks as negative controls (reused when stored).")
-def calibration_runs(context: dg.AssetExecutionContext, config: CalibrationConfig,
-                     warehouse: WarehouseResource) -> dg.MaterializeResult:
+@dg.asset(
+    partitions_def=calibration_partitions,
+    group_name="calibration",
+    description="The calibration's evaluations of task <partition>: at least 4 A/A runs, every reference, "
+    "the planted attacks as negative controls (reused when stored).",
+)
+def calibration_runs(
+    context: dg.AssetExecutionContext, config: CalibrationConfig, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     from speculator_arena.calibration.calibrate import step_runs
 
     opts = config.options(context.partition_key)
     ids = step_runs(warehouse.get(), opts, progress_lines(context))
-    table = "| run | evaluation |\n|---|---|\n" + "\n".join(f"| {k} | {v or '(none measured)'} |" for k, v in ids.items())
-    return dg.MaterializeResult(metadata={"candidate_version": opts.candidate_version, "base_version": opts.base_version,
-                                          "runs": dg.MetadataValue.md(table),
-                                          "measured": dg.MetadataValue.int(sum(v is not None for v in ids.values()))})
+    table = "| run | evaluation |\n|---|---|\n" + "\n".join(
+        f"| {k} | {v or '(none measured)'} |" for k, v in ids.items()
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "candidate_version": opts.candidate_version,
+            "base_version": opts.base_version,
+            "runs": dg.MetadataValue.md(table),
+            "measured": dg.MetadataValue.int(sum(v is not None for v in ids.values())),
+        }
+    )
 
 
-@dg.asset(partitions_def=calibration_partitions, group_name="calibration",
-          description="m (interleave) and c (think-time scale) of task <partition> from short stock passes over the "
-                      "grid, against the data card's cache-hit targets.")
-def calibration_fit(context: dg.AssetExecutionContext, config: CalibrationConfig,
-                    warehouse: WarehouseResource) -> dg.MaterializeResult:
+@dg.asset(
+    partitions_def=calibration_partitions,
+    group_name="calibration",
+    description="m (interleave) and c (think-time scale) of task <partition> from short stock passes over the "
+    "grid, against the data card's cache-hit targets.",
+)
+def calibration_fit(
+    context: dg.AssetExecutionContext, config: CalibrationConfig, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     from speculator_arena.calibration.calibrate import step_fit
 
     opts = config.options(context.partition_key)
     result = step_fit(warehouse.get(), opts, progress_lines(context))
     meta = {"candidate_version": opts.candidate_version}
     if result:
-        meta.update({"m": result["m"], "c": result["c"], "loss": result["loss"],
-                     "achieved": dg.MetadataValue.json(result["achieved"]),
-                     "targets": dg.MetadataValue.json(result["targets"])})
+        meta.update(
+            {
+                "m": result["m"],
+                "c": result["c"],
+                "loss": result["loss"],
+                "achieved": dg.MetadataValue.json(result["achieved"]),
+                "targets": dg.MetadataValue.json(result["targets"]),
+            }
+        )
     return dg.MaterializeResult(metadata=meta)
 
 
-@dg.asset(partitions_def=calibration_partitions, group_name="calibration", deps=[calibration_runs, calibration_fit],
-          description="The calibrated values of task <partition> with their evidence and plots, and the protocol "
-                      "candidate vN+1 holding them (not a version until published).")
-def protocol_candidate(context: dg.AssetExecutionContext, config: CalibrationConfig,
-                       warehouse: WarehouseResource) -> dg.MaterializeResult:
+@dg.asset(
+    partitions_def=calibration_partitions,
+    group_name="calibration",
+    deps=[calibration_runs, calibration_fit],
+    description="The calibrated values of task <partition> with their evidence and plots, and the protocol "
+    "candidate vN+1 holding them (not a version until published).",
+)
+def protocol_candidate(
+    context: dg.AssetExecutionContext, config: CalibrationConfig, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     from speculator_arena.calibration.calibrate import step_candidate
     from speculator_arena.calibration.candidate import candidate_dir
     from speculator_arena.calibration.evidence import evidence_markdown
@@ -89,9 +125,13 @@ def protocol_candidate(context: dg.AssetExecutionContext, config: CalibrationCon
     wh = warehouse.get()
     evidence = step_candidate(wh, opts, progress_lines(context))
     d = candidate_dir(wh.home, opts.task_id, opts.candidate_version)
-    return dg.MaterializeResult(metadata={
-        "candidate_version": opts.candidate_version, "separates": evidence["separates"],
-        "problems": dg.MetadataValue.json(evidence["problems"]),
-        "limits": dg.MetadataValue.json(evidence["limits"]),
-        "candidate": dg.MetadataValue.path(str(d / "candidate.yaml")),
-        "evidence": dg.MetadataValue.md(evidence_markdown(evidence))})
+    return dg.MaterializeResult(
+        metadata={
+            "candidate_version": opts.candidate_version,
+            "separates": evidence["separates"],
+            "problems": dg.MetadataValue.json(evidence["problems"]),
+            "limits": dg.MetadataValue.json(evidence["limits"]),
+            "candidate": dg.MetadataValue.path(str(d / "candidate.yaml")),
+            "evidence": dg.MetadataValue.md(evidence_markdown(evidence)),
+        }
+    )

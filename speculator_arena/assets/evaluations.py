@@ -9,7 +9,6 @@ persistent Dagster instance under `$ARENA_HOME/dagster` (dagster_project/launch.
 dagster dev` shows every evaluation that ran. The runner package itself never imports Dagster.
 """
 
-
 import dagster as dg
 
 from speculator_arena.backends.resource import EvaluationBackendResource
@@ -35,8 +34,12 @@ def run_config(spec) -> dict:
     group_name="evaluations",
     description="One paired evaluation: candidate passes, stock passes, gate probes, as raw warehouse rows.",
 )
-def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
-               warehouse: WarehouseResource, backend: EvaluationBackendResource) -> dg.MaterializeResult:
+def evaluation(
+    context: dg.AssetExecutionContext,
+    config: EvaluationConfig,
+    warehouse: WarehouseResource,
+    backend: EvaluationBackendResource,
+) -> dg.MaterializeResult:
     from speculator_arena.runners.evaluate import summary
     from speculator_arena.runners.harness import EvaluationSpec
     from speculator_arena.warehouse import analysts
@@ -51,7 +54,10 @@ def evaluation(context: dg.AssetExecutionContext, config: EvaluationConfig,
     meta = {
         "status": s["status"],
         "reason": s["void_reason"] or s["failure_reason"] or "",
-        "task_id": spec.task_id, "split": spec.split, "engine": spec.engine, "backend": backend.backend,
+        "task_id": spec.task_id,
+        "split": spec.split,
+        "engine": spec.engine,
+        "backend": backend.backend,
         "summary": dg.MetadataValue.json(s),
     }
     meta.update({f"rows_{t}": dg.MetadataValue.int(int(n)) for t, n in s["rows"].items()})

@@ -12,23 +12,27 @@ import dagster as dg
 from speculator_arena.dagster_project.resources import WarehouseResource
 
 
-@dg.asset(group_name="warehouse",
-          description="Packs of finished evaluations' raw rows (a rebuildable copy; readers fall back to the parts).")
+@dg.asset(
+    group_name="warehouse",
+    description="Packs of finished evaluations' raw rows (a rebuildable copy; readers fall back to the parts).",
+)
 def raw_packs(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:
     from speculator_arena.warehouse import catalog, packs
 
     home = warehouse.get().home
     catalog.refresh(home)
     r = packs.pack(home, progress=lambda done, total: context.log.info(f"packed {done}/{total} evaluations"))
-    return dg.MaterializeResult(metadata={
-        "packed": dg.MetadataValue.int(r.packed),
-        "pack": r.pack or "",
-        "rewritten": r.rewritten,
-        "retired": dg.MetadataValue.int(r.retired),
-        "removed": dg.MetadataValue.int(r.removed),
-        "left_for_next_run": dg.MetadataValue.int(r.skipped_recent),
-        "seconds": round(r.seconds, 2),
-    })
+    return dg.MaterializeResult(
+        metadata={
+            "packed": dg.MetadataValue.int(r.packed),
+            "pack": r.pack or "",
+            "rewritten": r.rewritten,
+            "retired": dg.MetadataValue.int(r.retired),
+            "removed": dg.MetadataValue.int(r.removed),
+            "left_for_next_run": dg.MetadataValue.int(r.skipped_recent),
+            "seconds": round(r.seconds, 2),
+        }
+    )
 
 
 pack_schedule = dg.ScheduleDefinition(

@@ -10,7 +10,6 @@ pool whole and served. Checks: public and hidden disjoint, every turn fits the w
 session in two passes, enough sessions for every pass (blocking), busy lanes within the cache.
 """
 
-
 import json
 from pathlib import Path
 
@@ -35,7 +34,7 @@ class PoolConfig(dg.Config):
     data_dir: str = ""
     production_stats: str = ""
     cc_traces: str = ""
-    sources: str = ""          # the declaration of conversation sets (default: ARENA_POOL_SOURCES, else the shipped one)
+    sources: str = ""  # the declaration of conversation sets (default: ARENA_POOL_SOURCES, else the shipped one)
     write_repo_data_card: bool = False
 
 
@@ -49,9 +48,15 @@ def _ctx(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: Wareh
     key = (context.run.run_id, context.partition_key, config.data_dir, warehouse.path, config.cc_traces, config.sources)
     if key not in _CTX:
         staging = B.begin_build(context.partition_key, warehouse.path, build_id=f"run-{context.run.run_id}")
-        _CTX[key] = B.BuildContext(context.partition_key, config.data_dir or None, warehouse.path,
-                                   cc_traces=config.cc_traces or None, progress=context.log.info, root=staging,
-                                   sources_file=config.sources or None)
+        _CTX[key] = B.BuildContext(
+            context.partition_key,
+            config.data_dir or None,
+            warehouse.path,
+            cc_traces=config.cc_traces or None,
+            progress=context.log.info,
+            root=staging,
+            sources_file=config.sources or None,
+        )
     ctx = _CTX[key]
     ctx.progress = context.log.info
     return ctx
@@ -70,24 +75,37 @@ def _preview(sessions: list[dict], k: int = 3, chars: int = 160) -> str:
 
 
 @dg.asset(partitions_def=POOL_TASKS, group_name=GROUP)
-def pool_sources(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
+def pool_sources(
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     """Every source read, with its commit, license, record count and truncation note."""
     ctx = _ctx(context, config, warehouse)
     man = B.sources_manifest(ctx)
     write_atomic(ctx.root / "sources.json", json.dumps(man, indent=1))
-    table = "\n".join(["| source | records | used | dropped | license | note |", "|---|---|---|---|---|---|"] +
-                      [f"| {s['name']} | {s['records']} | {'' if s.get('used') is None else s['used']} | "
-                       f"{_dropped(s.get('dropped'))} | {s['license']} | {s['truncation'] or ''} |" for s in man["sources"]])
-    return dg.MaterializeResult(metadata={"chat_conversations": man["chat_conversations"],
-                                          "agent_trajectories": man["agent_trajectories"],
-                                          "dagster/row_count": man["chat_conversations"] + man["agent_trajectories"],
-                                          "declaration": man["declaration"],
-                                          "dropped": dg.MetadataValue.json({s["name"]: s.get("dropped") or {} for s in man["sources"]}),
-                                          "sources": dg.MetadataValue.md(table)})
+    table = "\n".join(
+        ["| source | records | used | dropped | license | note |", "|---|---|---|---|---|---|"]
+        + [
+            f"| {s['name']} | {s['records']} | {'' if s.get('used') is None else s['used']} | "
+            f"{_dropped(s.get('dropped'))} | {s['license']} | {s['truncation'] or ''} |"
+            for s in man["sources"]
+        ]
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "chat_conversations": man["chat_conversations"],
+            "agent_trajectories": man["agent_trajectories"],
+            "dagster/row_count": man["chat_conversations"] + man["agent_trajectories"],
+            "declaration": man["declaration"],
+            "dropped": dg.MetadataValue.json({s["name"]: s.get("dropped") or {} for s in man["sources"]}),
+            "sources": dg.MetadataValue.md(table),
+        }
+    )
 
 
 @dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_sources])
-def pool_structure(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
+def pool_structure(
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     """Session structure per family, fitted from the public traces (or the operators' file)."""
     ctx = _ctx(context, config, warehouse)
     doc = B.fit_and_store_structure(ctx, config.production_stats or None)
@@ -97,28 +115,47 @@ def pool_structure(context: dg.AssetExecutionContext, config: PoolConfig, wareho
     for fam, stats in doc["families"].items():
         for k, d in stats.items():
             rows.append(f"| {fam} | {k} | {d['n']} | {quantile(d, 0.5):.4g} | {quantile(d, 0.9):.4g} | {d['source']} |")
-    return dg.MaterializeResult(metadata={"digest": doc["digest"], "production": doc.get("production", False),
-                                          "statistics": dg.MetadataValue.md("\n".join(rows))})
+    return dg.MaterializeResult(
+        metadata={
+            "digest": doc["digest"],
+            "production": doc.get("production", False),
+            "statistics": dg.MetadataValue.md("\n".join(rows)),
+        }
+    )
 
 
-@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_structure],
-          check_specs=[dg.AssetCheckSpec("every_turn_fits_window", asset="pool_dev")])
+@dg.asset(
+    partitions_def=POOL_TASKS,
+    group_name=GROUP,
+    deps=[pool_structure],
+    check_specs=[dg.AssetCheckSpec("every_turn_fits_window", asset="pool_dev")],
+)
 def pool_dev(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
     """The public pool: diverse real conversations and trajectories, cut to structure."""
     ctx = _ctx(context, config, warehouse)
     man = B.build_split(ctx, "dev")
     sessions = B.read_jsonl(ctx.root / "dev" / "sessions.jsonl")
-    yield dg.MaterializeResult(metadata={"dagster/row_count": man["sessions"], "turns": man["turns"],
-                                         "fidelity_texts": man["fidelity"], "families": dg.MetadataValue.json(man["families"]),
-                                         "mean_footprint_tokens": man["mean_footprint_tokens"],
-                                         "diversity": dg.MetadataValue.json(man["diversity"] or {}),
-                                         "preview": dg.MetadataValue.md(_preview(sessions))})
+    yield dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": man["sessions"],
+            "turns": man["turns"],
+            "fidelity_texts": man["fidelity"],
+            "families": dg.MetadataValue.json(man["families"]),
+            "mean_footprint_tokens": man["mean_footprint_tokens"],
+            "diversity": dg.MetadataValue.json(man["diversity"] or {}),
+            "preview": dg.MetadataValue.md(_preview(sessions)),
+        }
+    )
     ok, meta = C.every_turn_fits(ctx, ctx.root / "dev")
     yield dg.AssetCheckResult(check_name="every_turn_fits_window", passed=ok, metadata=meta)
 
 
-@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_structure],
-          check_specs=[dg.AssetCheckSpec("every_turn_fits_window", asset="pool_test")])
+@dg.asset(
+    partitions_def=POOL_TASKS,
+    group_name=GROUP,
+    deps=[pool_structure],
+    check_specs=[dg.AssetCheckSpec("every_turn_fits_window", asset="pool_test")],
+)
 def pool_test(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
     """The hidden pool (only with the operators' key); metadata holds counts, never text."""
     ctx = _ctx(context, config, warehouse)
@@ -126,20 +163,35 @@ def pool_test(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: 
     if key is None:
         context.log.warning("no ARENA_POOL_KEY: the hidden test pool is not built")
         yield dg.MaterializeResult(metadata={"built": False, "reason": "no operator key (ARENA_POOL_KEY)"})
-        yield dg.AssetCheckResult(check_name="every_turn_fits_window", passed=True, metadata={"hidden_pool": "not built"})
+        yield dg.AssetCheckResult(
+            check_name="every_turn_fits_window", passed=True, metadata={"hidden_pool": "not built"}
+        )
         return
     man = B.build_split(ctx, "test", key=key, paraphrases=B.load_paraphrases())
-    yield dg.MaterializeResult(metadata={"built": True, "dagster/row_count": man["sessions"], "turns": man["turns"],
-                                         "paraphrased_turns": man["paraphrased_turns"], "key_id": man["key_id"],
-                                         "families": dg.MetadataValue.json(man["families"])})
+    yield dg.MaterializeResult(
+        metadata={
+            "built": True,
+            "dagster/row_count": man["sessions"],
+            "turns": man["turns"],
+            "paraphrased_turns": man["paraphrased_turns"],
+            "key_id": man["key_id"],
+            "families": dg.MetadataValue.json(man["families"]),
+        }
+    )
     ok, meta = C.every_turn_fits(ctx, ctx.root / "hidden" / "test")
     yield dg.AssetCheckResult(check_name="every_turn_fits_window", passed=ok, metadata=meta)
 
 
-@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_dev, pool_test],
-          check_specs=[dg.AssetCheckSpec("public_hidden_disjoint", asset="pool_warmup"),
-                       dg.AssetCheckSpec("no_session_in_two_passes", asset="pool_warmup"),
-                       dg.AssetCheckSpec("enough_sessions_for_every_pass", asset="pool_warmup", blocking=True)])
+@dg.asset(
+    partitions_def=POOL_TASKS,
+    group_name=GROUP,
+    deps=[pool_dev, pool_test],
+    check_specs=[
+        dg.AssetCheckSpec("public_hidden_disjoint", asset="pool_warmup"),
+        dg.AssetCheckSpec("no_session_in_two_passes", asset="pool_warmup"),
+        dg.AssetCheckSpec("enough_sessions_for_every_pass", asset="pool_warmup", blocking=True),
+    ],
+)
 def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
     """Warm-up sessions apart from every pass, per split; then the cross-split checks."""
     from speculator_arena.pools.api import Pool, PoolExhausted
@@ -149,8 +201,9 @@ def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse
     out = [B.build_warmup(ctx, "dev")]
     if key is not None and (ctx.root / "hidden" / "test" / "used_sources.json").is_file():
         out.append(B.build_warmup(ctx, "test", key=key, paraphrases=B.load_paraphrases()))
-    yield dg.MaterializeResult(metadata={"dagster/row_count": sum(o["warmup"] for o in out),
-                                         "per_split": dg.MetadataValue.json(out)})
+    yield dg.MaterializeResult(
+        metadata={"dagster/row_count": sum(o["warmup"] for o in out), "per_split": dg.MetadataValue.json(out)}
+    )
     ok, meta = C.public_hidden_disjoint(ctx)
     yield dg.AssetCheckResult(check_name="public_hidden_disjoint", passed=ok, metadata=meta)
     # The probe file is built by pool_probes; the pass check needs only sessions and warm-ups.
@@ -161,13 +214,15 @@ def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse
         pool = Pool(ctx.task_id, split, folder, ctx.root)
         try:
             ok, meta = C.no_session_in_two_passes(pool)
-        except PoolExhausted as exc:   # a short pool: enough_sessions_for_every_pass says by how much
+        except PoolExhausted as exc:  # a short pool: enough_sessions_for_every_pass says by how much
             passed = False
             results[split] = {"not checked": str(exc)}
             continue
         passed &= ok
         results[split] = {"repeats": meta["repeats"], "evaluations_checked": meta["evaluations_checked"]}
-    yield dg.AssetCheckResult(check_name="no_session_in_two_passes", passed=passed, metadata={"splits": dg.MetadataValue.json(results)})
+    yield dg.AssetCheckResult(
+        check_name="no_session_in_two_passes", passed=passed, metadata={"splits": dg.MetadataValue.json(results)}
+    )
     yield _enough_sessions(ctx, ("dev", "test") if len(out) > 1 else ("dev",))
 
 
@@ -180,27 +235,40 @@ def _enough_sessions(ctx: B.BuildContext, splits) -> dg.AssetCheckResult:
     for split in splits:
         folder = ctx.root / "dev" if split == "dev" else ctx.root / "hidden" / split
         numbers[split] = shortfall(Pool(ctx.task_id, split, folder, ctx.root))
-        numbers[split].pop("greedy_prompts")   # built by pool_probes, checked by the runner's load_pool
+        numbers[split].pop("greedy_prompts")  # built by pool_probes, checked by the runner's load_pool
     short = [f"{split}: {msg}" for split, n in numbers.items() for msg in n["short"] if not msg.startswith("greedy")]
-    return dg.AssetCheckResult(check_name="enough_sessions_for_every_pass", passed=not short,
-                               description="; ".join(short) or "every pass of every workload gets its live sessions",
-                               metadata={"per_split": dg.MetadataValue.json(numbers), "short": dg.MetadataValue.json(short)})
+    return dg.AssetCheckResult(
+        check_name="enough_sessions_for_every_pass",
+        passed=not short,
+        description="; ".join(short) or "every pass of every workload gets its live sessions",
+        metadata={"per_split": dg.MetadataValue.json(numbers), "short": dg.MetadataValue.json(short)},
+    )
 
 
 @dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_sources])
-def pool_probes(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> dg.MaterializeResult:
+def pool_probes(
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource
+) -> dg.MaterializeResult:
     """Greedy-agreement probe prompts: Spec-Bench questions by diverse selection."""
     ctx = _ctx(context, config, warehouse)
     man = B.build_probes(ctx)
     rows = B.read_jsonl(ctx.root / "probes.jsonl")
     prev = "\n".join(f"- `{r['prompt_id']}` ({r['category']}): {r['messages'][0]['content'][:120]}" for r in rows[:5])
-    return dg.MaterializeResult(metadata={"dagster/row_count": man["probes"], "diversity": dg.MetadataValue.json(man["diversity"]),
-                                          "preview": dg.MetadataValue.md(prev)})
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": man["probes"],
+            "diversity": dg.MetadataValue.json(man["diversity"]),
+            "preview": dg.MetadataValue.md(prev),
+        }
+    )
 
 
-@dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_warmup, pool_probes],
-          check_specs=[dg.AssetCheckSpec("busy_lanes_fit_cache", asset="pool_data_card",
-                                         blocking=False)])
+@dg.asset(
+    partitions_def=POOL_TASKS,
+    group_name=GROUP,
+    deps=[pool_warmup, pool_probes],
+    check_specs=[dg.AssetCheckSpec("busy_lanes_fit_cache", asset="pool_data_card", blocking=False)],
+)
 def pool_data_card(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
     """The generated data card (markdown, JSON, PNG) in the pool folder (and data_cards/)."""
     from speculator_arena.pools.datacard import build_data_card
@@ -209,18 +277,25 @@ def pool_data_card(context: dg.AssetExecutionContext, config: PoolConfig, wareho
     dirs = [ctx.root / "data_card"] + ([REPO_DATA_CARDS] if config.write_repo_data_card else [])
     card = build_data_card(ctx, dirs)
     div = card["diversity"]
-    yield dg.MaterializeResult(metadata={
-        "path": str(B.pool_root(ctx.task_id, ctx.home) / "data_card" / f"{ctx.task_id}.md"),
-        "diversity_probes": dg.MetadataValue.json(div["probes"]),
-        "diversity_public_pool": dg.MetadataValue.json(div["public_pool_chat"] or {}),
-        "cache_hit_targets": dg.MetadataValue.json(card["cache_hit_targets"])})
+    yield dg.MaterializeResult(
+        metadata={
+            "path": str(B.pool_root(ctx.task_id, ctx.home) / "data_card" / f"{ctx.task_id}.md"),
+            "diversity_probes": dg.MetadataValue.json(div["probes"]),
+            "diversity_public_pool": dg.MetadataValue.json(div["public_pool_chat"] or {}),
+            "cache_hit_targets": dg.MetadataValue.json(card["cache_hit_targets"]),
+        }
+    )
     B.switch_build(ctx.task_id, ctx.root, ctx.home)
     context.log.info(f"serving the pool built in {ctx.root}")
     for k in [k for k in _CTX if k[0] == context.run.run_id]:
         del _CTX[k]
     b = card["busy_lanes"]
-    yield dg.AssetCheckResult(check_name="busy_lanes_fit_cache", passed=b["ok"],
-                              severity=dg.AssetCheckSeverity.WARN, metadata={k: v for k, v in b.items() if k != "ok"})
+    yield dg.AssetCheckResult(
+        check_name="busy_lanes_fit_cache",
+        passed=b["ok"],
+        severity=dg.AssetCheckSeverity.WARN,
+        metadata={k: v for k, v in b.items() if k != "ok"},
+    )
 
 
 POOL_ASSETS = [pool_sources, pool_structure, pool_dev, pool_test, pool_warmup, pool_probes, pool_data_card]

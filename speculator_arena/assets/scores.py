@@ -6,7 +6,6 @@ asset's stored output is only the convenience copy under `$ARENA_HOME/scores/v<N
 scores are recomputed from raw rows every time (ADR-0009).
 """
 
-
 import dagster as dg
 
 from speculator_arena.dagster_project.resources import WarehouseResource
@@ -37,22 +36,29 @@ def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
             rows = board_rows(result, task, split)
             if rows.empty:
                 continue
-            previews.append(f"**{task} / {split}**\n\n| # | label | SpecScore | 95% interval | note |\n|---|---|---|---|---|")
+            previews.append(
+                f"**{task} / {split}**\n\n| # | label | SpecScore | 95% interval | note |\n|---|---|---|---|---|"
+            )
             for r in rows.head(10).itertuples():
                 score = "-" if r.specscore != r.specscore else f"{r.specscore:.4f}"
                 note = r.specscore_reason if isinstance(r.specscore_reason, str) else ""
-                previews.append(f"| {rank_label(r.rank, r.tie)} | {r.label} | {score} | "
-                                f"{interval_label(r.interval_low, r.interval_high)} | {note} |")
+                previews.append(
+                    f"| {rank_label(r.rank, r.tie)} | {r.label} | {score} | "
+                    f"{interval_label(r.interval_low, r.interval_high)} | {note} |"
+                )
             previews.append("")
-    return dg.Output(result, metadata={
-        "protocol_version": version,
-        "protocol_digest": result.protocol_digest,
-        "evaluations": dg.MetadataValue.int(len(ev)),
-        "with_specscore": dg.MetadataValue.int(int(ev["specscore"].notna().sum())),
-        "blank_with_reason": dg.MetadataValue.int(int(ev["specscore"].isna().sum())),
-        "passes": dg.MetadataValue.int(len(result.passes)),
-        "gate_rows": dg.MetadataValue.int(len(result.gates)),
-        "figure_rows": dg.MetadataValue.int(len(result.figures)),
-        "convenience_copy": dg.MetadataValue.path(str(scores_dir(wh, version) / "evaluations.parquet")),
-        "ranking": dg.MetadataValue.md("\n".join(previews) or "(no evaluations stored)"),
-    })
+    return dg.Output(
+        result,
+        metadata={
+            "protocol_version": version,
+            "protocol_digest": result.protocol_digest,
+            "evaluations": dg.MetadataValue.int(len(ev)),
+            "with_specscore": dg.MetadataValue.int(int(ev["specscore"].notna().sum())),
+            "blank_with_reason": dg.MetadataValue.int(int(ev["specscore"].isna().sum())),
+            "passes": dg.MetadataValue.int(len(result.passes)),
+            "gate_rows": dg.MetadataValue.int(len(result.gates)),
+            "figure_rows": dg.MetadataValue.int(len(result.figures)),
+            "convenience_copy": dg.MetadataValue.path(str(scores_dir(wh, version) / "evaluations.parquet")),
+            "ranking": dg.MetadataValue.md("\n".join(previews) or "(no evaluations stored)"),
+        },
+    )

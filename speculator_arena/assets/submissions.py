@@ -15,17 +15,27 @@ import dagster as dg
 from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, run_config
 from speculator_arena.dagster_project.resources import WarehouseResource
 
-IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-             dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+IN_FLIGHT = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
 
 submission_evaluation_job = dg.define_asset_job(
-    "submission_evaluation", selection=[evaluation],
-    description="One accepted submission's evaluation (started by the submission_queue sensor).")
+    "submission_evaluation",
+    selection=[evaluation],
+    description="One accepted submission's evaluation (started by the submission_queue sensor).",
+)
 
 
-@dg.sensor(job=submission_evaluation_job, minimum_interval_seconds=15,
-           default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Starts the oldest accepted submission's evaluation, one at a time per device.")
+@dg.sensor(
+    job=submission_evaluation_job,
+    minimum_interval_seconds=15,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Starts the oldest accepted submission's evaluation, one at a time per device.",
+)
 def submission_queue(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     from speculator_arena.frontdoor.queue import DEVICE_TAG, SUBMISSION_TAG, device_name, evaluation_spec, waiting
     from speculator_arena.frontdoor.state import connect
@@ -44,10 +54,14 @@ def submission_queue(context: dg.SensorEvaluationContext, warehouse: WarehouseRe
             name = con.execute("SELECT name FROM accounts WHERE account_id = ?", (sub["account_id"],)).fetchone()
             eid = sub["evaluation_id"]
             request = dg.RunRequest(
-                run_key=eid, partition_key=eid, tags={DEVICE_TAG: device, SUBMISSION_TAG: sid},
-                run_config=run_config(evaluation_spec(sub, name["name"])))
-            return dg.SensorResult(run_requests=[request],
-                                   dynamic_partitions_requests=[evaluation_partitions.build_add_request([eid])])
+                run_key=eid,
+                partition_key=eid,
+                tags={DEVICE_TAG: device, SUBMISSION_TAG: sid},
+                run_config=run_config(evaluation_spec(sub, name["name"])),
+            )
+            return dg.SensorResult(
+                run_requests=[request], dynamic_partitions_requests=[evaluation_partitions.build_add_request([eid])]
+            )
     finally:
         con.close()
     return dg.SkipReason("no accepted submission is waiting")

@@ -21,7 +21,7 @@ def check_backend(name: str) -> str:
 def preflight(backend: str, spec, home) -> None:
     """The backend's own refusals, before the evaluation is queued (a refusal stores nothing)."""
     if check_backend(backend or DEFAULT_BACKEND) == "kubernetes":
-        from speculator_arena.backends.resource import EvaluationBackendResource
         from speculator_arena.backends.kubernetes.launcher import KubernetesLauncher
+        from speculator_arena.backends.resource import EvaluationBackendResource
 
         KubernetesLauncher(EvaluationBackendResource(kind="kubernetes").settings(), home).preflight(spec)

@@ -6,7 +6,6 @@ variables (settings.py) unless set here. The `evaluation` asset calls `run`.
 
 from __future__ import annotations
 
-
 import dagster as dg
 
 from speculator_arena import settings
@@ -14,7 +13,7 @@ from speculator_arena.backends import DEFAULT_BACKEND, check_backend
 
 
 class EvaluationBackendResource(dg.ConfigurableResource):
-    kind: str = ""                 # local | kubernetes (default: ARENA_BACKEND, else local)
+    kind: str = ""  # local | kubernetes (default: ARENA_BACKEND, else local)
     namespace: str = ""
     image: str = ""
     artifacts_root: str = ""
@@ -30,8 +29,13 @@ class EvaluationBackendResource(dg.ConfigurableResource):
         from speculator_arena.backends.kubernetes.settings import KubernetesSettings
 
         return KubernetesSettings.from_env(
-            namespace=self.namespace, image=self.image, artifacts_root=self.artifacts_root,
-            results_root=self.results_root, kubeconfig=self.kubeconfig, kube_context=self.kube_context)
+            namespace=self.namespace,
+            image=self.image,
+            artifacts_root=self.artifacts_root,
+            results_root=self.results_root,
+            kubeconfig=self.kubeconfig,
+            kube_context=self.kube_context,
+        )
 
     def run(self, spec, home, context, progress=None) -> str:
         """Run the evaluation on the chosen backend; its final status."""

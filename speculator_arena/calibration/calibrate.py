@@ -16,7 +16,7 @@ from speculator_arena.calibration.plan import MIN_AA, Plan, plan
 from speculator_arena.calibration.runs import run_plan
 from speculator_arena.warehouse import Warehouse
 
-SMALL_GRID = {"m": (1, 2), "c": (0.5, 2.0)}   # CI's reduced grid; operators run the full one
+SMALL_GRID = {"m": (1, 2), "c": (0.5, 2.0)}  # CI's reduced grid; operators run the full one
 
 
 @dataclass
@@ -28,15 +28,16 @@ class CalibrationOptions:
     controls: bool | None = None
     not_honest: tuple[str, ...] = ()
     fit: bool = True
-    fit_grid: str = "full"                 # full | small
+    fit_grid: str = "full"  # full | small
     fit_pass_seconds: float | None = None
     target: str | None = None
     retries: int = 2
     adopt: dict[str, str] = field(default_factory=dict)
 
     def plan(self) -> Plan:
-        return plan(self.task_id, self.base_version, self.candidate_version, self.aa_runs, self.controls,
-                    tuple(self.not_honest))
+        return plan(
+            self.task_id, self.base_version, self.candidate_version, self.aa_runs, self.controls, tuple(self.not_honest)
+        )
 
 
 def step_runs(wh: Warehouse, opts: CalibrationOptions, progress=None) -> dict[str, str | None]:
@@ -55,10 +56,12 @@ def step_fit(wh: Warehouse, opts: CalibrationOptions, progress=None) -> dict | N
     if not opts.fit:
         (d / "fit.json").write_text("null", encoding="utf-8")
         return None
-    points = fit_mod.grid(**({"m_values": SMALL_GRID["m"], "c_values": SMALL_GRID["c"]}
-                             if opts.fit_grid == "small" else {}))
-    result = fit_mod.fit(wh, p.task_id, p.base_version, p.candidate_version, opts.target, points,
-                         opts.fit_pass_seconds, progress)
+    points = fit_mod.grid(
+        **({"m_values": SMALL_GRID["m"], "c_values": SMALL_GRID["c"]} if opts.fit_grid == "small" else {})
+    )
+    result = fit_mod.fit(
+        wh, p.task_id, p.base_version, p.candidate_version, opts.target, points, opts.fit_pass_seconds, progress
+    )
     (d / "fit.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result
 

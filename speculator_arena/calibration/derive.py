@@ -15,12 +15,12 @@ import math
 import numpy as np
 import pandas as pd
 
-STEP = 0.005            # the bounds' grid (SCORING.md)
-MIN_CEILING = 1e-6      # the fidelity ceiling is never below this
+STEP = 0.005  # the bounds' grid (SCORING.md)
+MIN_CEILING = 1e-6  # the fidelity ceiling is never below this
 QUANTIZED_FACTOR = 1.5  # without a quantized control: 1.5 x the highest honest value
 FLOOR_SEPARATION = 0.2  # the greedy floor needs honest and quantized this far apart
-GAP_FACTOR = 5          # dev/test gap = 5 x the worst A/A noise
-MAX_GAP = 0.95          # the protocol's dev_test_gap must stay below 1 (a cap, reported when hit)
+GAP_FACTOR = 5  # dev/test gap = 5 x the worst A/A noise
+MAX_GAP = 0.95  # the protocol's dev_test_gap must stay below 1 (a cap, reported when hit)
 BOUND_GATES = {"sampled_likelihood": "likelihood_bound", "first_choice": "first_choice_bound"}
 
 
@@ -44,8 +44,7 @@ def speed_noise(aa_scores) -> dict:
     if len(s) == 0:
         return {"mean_abs_error": None, "max_abs_error": None, "runs": 0}
     err = np.abs(s - 1)
-    return {"mean_abs_error": round(float(err.mean()), 4), "max_abs_error": round(float(err.max()), 4),
-            "runs": len(s)}
+    return {"mean_abs_error": round(float(err.mean()), 4), "max_abs_error": round(float(err.max()), 4), "runs": len(s)}
 
 
 def bound(honest_low, honest_high, step: float = STEP) -> float:
@@ -78,7 +77,10 @@ def fidelity_ceiling(honest_values, quantized_values) -> tuple[float, str]:
     if len(q):
         low_q = float(q.min())
         value = max(MIN_CEILING, two_significant(math.sqrt(top * low_q)))
-        return value, f"geometric mean of the highest honest value {top:.3g} and the lowest quantized control's {low_q:.3g}"
+        return (
+            value,
+            f"geometric mean of the highest honest value {top:.3g} and the lowest quantized control's {low_q:.3g}",
+        )
     return max(MIN_CEILING, two_significant(QUANTIZED_FACTOR * top)), f"1.5 x the highest honest value {top:.3g}"
 
 
@@ -91,9 +93,13 @@ def greedy_floor(honest_values, quantized_values) -> tuple[float | None, str]:
         return None, "no floor: " + ("no quantized control" if len(h) else "no honest run measured")
     lo_h, hi_q = float(h.min()), float(q.max())
     if lo_h - hi_q >= FLOOR_SEPARATION:
-        return round((lo_h + hi_q) / 2, 3), f"midpoint of the lowest honest {lo_h:.3f} and the highest quantized {hi_q:.3f}"
-    return None, (f"no floor: the lowest honest {lo_h:.3f} and the highest quantized {hi_q:.3f} are less than "
-                  f"{FLOOR_SEPARATION} apart")
+        return round(
+            (lo_h + hi_q) / 2, 3
+        ), f"midpoint of the lowest honest {lo_h:.3f} and the highest quantized {hi_q:.3f}"
+    return None, (
+        f"no floor: the lowest honest {lo_h:.3f} and the highest quantized {hi_q:.3f} are less than "
+        f"{FLOOR_SEPARATION} apart"
+    )
 
 
 def dev_test_gap(max_abs_error) -> tuple[float, str]:
@@ -128,10 +134,12 @@ def derive(runs: pd.DataFrame, gates: pd.DataFrame, evaluations: pd.DataFrame) -
     for gate, key in BOUND_GATES.items():
         limits[key] = bound(stat(honest, gate, "ci_low"), stat(honest, gate, "ci_high"))
         why[key] = "smallest multiple of 0.005 beyond which no honest run's 95% interval lies, plus 0.005"
-    limits["fidelity_ceiling"], why["fidelity_ceiling"] = fidelity_ceiling(stat(honest, "target_fidelity"),
-                                                                           stat(quant, "target_fidelity"))
-    limits["greedy_agreement_floor"], why["greedy_agreement_floor"] = greedy_floor(stat(honest, "greedy_agreement"),
-                                                                                   stat(quant, "greedy_agreement"))
+    limits["fidelity_ceiling"], why["fidelity_ceiling"] = fidelity_ceiling(
+        stat(honest, "target_fidelity"), stat(quant, "target_fidelity")
+    )
+    limits["greedy_agreement_floor"], why["greedy_agreement_floor"] = greedy_floor(
+        stat(honest, "greedy_agreement"), stat(quant, "greedy_agreement")
+    )
     ev = evaluations.set_index("evaluation_id")
     aa_ids = runs.loc[runs["role"] == "aa", "evaluation_id"]
     aa = ev.reindex(aa_ids)
@@ -139,7 +147,12 @@ def derive(runs: pd.DataFrame, gates: pd.DataFrame, evaluations: pd.DataFrame) -
     noise = speed_noise(scores)
     gap, why["dev_test_gap"] = dev_test_gap(noise["max_abs_error"])
     why["speed_noise"] = f"|SpecScore - 1| over {noise['runs']} A/A runs: " + ", ".join(
-        f"{s:.4f}" for s in scores if not math.isnan(s))
-    return {"limits": limits, "speed_noise": {k: noise[k] for k in ("mean_abs_error", "max_abs_error")},
-            "aa_specscores": [None if math.isnan(s) else float(s) for s in scores],
-            "dev_test_gap": gap, "why": why}
+        f"{s:.4f}" for s in scores if not math.isnan(s)
+    )
+    return {
+        "limits": limits,
+        "speed_noise": {k: noise[k] for k in ("mean_abs_error", "max_abs_error")},
+        "aa_specscores": [None if math.isnan(s) else float(s) for s in scores],
+        "dev_test_gap": gap,
+        "why": why,
+    }

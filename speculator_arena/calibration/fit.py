@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 M_GRID = (1, 2, 3, 4)
-C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)       # a log grid from 0.25 to 4
+C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)  # a log grid from 0.25 to 4
 STATS = ("cache_hit_tokens", "cache_hit_mean", "returning_cached_share")
 FIT_WORKLOAD = "busy"
 
@@ -60,16 +60,21 @@ def cache_stats(rows: list[dict]) -> dict:
             history = (prev.get("usage_prompt_tokens") or prev["prompt_tokens"]) + (prev.get("output_tokens") or 0)
             hist_sum += history
             hit_sum += min(cur.get("cached_tokens") or 0, history)
-    return {"cache_hit_tokens": float(cached.sum() / prompt.sum()),
-            "cache_hit_mean": float(np.mean(cached / prompt)),
-            "returning_cached_share": hit_sum / hist_sum if hist_sum else None}
+    return {
+        "cache_hit_tokens": float(cached.sum() / prompt.sum()),
+        "cache_hit_mean": float(np.mean(cached / prompt)),
+        "returning_cached_share": hit_sum / hist_sum if hist_sum else None,
+    }
 
 
 def targets_of(card: dict) -> dict:
     ct = card["cache_hit_targets"]
     t = float(ct["target_cache_hit_token_weighted"])
-    return {"cache_hit_tokens": t, "cache_hit_mean": t,
-            "returning_cached_share": float(ct["returning_session_history_cached_target"])}
+    return {
+        "cache_hit_tokens": t,
+        "cache_hit_mean": t,
+        "returning_cached_share": float(ct["returning_session_history_cached_target"]),
+    }
 
 
 def loss(achieved: dict, targets: dict) -> float:
@@ -94,14 +99,16 @@ def data_card(home, task_id: str) -> dict:
 
     card = load_data_card(task_id, home)
     if card is None or not card.stats or "cache_hit_targets" not in card.stats:
-        raise FileNotFoundError(f"no data card with cache-hit targets for {task_id}: build the pools first "
-                                f"(arena pools build --task {task_id})")
+        raise FileNotFoundError(
+            f"no data card with cache-hit targets for {task_id}: build the pools first "
+            f"(arena pools build --task {task_id})"
+        )
     return card.stats
 
 
 def stored_points(wh, evaluation_id: str) -> dict[str, list[dict]]:
     if not wh.partition_dir("requests", evaluation_id).exists():
-        return {}   # nothing stored yet
+        return {}  # nothing stored yet
     rows = wh.read_table("requests", evaluation_id).to_pylist()
     out: dict[str, list[dict]] = {}
     for r in rows:
@@ -109,8 +116,16 @@ def stored_points(wh, evaluation_id: str) -> dict[str, list[dict]]:
     return out
 
 
-def fit(wh, task_id: str, version: int, candidate_version: int, target: str | None = None, points=None,
-        pass_seconds: float | None = None, progress=None) -> dict:
+def fit(
+    wh,
+    task_id: str,
+    version: int,
+    candidate_version: int,
+    target: str | None = None,
+    points=None,
+    pass_seconds: float | None = None,
+    progress=None,
+) -> dict:
     """Run the grid's missing points, then choose (m, c). Returns the fit's evidence."""
     from speculator_arena.protocol import load_protocol
 
@@ -122,20 +137,33 @@ def fit(wh, task_id: str, version: int, candidate_version: int, target: str | No
     stored = stored_points(wh, eid)
     missing = [(m, c) for m, c in points if pass_id(m, c) not in stored]
     if missing:
-        say(f"[calibrate {task_id}] m/c fit: {len(points) - len(missing)} of {len(points)} grid points stored; "
-            f"running {len(missing)} short stock passes of {secs:g} s")
+        say(
+            f"[calibrate {task_id}] m/c fit: {len(points) - len(missing)} of {len(points)} grid points stored; "
+            f"running {len(missing)} short stock passes of {secs:g} s"
+        )
         FitPasses(task_id, version, eid, wh.home, target, say).run(missing, secs)
         stored = stored_points(wh, eid)
     targets = targets_of(data_card(wh.home, task_id))
     measured = [{"m": m, "c": c, "achieved": cache_stats(stored.get(pass_id(m, c), []))} for m, c in points]
     out = choose(measured, targets)
-    out.update({"evaluation_id": eid, "targets": targets, "workload": FIT_WORKLOAD, "pass_seconds": secs,
-                "previous_m": tp.workloads["busy"].interleave, "previous_c": tp.think_time.scale_c,
-                "rule": "the (m, c) of the grid minimizing the summed squared relative error of the token-weighted "
-                        "and per-request cache hit and the returning-session cached share against the data card's "
-                        f"targets; one {secs:g} s stock pass of {FIT_WORKLOAD} per point"})
-    say(f"[calibrate {task_id}] m/c fit: m {out['m']}, c {out['c']:g} (achieved "
-        + ", ".join(f"{k} {v:.3f}" for k, v in out["achieved"].items() if v is not None) + ")")
+    out.update(
+        {
+            "evaluation_id": eid,
+            "targets": targets,
+            "workload": FIT_WORKLOAD,
+            "pass_seconds": secs,
+            "previous_m": tp.workloads["busy"].interleave,
+            "previous_c": tp.think_time.scale_c,
+            "rule": "the (m, c) of the grid minimizing the summed squared relative error of the token-weighted "
+            "and per-request cache hit and the returning-session cached share against the data card's "
+            f"targets; one {secs:g} s stock pass of {FIT_WORKLOAD} per point",
+        }
+    )
+    say(
+        f"[calibrate {task_id}] m/c fit: m {out['m']}, c {out['c']:g} (achieved "
+        + ", ".join(f"{k} {v:.3f}" for k, v in out["achieved"].items() if v is not None)
+        + ")"
+    )
     return out
 
 
@@ -154,9 +182,15 @@ class FitPasses:
         )
 
         self.stock = default_stock_engine(task_id, version)
-        spec = EvaluationSpec(task_id=task_id, engine=self.stock, evaluation_id=evaluation_id, target=target,
-                              protocol_version=version, label="calibration m/c fit",
-                              account_id="arena-calibration")
+        spec = EvaluationSpec(
+            task_id=task_id,
+            engine=self.stock,
+            evaluation_id=evaluation_id,
+            target=target,
+            protocol_version=version,
+            label="calibration m/c fit",
+            account_id="arena-calibration",
+        )
         self.ev = Evaluation(spec, home=home, progress=say)
 
     def run(self, points, seconds: float) -> None:
@@ -172,10 +206,11 @@ class FitPasses:
         ev.target = Path(ev.spec.target) if ev.spec.target else ev._prepare_target()
         ev.tokenizer = load_tokenizer(str(ev.target))
         pool = load_pool(ev.spec.task_id, "dev", home=ev.wh.home)
-        ev.queue()   # an evaluations row, so the fit's request rows belong to a stored evaluation
+        ev.queue()  # an evaluations row, so the fit's request rows belong to a stored evaluation
         ev._protect_home()
-        er = ev._start("stock", resolve_engine_path(self.stock), "calibration fit",
-                       t.engine_environment.gpu_memory_utilization)
+        er = ev._start(
+            "stock", resolve_engine_path(self.stock), "calibration fit", t.engine_environment.gpu_memory_utilization
+        )
         try:
             cfg = ev.client_config("stock", er)
             L = t.lanes[FIT_WORKLOAD]
@@ -186,15 +221,37 @@ class FitPasses:
                 n = min(sessions_per_pass(L, m, seconds), end - start)
                 sessions = pool.passes(f"{ev.eid}-{pid}", FIT_WORKLOAD, 0, n)
                 now = time.time()
-                records = asyncio.run(run_lanes(cfg, sessions, L, m, pid, now + seconds, now + seconds + t.grace_seconds,
-                                                stop_check=lambda: not er.alive()))
-                rows = [record_rows(r, evaluation_id=ev.eid, engine="stock", pass_id=pid, workload=FIT_WORKLOAD,
-                                    pass_index=0, tokenizer=ev.tokenizer)[0] for r in records]
+                records = asyncio.run(
+                    run_lanes(
+                        cfg,
+                        sessions,
+                        L,
+                        m,
+                        pid,
+                        now + seconds,
+                        now + seconds + t.grace_seconds,
+                        stop_check=lambda: not er.alive(),
+                    )
+                )
+                rows = [
+                    record_rows(
+                        r,
+                        evaluation_id=ev.eid,
+                        engine="stock",
+                        pass_id=pid,
+                        workload=FIT_WORKLOAD,
+                        pass_index=0,
+                        tokenizer=ev.tokenizer,
+                    )[0]
+                    for r in records
+                ]
                 if rows:
                     ev.wh.write_rows("requests", ev.eid, rows)
                 st = cache_stats(rows)
-                ev.say(f"fit point {k}/{len(points)} m {m} c {c:g}: {len(rows)} requests, cache hit "
-                       + ", ".join(f"{s} {'-' if v is None else f'{v:.3f}'}" for s, v in st.items()))
+                ev.say(
+                    f"fit point {k}/{len(points)} m {m} c {c:g}: {len(rows)} requests, cache hit "
+                    + ", ".join(f"{s} {'-' if v is None else f'{v:.3f}'}" for s, v in st.items())
+                )
                 if not er.alive():
                     raise RuntimeError("the stock engine died during the m/c fit")
         finally:
@@ -202,8 +259,13 @@ class FitPasses:
             from speculator_arena.runners.status import write_status
 
             # void: short stock passes, not a paired evaluation; never scored, never ranked
-            write_status(ev.wh, ev.row, "void", void_reason="calibration m/c fit: short stock passes, not a paired "
-                                                            "evaluation (its requests are the fit's evidence)")
+            write_status(
+                ev.wh,
+                ev.row,
+                "void",
+                void_reason="calibration m/c fit: short stock passes, not a paired "
+                "evaluation (its requests are the fit's evidence)",
+            )
 
 
 def fit_ok(fit_result: dict | None) -> bool:

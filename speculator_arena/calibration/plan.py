@@ -35,12 +35,12 @@ DEV_ENGINE_PREFIX = "engines/dev-"
 
 @dataclass(frozen=True)
 class PlannedRun:
-    name: str                  # aa-1 .. aa-N, a reference's name, or a control's name
-    role: str                  # aa | reference | control
+    name: str  # aa-1 .. aa-N, a reference's name, or a control's name
+    role: str  # aa | reference | control
     engine: str
-    honest: bool               # A/A and references meant to be lossless
+    honest: bool  # A/A and references meant to be lossless
     quantized: bool = False
-    catches: tuple[str, ...] = ()   # controls: the gates that should catch it
+    catches: tuple[str, ...] = ()  # controls: the gates that should catch it
     solution_kind: str = "none"
 
     def evaluation_id(self, task_id: str, candidate_version: int) -> str:
@@ -50,8 +50,8 @@ class PlannedRun:
 @dataclass
 class Plan:
     task_id: str
-    base_version: int          # the version the runs are made and scored under
-    candidate_version: int     # the version the candidate will be when published
+    base_version: int  # the version the runs are made and scored under
+    candidate_version: int  # the version the candidate will be when published
     runs: list[PlannedRun] = field(default_factory=list)
 
     def ids(self) -> dict[str, str]:
@@ -70,8 +70,14 @@ def next_version() -> int:
     return available_versions()[-1] + 1
 
 
-def plan(task_id: str, base_version: int | None = None, candidate_version: int | None = None, aa_runs: int = MIN_AA,
-         controls: bool | None = None, not_honest: tuple[str, ...] = ()) -> Plan:
+def plan(
+    task_id: str,
+    base_version: int | None = None,
+    candidate_version: int | None = None,
+    aa_runs: int = MIN_AA,
+    controls: bool | None = None,
+    not_honest: tuple[str, ...] = (),
+) -> Plan:
     """The runs of one task's calibration.
 
     `controls`: None runs the planted attacks where the task is served by the development engine.
@@ -89,11 +95,16 @@ def plan(task_id: str, base_version: int | None = None, candidate_version: int |
     if unknown:
         raise ValueError(f"--not-honest names no reference of {task_id}: {sorted(unknown)}")
     runs = [PlannedRun(f"aa-{i}", "aa", stock[0].engine, True) for i in range(1, aa_runs + 1)]
-    runs += [PlannedRun(r.name, "reference", r.engine, r.name not in not_honest, solution_kind=r.kind)
-             for r in task.references if r.kind != "none"]
+    runs += [
+        PlannedRun(r.name, "reference", r.engine, r.name not in not_honest, solution_kind=r.kind)
+        for r in task.references
+        if r.kind != "none"
+    ]
     if controls is None:
         controls = stock[0].engine.startswith(DEV_ENGINE_PREFIX)
     if controls:
-        runs += [PlannedRun(name, "control", engine, False, quantized, catches, "other")
-                 for name, (engine, catches, quantized) in CONTROLS.items()]
+        runs += [
+            PlannedRun(name, "control", engine, False, quantized, catches, "other")
+            for name, (engine, catches, quantized) in CONTROLS.items()
+        ]
     return Plan(task_id, proto.version, candidate_version or next_version(), runs)

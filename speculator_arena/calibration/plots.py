@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-GATE_TITLES = {"greedy_agreement": "greedy agreement (floor)", "sampled_likelihood": "sampled likelihood D (bound)",
-               "first_choice": "first-choice share D (bound)", "target_fidelity": "target fidelity (ceiling)"}
+GATE_TITLES = {
+    "greedy_agreement": "greedy agreement (floor)",
+    "sampled_likelihood": "sampled likelihood D (bound)",
+    "first_choice": "first-choice share D (bound)",
+    "target_fidelity": "target fidelity (ceiling)",
+}
 
 
 def _plt():
@@ -23,8 +27,7 @@ def _plt():
 def write_plots(evidence: dict, out: Path) -> dict[str, str]:
     """Write the plots into `out`; return {plot name: file name}."""
     out.mkdir(parents=True, exist_ok=True)
-    written = {"aa_specscores": _aa(evidence, out / "aa_specscores.png"),
-               "gates": _gates(evidence, out / "gates.png")}
+    written = {"aa_specscores": _aa(evidence, out / "aa_specscores.png"), "gates": _gates(evidence, out / "gates.png")}
     if evidence.get("fit"):
         written["cache_fit"] = _fit(evidence["fit"], out / "cache_fit.png")
     return written
@@ -66,12 +69,22 @@ def _gates(evidence: dict, path: Path) -> str:
             color = "tab:green" if r["honest"] else "tab:red"
             lo, hi = r.get("ci_low"), r.get("ci_high")
             if lo is not None and hi is not None:
-                ax.errorbar(r["statistic"], i, xerr=[[r["statistic"] - lo], [hi - r["statistic"]]], fmt="o",
-                            color=color, capsize=3)
+                ax.errorbar(
+                    r["statistic"],
+                    i,
+                    xerr=[[r["statistic"] - lo], [hi - r["statistic"]]],
+                    fmt="o",
+                    color=color,
+                    capsize=3,
+                )
             else:
                 ax.plot(r["statistic"], i, "o", color=color)
-        key = {"greedy_agreement": "greedy_agreement_floor", "sampled_likelihood": "likelihood_bound",
-               "first_choice": "first_choice_bound", "target_fidelity": "fidelity_ceiling"}[gate]
+        key = {
+            "greedy_agreement": "greedy_agreement_floor",
+            "sampled_likelihood": "likelihood_bound",
+            "first_choice": "first_choice_bound",
+            "target_fidelity": "fidelity_ceiling",
+        }[gate]
         lim = limits.get(key)
         if lim is not None:
             ax.axvline(lim, color="black", ls="--", lw=1)
@@ -83,8 +96,11 @@ def _gates(evidence: dict, path: Path) -> str:
         ax.set_yticks(range(len(names)))
         ax.set_yticklabels(names, fontsize=7)
         ax.set_title(f"{GATE_TITLES[gate]}: {'none' if lim is None else f'{lim:.4g}'}", fontsize=9)
-    fig.suptitle(f"{evidence['task_id']}: gate statistics with 95% intervals (green honest, red controls), "
-                 f"limits of candidate v{evidence['candidate_version']} dashed", fontsize=9)
+    fig.suptitle(
+        f"{evidence['task_id']}: gate statistics with 95% intervals (green honest, red controls), "
+        f"limits of candidate v{evidence['candidate_version']} dashed",
+        fontsize=9,
+    )
     return _save(fig, path)
 
 
@@ -96,7 +112,9 @@ def _fit(fit: dict, path: Path) -> str:
     ms = sorted({p["m"] for p in grid})
     for ax, name in zip(axes[0], names):
         for m in ms:
-            pts = sorted((p["c"], p["achieved"].get(name)) for p in grid if p["m"] == m and p["achieved"].get(name) is not None)
+            pts = sorted(
+                (p["c"], p["achieved"].get(name)) for p in grid if p["m"] == m and p["achieved"].get(name) is not None
+            )
             if pts:
                 ax.plot([c for c, _ in pts], [v for _, v in pts], "o-", label=f"m {m}")
         ax.axhline(fit["targets"][name], color="black", ls="--", lw=1, label="target")

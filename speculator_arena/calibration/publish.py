@@ -42,23 +42,37 @@ def operator() -> str:
     return settings.get("ARENA_OPERATOR") or getpass.getuser()
 
 
-def publish(home, task_id: str, version: int, *, override: bool = False, by: str | None = None,
-            rescore: bool = True, progress=None) -> dict:
+def publish(
+    home,
+    task_id: str,
+    version: int,
+    *,
+    override: bool = False,
+    by: str | None = None,
+    rescore: bool = True,
+    progress=None,
+) -> dict:
     """Publish candidate v`version` of `task_id`; return the publication record."""
     say = progress or (lambda m: None)
     wh = Warehouse(home)
     if published_versions_dir() != published_versions_dir(wh.home):
-        raise ValueError(f"ARENA_HOME ({published_versions_dir().parent.parent}) is not the home published to "
-                         f"({wh.home}): the version would not be visible where it is re-scored")
+        raise ValueError(
+            f"ARENA_HOME ({published_versions_dir().parent.parent}) is not the home published to "
+            f"({wh.home}): the version would not be visible where it is re-scored"
+        )
     d = candidate_dir(wh.home, task_id, version)
     evidence = load_evidence(wh.home, task_id, version)
     if evidence["problems"] and not override:
         raise NotSeparatedError(
             f"candidate v{version} of {task_id} does not separate its honest runs from every control: "
-            + "; ".join(evidence["problems"]) + ". Publish it anyway only with --override (recorded)")
+            + "; ".join(evidence["problems"])
+            + ". Publish it anyway only with --override (recorded)"
+        )
     if version in available_versions():
-        raise ValueError(f"protocol v{version} exists already (versions are immutable); calibrate again to make "
-                         f"a candidate numbered after v{available_versions()[-1]}")
+        raise ValueError(
+            f"protocol v{version} exists already (versions are immutable); calibrate again to make "
+            f"a candidate numbered after v{available_versions()[-1]}"
+        )
     doc = yaml.safe_load((d / "candidate.yaml").read_text(encoding="utf-8"))
     if doc.get("published") != UNPUBLISHED or doc.get("version") != version:
         raise ValueError(f"{d / 'candidate.yaml'} is not an unpublished candidate v{version}")
@@ -67,20 +81,29 @@ def publish(home, task_id: str, version: int, *, override: bool = False, by: str
     Protocol.model_validate(doc)
     out = published_versions_dir(wh.home)
     out.mkdir(parents=True, exist_ok=True)
-    record = {"version": version, "task_id": task_id, "published_by": by or operator(),
-              "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", now), "from_candidate": str(d),
-              "base_version": evidence["base_version"], "override": bool(override and evidence["problems"]),
-              "problems": evidence["problems"]}
+    record = {
+        "version": version,
+        "task_id": task_id,
+        "published_by": by or operator(),
+        "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", now),
+        "from_candidate": str(d),
+        "base_version": evidence["base_version"],
+        "override": bool(override and evidence["problems"]),
+        "problems": evidence["problems"],
+    }
     ev_dir = out / f"v{version}.evidence"
     if ev_dir.exists():
         shutil.rmtree(ev_dir)
     shutil.copytree(d, ev_dir, ignore=shutil.ignore_patterns("candidate.yaml"))
     (out / f"v{version}.published.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
     tmp = out / f".v{version}.yaml.tmp"
-    tmp.write_text(f"# Protocol v{version}, published by {record['published_by']} at {record['published_at']} "
-                   f"from the calibration of {task_id} (evidence in v{version}.evidence/).\n"
-                   + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, out / f"v{version}.yaml")   # the version appears whole or not at all
+    tmp.write_text(
+        f"# Protocol v{version}, published by {record['published_by']} at {record['published_at']} "
+        f"from the calibration of {task_id} (evidence in v{version}.evidence/).\n"
+        + yaml.safe_dump(doc, sort_keys=False),
+        encoding="utf-8",
+    )
+    os.replace(tmp, out / f"v{version}.yaml")  # the version appears whole or not at all
     say(f"published protocol v{version} ({task_id}) by {record['published_by']} at {record['published_at']}")
     if rescore:
         from speculator_arena.scoring.registry import score_and_record

@@ -44,8 +44,9 @@ def resolve(wh: Warehouse, plan: Plan, retries: int = 2, adopt: dict[str, str] |
     return out
 
 
-def _run_one(wh: Warehouse, plan: Plan, run: PlannedRun, target: str | None, retries: int,
-             say: Callable[[str], None], runner) -> str | None:
+def _run_one(
+    wh: Warehouse, plan: Plan, run: PlannedRun, target: str | None, retries: int, say: Callable[[str], None], runner
+) -> str | None:
     from speculator_arena.runners.status import EvaluationStateError
 
     for eid in attempt_ids(run.evaluation_id(plan.task_id, plan.candidate_version), retries):
@@ -77,9 +78,16 @@ def _spec(plan: Plan, run: PlannedRun, evaluation_id: str, target: str | None):
     from speculator_arena.runners.harness import EvaluationSpec
 
     return EvaluationSpec(
-        task_id=plan.task_id, engine=run.engine, evaluation_id=evaluation_id,
-        label=f"calibration v{plan.candidate_version}: {run.name}", account_id=CALIBRATION_ACCOUNT,
-        is_reference=False, solution_kind=run.solution_kind, target=target, protocol_version=plan.base_version)
+        task_id=plan.task_id,
+        engine=run.engine,
+        evaluation_id=evaluation_id,
+        label=f"calibration v{plan.candidate_version}: {run.name}",
+        account_id=CALIBRATION_ACCOUNT,
+        is_reference=False,
+        solution_kind=run.solution_kind,
+        target=target,
+        protocol_version=plan.base_version,
+    )
 
 
 def harness_runner(spec, wh: Warehouse, say) -> str:
@@ -89,9 +97,15 @@ def harness_runner(spec, wh: Warehouse, say) -> str:
     return Evaluation(spec, home=wh.home, progress=say).run()
 
 
-def run_plan(wh: Warehouse, plan: Plan, target: str | None = None, retries: int = 2,
-             progress: Callable[[str], None] | None = None, runner=None,
-             adopt: dict[str, str] | None = None) -> dict[str, str | None]:
+def run_plan(
+    wh: Warehouse,
+    plan: Plan,
+    target: str | None = None,
+    retries: int = 2,
+    progress: Callable[[str], None] | None = None,
+    runner=None,
+    adopt: dict[str, str] | None = None,
+) -> dict[str, str | None]:
     """Run every planned evaluation not stored yet; return run name -> evaluation id (None: none measured)."""
     say = progress or (lambda m: None)
     runner = runner or harness_runner

@@ -23,8 +23,10 @@ def run_prepare(args: argparse.Namespace) -> int:
 
     path = prepare_checkpoint(args.task, home=args.home)
     manifest = read_manifest(path) or {}
-    print(f"{args.task}: {len(manifest.get('files', {}))} files, {manifest.get('total_bytes', 0) / 2**20:.1f} MiB, "
-          f"from {manifest.get('source', '?')}")
+    print(
+        f"{args.task}: {len(manifest.get('files', {}))} files, {manifest.get('total_bytes', 0) / 2**20:.1f} MiB, "
+        f"from {manifest.get('source', '?')}"
+    )
     print(path)
     return 0
 

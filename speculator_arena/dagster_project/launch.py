@@ -22,14 +22,14 @@ import dagster as dg
 from speculator_arena import settings
 from speculator_arena.dagster_project.resources import default_resources
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}   # the harness prints its own progress
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the harness prints its own progress
 
 
 def dagster_instance(home) -> dg.DagsterInstance:
     """The persistent instance of this ARENA_HOME (what `dagster dev` opens with DAGSTER_HOME)."""
     d = Path(home) / "dagster"
     d.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("DAGSTER_HOME", str(d))   # for Dagster itself, in this process
+    os.environ.setdefault("DAGSTER_HOME", str(d))  # for Dagster itself, in this process
     yaml_path = d / "dagster.yaml"
     if not yaml_path.exists():
         yaml_path.write_text("telemetry:\n  enabled: false\n")
@@ -47,9 +47,14 @@ def run_evaluation(spec, home, backend: str = "", progress=None) -> dict:
     Evaluation(spec, home=home, progress=progress).queue()
     instance = dagster_instance(home)
     instance.add_dynamic_partitions(evaluation_partitions.name, [spec.evaluation_id])
-    result = dg.materialize([evaluation], partition_key=spec.evaluation_id, instance=instance,
-                            run_config={**run_config(spec), **QUIET}, resources=default_resources(home, backend),
-                            raise_on_error=True)
+    result = dg.materialize(
+        [evaluation],
+        partition_key=spec.evaluation_id,
+        instance=instance,
+        run_config={**run_config(spec), **QUIET},
+        resources=default_resources(home, backend),
+        raise_on_error=True,
+    )
     (event,) = result.asset_materializations_for_node("evaluation")
     return event.metadata["summary"].value
 
@@ -61,8 +66,14 @@ def score(home, version: int | None = None):
     from speculator_arena.protocol import load_protocol
 
     version = load_protocol(version).version
-    result = dg.materialize([scores], partition_key=str(version), instance=dagster_instance(home),
-                            resources=default_resources(home), raise_on_error=True, run_config=QUIET)
+    result = dg.materialize(
+        [scores],
+        partition_key=str(version),
+        instance=dagster_instance(home),
+        resources=default_resources(home),
+        raise_on_error=True,
+        run_config=QUIET,
+    )
     return result.asset_value(scores.key)
 
 
@@ -70,8 +81,16 @@ class PoolBuildFailed(RuntimeError):
     """A build that failed; the served pool is the one before it, whole."""
 
 
-def build_pools(task: str, *, data: str = "", production_stats: str = "", cc_traces: str = "",
-                write_repo_card: bool = False, home: str = "", sources: str = ""):
+def build_pools(
+    task: str,
+    *,
+    data: str = "",
+    production_stats: str = "",
+    cc_traces: str = "",
+    write_repo_card: bool = False,
+    home: str = "",
+    sources: str = "",
+):
     """Materialize every pool asset of one task in-process. A failure (a bad source file, a
     blocking check such as a pool short of sessions) raises `PoolBuildFailed` naming the cause,
     after the run's build folder is removed: the served pool stays the previous one."""
@@ -80,14 +99,24 @@ def build_pools(task: str, *, data: str = "", production_stats: str = "", cc_tra
 
     if task not in POOL_TASKS.get_partition_keys():
         raise KeyError(f"unknown task {task!r}; tasks: {POOL_TASKS.get_partition_keys()}")
-    cfg = {"data_dir": data, "production_stats": production_stats, "cc_traces": cc_traces, "sources": sources,
-           "write_repo_data_card": write_repo_card}
+    cfg = {
+        "data_dir": data,
+        "production_stats": production_stats,
+        "cc_traces": cc_traces,
+        "sources": sources,
+        "write_repo_data_card": write_repo_card,
+    }
     run_config = {"ops": {a.op.name: {"config": cfg} for a in POOL_ASSETS}}
     builds = builds_dir(task, settings.arena_home(home or None))
     before = set(builds.iterdir()) if builds.is_dir() else set()
     try:
-        res = dg.materialize(POOL_ASSETS, partition_key=task, run_config=run_config,
-                             resources=default_resources(home or None), raise_on_error=False)
+        res = dg.materialize(
+            POOL_ASSETS,
+            partition_key=task,
+            run_config=run_config,
+            resources=default_resources(home or None),
+            raise_on_error=False,
+        )
     finally:
         for d in (set(builds.iterdir()) if builds.is_dir() else set()) - before:
             discard_build(d)
@@ -99,14 +128,19 @@ def build_pools(task: str, *, data: str = "", production_stats: str = "", cc_tra
 def _failure(res) -> str:
     """The causes of a failed run: failed checks with their description, failed steps with
     their error (a reader's error names the file, line and record)."""
-    out = [f"check {c.check_name} failed: {c.description or c.metadata}" for c in res.get_asset_check_evaluations()
-           if not c.passed and c.severity.value == "ERROR"]
+    out = [
+        f"check {c.check_name} failed: {c.description or c.metadata}"
+        for c in res.get_asset_check_evaluations()
+        if not c.passed and c.severity.value == "ERROR"
+    ]
     for e in res.all_events:
         if e.is_step_failure:
             err = e.step_failure_data.error
             while err is not None and err.cause is not None and "dagster" in (err.cls_name or "").lower():
                 err = err.cause
-            out.append(f"step {e.step_key}: {err.cls_name}: {err.message.strip()}" if err else f"step {e.step_key} failed")
+            out.append(
+                f"step {e.step_key}: {err.cls_name}: {err.message.strip()}" if err else f"step {e.step_key} failed"
+            )
     return "; ".join(out) or "see the Dagster events"
 
 
@@ -129,9 +163,15 @@ def work_queue_once(home=None, say=print) -> str | None:
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
     request = result.run_requests[0]
     say(f"queue: evaluating {request.partition_key} (submission {request.tags['arena/submission']})")
-    dg.materialize([evaluation], partition_key=request.partition_key, instance=instance, tags=request.tags,
-                   run_config={**request.run_config, **QUIET},
-                   resources=resources, raise_on_error=False)
+    dg.materialize(
+        [evaluation],
+        partition_key=request.partition_key,
+        instance=instance,
+        tags=request.tags,
+        run_config={**request.run_config, **QUIET},
+        resources=resources,
+        raise_on_error=False,
+    )
     return request.partition_key
 
 
@@ -140,6 +180,11 @@ def calibrate(task_id: str, config: dict, home) -> dg.ExecuteInProcessResult:
     from speculator_arena.assets.calibration import calibration_fit, calibration_runs, protocol_candidate
 
     ops = {name: {"config": config} for name in ("calibration_runs", "calibration_fit", "protocol_candidate")}
-    return dg.materialize([calibration_runs, calibration_fit, protocol_candidate], partition_key=task_id,
-                          instance=dagster_instance(home), run_config={"ops": ops, **QUIET},
-                          resources=default_resources(home), raise_on_error=True)
+    return dg.materialize(
+        [calibration_runs, calibration_fit, protocol_candidate],
+        partition_key=task_id,
+        instance=dagster_instance(home),
+        run_config={"ops": ops, **QUIET},
+        resources=default_resources(home),
+        raise_on_error=True,
+    )

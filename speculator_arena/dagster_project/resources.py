@@ -25,6 +25,8 @@ def default_resources(home=None, backend: str = "") -> dict:
     """Every resource the arena's assets and sensors need, for one ARENA_HOME: the definitions,
     `arena evaluate`, the queue worker and the pool commands all build theirs here, so an asset
     that gains a resource cannot run without it in one of them."""
-    return {"warehouse": WarehouseResource(home=str(arena_home(home))),
-            "backend": EvaluationBackendResource(kind=backend),
-            "scores_io_manager": dg.mem_io_manager}
+    return {
+        "warehouse": WarehouseResource(home=str(arena_home(home))),
+        "backend": EvaluationBackendResource(kind=backend),
+        "scores_io_manager": dg.mem_io_manager,
+    }

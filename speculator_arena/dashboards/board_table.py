@@ -10,9 +10,24 @@ import pandas as pd
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards.links import evaluation_md
 
-COLUMNS = ["#", "Participant", "Account", "SpecScore", "Interval low", "Interval high", "r solo", "r team", "r busy", "Gates",
-           "TTFT p50 / p90 / p99 (ms)", "TPOT p50 / p90 / p99 (ms)", "Cache hit (tokens / per request)",
-           "Acceptance (mean length / draft rate)", "Dev/test gap", "Note"]
+COLUMNS = [
+    "#",
+    "Participant",
+    "Account",
+    "SpecScore",
+    "Interval low",
+    "Interval high",
+    "r solo",
+    "r team",
+    "r busy",
+    "Gates",
+    "TTFT p50 / p90 / p99 (ms)",
+    "TPOT p50 / p90 / p99 (ms)",
+    "Cache hit (tokens / per request)",
+    "Acceptance (mean length / draft rate)",
+    "Dev/test gap",
+    "Note",
+]
 
 
 def gates_cell(row) -> str:
@@ -47,9 +62,9 @@ def row_cells(row: dict, protocol_version: int | None, label_column: str = "Part
         "TTFT p50 / p90 / p99 (ms)": _triple(row, "candidate", "ttft"),
         "TPOT p50 / p90 / p99 (ms)": _triple(row, "candidate", "tpot"),
         "Cache hit (tokens / per request)": f"{fmt.pct(row.get('candidate_cache_hit_tokens'))} / "
-                                            f"{fmt.pct(row.get('candidate_cache_hit_mean'))}",
+        f"{fmt.pct(row.get('candidate_cache_hit_mean'))}",
         "Acceptance (mean length / draft rate)": f"{fmt.num(row.get('candidate_mean_acceptance_length'), 2)} / "
-                                                 f"{fmt.pct(row.get('candidate_draft_acceptance_rate'))}",
+        f"{fmt.pct(row.get('candidate_draft_acceptance_rate'))}",
         "Dev/test gap": fmt.flag(row.get("gap_flag")),
         "Note": fmt.md_escape(row.get("specscore_reason")),
     }
@@ -63,12 +78,17 @@ def markdown(rows: pd.DataFrame, protocol_version: int | None, label_column: str
 
 def intervals_caption(noise: dict) -> str:
     """What the interval columns are, and the noise they are widened by (scoring.board_noise)."""
-    widened = (f"widened on each side by the task's calibrated max A/A error {noise['max_abs_error']:.3f} "
-               "(low × (1 − e), high × (1 + e))" if noise["calibrated"]
-               else "not widened: the max A/A error is not calibrated for this task")
-    return ("Interval low / high: a seeded bootstrap 95% interval of the SpecScore (1,000 resamples of its passes "
-            f"within each workload), {widened}. Rank = 1 + the number of entries whose interval lies entirely "
-            "above this one's, so entries within each other's noise share a rank, written 2=.")
+    widened = (
+        f"widened on each side by the task's calibrated max A/A error {noise['max_abs_error']:.3f} "
+        "(low × (1 − e), high × (1 + e))"
+        if noise["calibrated"]
+        else "not widened: the max A/A error is not calibrated for this task"
+    )
+    return (
+        "Interval low / high: a seeded bootstrap 95% interval of the SpecScore (1,000 resamples of its passes "
+        f"within each workload), {widened}. Rank = 1 + the number of entries whose interval lies entirely "
+        "above this one's, so entries within each other's noise share a rank, written 2=."
+    )
 
 
 def show_aa_check(st, noise: dict) -> None:

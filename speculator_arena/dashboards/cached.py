@@ -8,7 +8,6 @@ the warehouse path and the arguments, so one server can show several warehouses.
 
 from __future__ import annotations
 
-
 import pandas as pd
 import streamlit as st
 

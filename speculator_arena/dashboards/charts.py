@@ -36,16 +36,27 @@ def memory(samples: pd.DataFrame, budgets: pd.DataFrame, workload: str) -> alt.L
     b = budgets[budgets["workload"] == workload].copy()
     b["pass"] = "pass " + b["pass_index"].astype(int).astype(str)
     b["budget_gib"] = b["budget_bytes"] / GIB
-    lines = alt.Chart().mark_line().encode(
-        x=alt.X("second:Q", title="seconds from the pass's start"),
-        y=alt.Y("used_gib:Q", title="device memory used (GiB)"),
-        color=alt.Color("engine:N", scale=ENGINE_COLORS),
-        tooltip=["engine", "pass", "second", alt.Tooltip("used_gib:Q", format=".2f")],
+    lines = (
+        alt.Chart()
+        .mark_line()
+        .encode(
+            x=alt.X("second:Q", title="seconds from the pass's start"),
+            y=alt.Y("used_gib:Q", title="device memory used (GiB)"),
+            color=alt.Color("engine:N", scale=ENGINE_COLORS),
+            tooltip=["engine", "pass", "second", alt.Tooltip("used_gib:Q", format=".2f")],
+        )
     )
-    rule = alt.Chart().mark_rule(strokeDash=[6, 3], color="black").encode(
-        y="budget_gib:Q", tooltip=[alt.Tooltip("budget_gib:Q", title="budget (GiB)", format=".2f")])
+    rule = (
+        alt.Chart()
+        .mark_rule(strokeDash=[6, 3], color="black")
+        .encode(y="budget_gib:Q", tooltip=[alt.Tooltip("budget_gib:Q", title="budget (GiB)", format=".2f")])
+    )
     data = pd.concat([df, b[["pass", "budget_gib"]]], ignore_index=True)
-    return alt.layer(lines, rule, data=data).properties(height=180, width=260).facet(column=alt.Column("pass:N", title=None))
+    return (
+        alt.layer(lines, rule, data=data)
+        .properties(height=180, width=260)
+        .facet(column=alt.Column("pass:N", title=None))
+    )
 
 
 def contention(intervals: pd.DataFrame, workload: str, limit: float | None) -> alt.LayerChart | alt.FacetChart:
@@ -53,16 +64,29 @@ def contention(intervals: pd.DataFrame, workload: str, limit: float | None) -> a
     pass of one workload, with the protocol's limit on its pass average."""
     df = intervals[(intervals["workload"] == workload) & intervals["error"].isna()].copy()
     df["pass"] = "pass " + df["pass_index"].astype(int).astype(str)
-    lines = alt.Chart().mark_line(interpolate="step-before").encode(
-        x=alt.X("second:Q", title="seconds from the pass's start"),
-        y=alt.Y("foreign_cores:Q", title="foreign CPU (cores)"),
-        color=alt.Color("engine:N", scale=ENGINE_COLORS),
-        tooltip=["engine", "pass", "second", alt.Tooltip("foreign_cores:Q", format=".2f"),
-                 alt.Tooltip("steal_share:Q", format=".1%"), "foreign_gpu_processes"],
+    lines = (
+        alt.Chart()
+        .mark_line(interpolate="step-before")
+        .encode(
+            x=alt.X("second:Q", title="seconds from the pass's start"),
+            y=alt.Y("foreign_cores:Q", title="foreign CPU (cores)"),
+            color=alt.Color("engine:N", scale=ENGINE_COLORS),
+            tooltip=[
+                "engine",
+                "pass",
+                "second",
+                alt.Tooltip("foreign_cores:Q", format=".2f"),
+                alt.Tooltip("steal_share:Q", format=".1%"),
+                "foreign_gpu_processes",
+            ],
+        )
     )
     layers = [lines]
     if limit is not None:
         df["limit"] = limit
-        layers.append(alt.Chart().mark_rule(strokeDash=[6, 3], color="black").encode(
-            y="limit:Q", tooltip=[alt.Tooltip("limit:Q", title="limit on the pass average (cores)")]))
+        layers.append(
+            alt.Chart()
+            .mark_rule(strokeDash=[6, 3], color="black")
+            .encode(y="limit:Q", tooltip=[alt.Tooltip("limit:Q", title="limit on the pass average (cores)")])
+        )
     return alt.layer(*layers, data=df).properties(height=160, width=260).facet(column=alt.Column("pass:N", title=None))

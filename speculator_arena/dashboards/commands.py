@@ -28,13 +28,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
-    return [sys.executable, "-m", "streamlit", "run", str(APP),
-            "--server.headless", "true", "--server.port", str(port), "--server.address", address,
-            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+    return [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(APP),
+        "--server.headless",
+        "true",
+        "--server.port",
+        str(port),
+        "--server.address",
+        address,
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+    ]
 
 
-def board_text(home: str | os.PathLike | None, split: str, protocol_version: int | None,
-               task_ids: list[str] | None = None) -> str:
+def board_text(
+    home: str | os.PathLike | None, split: str, protocol_version: int | None, task_ids: list[str] | None = None
+) -> str:
     """The board as `board_text` prints it, read as the Streamlit board reads it (BoardMemo.board)."""
     from speculator_arena.dashboards import data
     from speculator_arena.dashboards.memo import BoardMemo

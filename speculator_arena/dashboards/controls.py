@@ -77,11 +77,20 @@ def sidebar() -> Selection:
         if st.session_state.get("split") not in data.SPLITS:
             st.session_state["split"] = data.SPLITS[0]
         task_id = st.selectbox("Task", tasks, key="task") if tasks else None
-        split = st.radio("Split", list(data.SPLITS), key="split", horizontal=True,
-                         help="dev: the public pool; test: the hidden pool (protocol section 8)")
-        version = st.selectbox("Scored under protocol", versions, key="protocol",
-                               format_func=lambda v: f"v{v}",
-                               help="Scores are recomputed from raw rows under the version chosen here.")
+        split = st.radio(
+            "Split",
+            list(data.SPLITS),
+            key="split",
+            horizontal=True,
+            help="dev: the public pool; test: the hidden pool (protocol section 8)",
+        )
+        version = st.selectbox(
+            "Scored under protocol",
+            versions,
+            key="protocol",
+            format_func=lambda v: f"v{v}",
+            help="Scores are recomputed from raw rows under the version chosen here.",
+        )
         st.caption(f"Warehouse: `{state.home}` (read-only)")
         if st.button("Refresh", help=f"Cached reads expire after {cached.TTL:.0f} s; this reads again now."):
             cached.clear()

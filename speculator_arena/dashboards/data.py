@@ -58,6 +58,7 @@ def board_sql(name: str) -> str:
 
 # ---- the warehouse's state ----------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class WarehouseState:
     home: str
@@ -72,22 +73,42 @@ def warehouse_state(home: str | os.PathLike | None = None, index: pd.DataFrame |
     `index` (the evaluations index, when the caller already has it) saves listing again."""
     h = arena_home(home)
     if not h.exists():
-        return WarehouseState(str(h), False, 0,
-                              f"No warehouse at {h}: set ARENA_HOME to a warehouse directory, or run "
-                              "`arena evaluate` to make one.")
+        return WarehouseState(
+            str(h),
+            False,
+            0,
+            f"No warehouse at {h}: set ARENA_HOME to a warehouse directory, or run `arena evaluate` to make one.",
+        )
     n = int((evaluations_index(h) if index is None else index)["evaluation_id"].nunique())
     if n == 0:
-        return WarehouseState(str(h), True, 0,
-                              f"The warehouse at {h} holds no evaluations yet. Run an evaluation "
-                              "(`arena evaluate ...`) and it appears here once its first rows are written.")
+        return WarehouseState(
+            str(h),
+            True,
+            0,
+            f"The warehouse at {h} holds no evaluations yet. Run an evaluation "
+            "(`arena evaluate ...`) and it appears here once its first rows are written.",
+        )
     return WarehouseState(str(h), True, n, f"{n} evaluation(s) in {h}")
 
 
 # ---- listing evaluations ------------------------------------------------------------------
 
-INDEX_COLUMNS = ["evaluation_id", "task_id", "split", "protocol_version", "submission_id", "account_id",
-                 "is_reference", "label", "solution_kind", "status", "void_reason", "failure_reason",
-                 "created_at", "updated_at"]
+INDEX_COLUMNS = [
+    "evaluation_id",
+    "task_id",
+    "split",
+    "protocol_version",
+    "submission_id",
+    "account_id",
+    "is_reference",
+    "label",
+    "solution_kind",
+    "status",
+    "void_reason",
+    "failure_reason",
+    "created_at",
+    "updated_at",
+]
 
 
 def evaluations_index(home: str | os.PathLike | None = None) -> pd.DataFrame:
@@ -109,13 +130,15 @@ def index_frame(table) -> pd.DataFrame:
     df = table.select(INDEX_COLUMNS).to_pandas()
     df["is_reference"] = df["is_reference"].fillna(False).astype(bool)
     df = df.drop_duplicates("evaluation_id", keep="last")  # several parts: one row as the scorer keeps
-    return df.sort_values(["created_at", "evaluation_id"], ascending=[False, True],
-                          na_position="last").reset_index(drop=True)
+    return df.sort_values(["created_at", "evaluation_id"], ascending=[False, True], na_position="last").reset_index(
+        drop=True
+    )
 
 
 def _index_dtype(col: str) -> str:
-    return {"protocol_version": "Int64", "is_reference": "bool", "created_at": "float64",
-            "updated_at": "float64"}.get(col, "object")
+    return {"protocol_version": "Int64", "is_reference": "bool", "created_at": "float64", "updated_at": "float64"}.get(
+        col, "object"
+    )
 
 
 def tasks_present(index: pd.DataFrame) -> list[str]:
@@ -134,6 +157,7 @@ def board_candidates(index: pd.DataFrame, task_id: str, keep: int = 1) -> list[s
 
 
 # ---- scoped warehouses --------------------------------------------------------------------
+
 
 @contextmanager
 def scoped_warehouse(home: str | os.PathLike | None, evaluation_ids: Iterable[str]) -> Iterator[Warehouse]:
@@ -161,7 +185,9 @@ def scoped_warehouse(home: str | os.PathLike | None, evaluation_ids: Iterable[st
 
 
 @contextmanager
-def scoped_connection(home: str | os.PathLike | None, evaluation_ids: Iterable[str]) -> Iterator[duckdb.DuckDBPyConnection]:
+def scoped_connection(
+    home: str | os.PathLike | None, evaluation_ids: Iterable[str]
+) -> Iterator[duckdb.DuckDBPyConnection]:
     with scoped_warehouse(home, evaluation_ids) as wh:
         con = quiet(wh.connect(read_only=True))
         try:
@@ -171,6 +197,7 @@ def scoped_connection(home: str | os.PathLike | None, evaluation_ids: Iterable[s
 
 
 # ---- scores -------------------------------------------------------------------------------
+
 
 @dataclass
 class ScoreFrames:
@@ -210,8 +237,11 @@ def score_frames(home: str | os.PathLike | None, ids: list[str], protocol_versio
     scoring = _scoring()
     # the scorer reads only these evaluations' rows (through the packs where they are current)
     scores = scoring.score_warehouse(Warehouse(home), protocol_version=protocol_version, evaluation_ids=ids)
-    frames = ScoreFrames(**_frames(scores), protocol_version=getattr(scores, "protocol_version", protocol_version),
-                         protocol_digest=getattr(scores, "protocol_digest", None))
+    frames = ScoreFrames(
+        **_frames(scores),
+        protocol_version=getattr(scores, "protocol_version", protocol_version),
+        protocol_digest=getattr(scores, "protocol_digest", None),
+    )
     return frames, scores
 
 
@@ -243,8 +273,13 @@ def score_board_candidates(index: pd.DataFrame, task_id: str, score):
         if ev is None or ev.empty:
             return scores
         ref = ev["is_reference"].fillna(False).astype(bool)
-        group = ev["split"].astype(str) + "\x00" + ref.astype(str) + "\x00" + \
-            ev["account_id"].where(~ref, ev["label"]).fillna("").astype(str)
+        group = (
+            ev["split"].astype(str)
+            + "\x00"
+            + ref.astype(str)
+            + "\x00"
+            + ev["account_id"].where(~ref, ev["label"]).fillna("").astype(str)
+        )
         per = pd.DataFrame({"g": group, "scored": ev["specscore"].notna()}).groupby("g")["scored"].agg(["any", "size"])
         if not ((~per["any"]) & (per["size"] >= keep)).any():
             return scores
@@ -256,8 +291,11 @@ def board_frames(scores, task_id: str, protocol_version: int | None) -> ScoreFra
     (scoring.board_rows, the one ranking every board shows); empty when there is nothing to rank."""
     if scores is None:
         return empty_frames(protocol_version)
-    frames = ScoreFrames(**_frames(scores), protocol_version=getattr(scores, "protocol_version", protocol_version),
-                         protocol_digest=getattr(scores, "protocol_digest", None))
+    frames = ScoreFrames(
+        **_frames(scores),
+        protocol_version=getattr(scores, "protocol_version", protocol_version),
+        protocol_digest=getattr(scores, "protocol_digest", None),
+    )
     frames.boards = {split: pd.DataFrame(_scoring().board_rows(scores, task_id, split)) for split in SPLITS}
     return frames
 
@@ -267,13 +305,19 @@ def combined_frames(boards: list[ScoreFrames], protocol_version: int | None) -> 
     present = [b for b in boards if not b.evaluations.empty]
     if not present:
         return empty_frames(protocol_version)
-    cat = {n: pd.concat([getattr(b, n) for b in present], ignore_index=True)
-           for n in ("evaluations", "passes", "gates", "figures")}
+    cat = {
+        n: pd.concat([getattr(b, n) for b in present], ignore_index=True)
+        for n in ("evaluations", "passes", "gates", "figures")
+    }
     return ScoreFrames(**cat, protocol_version=present[0].protocol_version, protocol_digest=present[0].protocol_digest)
 
 
-def evaluation_scores(home: str | os.PathLike | None, evaluation_id: str,
-                      protocol_version: int | None = None, index: pd.DataFrame | None = None) -> ScoreFrames:
+def evaluation_scores(
+    home: str | os.PathLike | None,
+    evaluation_id: str,
+    protocol_version: int | None = None,
+    index: pd.DataFrame | None = None,
+) -> ScoreFrames:
     """One evaluation's scores, passes, gates and figures (its page shows how it was scored).
 
     Scored together with its account's last finished evaluations of the task on both splits,
@@ -296,6 +340,7 @@ def evaluation_scores(home: str | os.PathLike | None, evaluation_id: str,
 
 # ---- one evaluation's raw measurements (for its page) --------------------------------------
 
+
 @dataclass
 class EvaluationRaw:
     """Everything the evaluation page plots or lists besides scores; no text of any reply."""
@@ -311,6 +356,7 @@ class EvaluationRaw:
 
 def evaluation_raw(home: str | os.PathLike | None, evaluation_id: str, bin_seconds: float = 1.0) -> EvaluationRaw:
     with scoped_connection(home, [evaluation_id]) as con:
+
         def q(name: str, *params) -> pd.DataFrame:
             return con.execute(board_sql(name), list(params)).fetchdf()
 
@@ -325,8 +371,9 @@ def evaluation_raw(home: str | os.PathLike | None, evaluation_id: str, bin_secon
         )
 
 
-def memory_budget_bytes(total_bytes: float | None, gpu_memory_utilization: float | None,
-                        slack_gib: float) -> float | None:
+def memory_budget_bytes(
+    total_bytes: float | None, gpu_memory_utilization: float | None, slack_gib: float
+) -> float | None:
     """The memory gate's bound (protocol section 7): utilization × device total + slack."""
     if total_bytes is None or gpu_memory_utilization is None:
         return None

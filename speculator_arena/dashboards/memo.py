@@ -26,6 +26,7 @@ from speculator_arena.warehouse import catalog, parts
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
 
+
 def _fingerprint(home: str, evaluation_id: str, now_ns: int) -> tuple:
     """The mtimes of the evaluation's partition directories (-1: none). The store writes by
     create-and-rename, which moves a directory's mtime; a directory changed less than the
@@ -85,8 +86,12 @@ class BoardMemo:
                 self.last_refresh["evaluations_scored"] = 0
                 return last[1]  # nothing changed since this exact request: nothing to score or stitch
             self._split_whole()
-            stale = [eid for eid in ids
-                     if (eid, protocol_version) not in self._scores or self._scores[(eid, protocol_version)][0] != prints[eid]]
+            stale = [
+                eid
+                for eid in ids
+                if (eid, protocol_version) not in self._scores
+                or self._scores[(eid, protocol_version)][0] != prints[eid]
+            ]
             self.last_refresh["evaluations_scored"] = len(stale)
             if stale:
                 frames, fresh = data.score_frames(self.wh.home, stale, protocol_version)
@@ -103,11 +108,14 @@ class BoardMemo:
         if not kept:
             return None
         meta = kept[0]["_meta"].iloc[0]
-        cat = {name: pd.concat([k[name] for k in kept], ignore_index=True)
-               for name in ("evaluations", "passes", "gates", "figures")}
+        cat = {
+            name: pd.concat([k[name] for k in kept], ignore_index=True)
+            for name in ("evaluations", "passes", "gates", "figures")
+        }
         _gap_flags(cat["evaluations"], protocol_version)
-        scores = Scores(int(meta["version"]), str(meta["digest"]), cat["evaluations"], cat["passes"], cat["gates"],
-                        cat["figures"])
+        scores = Scores(
+            int(meta["version"]), str(meta["digest"]), cat["evaluations"], cat["passes"], cat["gates"], cat["figures"]
+        )
         with self._lock:
             self._combined = {key: (signature, scores)}  # the last one only: memory stays bounded
         return scores
@@ -125,10 +133,15 @@ class BoardMemo:
         # one group-by per frame, not one boolean mask per evaluation (870 evaluations x 4
         # frames of masks over every figure row took seconds)
         by_eval = {}
-        for name, df in (("evaluations", frames.evaluations), ("passes", frames.passes),
-                         ("gates", frames.gates), ("figures", frames.figures)):
-            groups = dict(iter(df.groupby("evaluation_id", sort=False))) \
-                if "evaluation_id" in df.columns and len(df) else {}
+        for name, df in (
+            ("evaluations", frames.evaluations),
+            ("passes", frames.passes),
+            ("gates", frames.gates),
+            ("figures", frames.figures),
+        ):
+            groups = (
+                dict(iter(df.groupby("evaluation_id", sort=False))) if "evaluation_id" in df.columns and len(df) else {}
+            )
             by_eval[name] = (groups, df.iloc[:0])
         for eid, stamp in stamped.items():
             parts = {name: groups.get(eid, empty) for name, (groups, empty) in by_eval.items()}
@@ -139,8 +152,9 @@ class BoardMemo:
         """One task's board: what every board reads (the Streamlit pages, `arena board --text`,
         `GET /api/board`), scoring only what changed since the last call (`index`: the
         evaluations index when the caller has just read it, so a render lists the warehouse once)."""
-        scores = data.score_board_candidates(self.index() if index is None else index, task_id,
-                                             lambda ids: self.scores(ids, protocol_version))
+        scores = data.score_board_candidates(
+            self.index() if index is None else index, task_id, lambda ids: self.scores(ids, protocol_version)
+        )
         return data.board_frames(scores, task_id, protocol_version)
 
 
@@ -148,8 +162,8 @@ def _gap_flags(ev: pd.DataFrame, protocol_version: int | None) -> None:
     """The dev/test gap flag over the combined rows: the scorer's own rule (it spans evaluations,
     so it cannot be memoized per evaluation)."""
     from speculator_arena.protocol import load_protocol
-    from speculator_arena.scoring.limits import protocol_limits
     from speculator_arena.scoring.assemble import gap_flags as scorer_gap_flags
+    from speculator_arena.scoring.limits import protocol_limits
 
     if ev.empty:
         return

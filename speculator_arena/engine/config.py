@@ -12,8 +12,19 @@ import os
 from dataclasses import dataclass, field
 
 SPEC_MODES = ("none", "ngram", "selfdraft")
-ATTACKS = ("none", "loose_accept", "force_greedy", "other_sampling", "quantized", "cut_half",
-           "inflate_counters", "hog_memory", "empty_probe_replies", "garbage_logprob_ids", "skip_probe_items")
+ATTACKS = (
+    "none",
+    "loose_accept",
+    "force_greedy",
+    "other_sampling",
+    "quantized",
+    "cut_half",
+    "inflate_counters",
+    "hog_memory",
+    "empty_probe_replies",
+    "garbage_logprob_ids",
+    "skip_probe_items",
+)
 
 
 class ConfigError(ValueError):
@@ -56,13 +67,13 @@ class EngineConfig:
     spec: str = "none"
     spec_k: int = 4
     draft_layers: int = 24
-    draft_greedy: bool = False      # self-draft proposes its argmax (a point-mass q) instead of sampling q
+    draft_greedy: bool = False  # self-draft proposes its argmax (a point-mass q) instead of sampling q
     ngram_max: int = 4
     ngram_min: int = 2
     attack: str = "none"
     loose_threshold: float = 0.3
-    skip_every: int = 11                   # skip_probe_items: refuse every Nth prompt_logprobs request
-    cache_tokens: int | None = None        # None: derived (see prefix_cache.budget_tokens)
+    skip_every: int = 11  # skip_probe_items: refuse every Nth prompt_logprobs request
+    cache_tokens: int | None = None  # None: derived (see prefix_cache.budget_tokens)
     device: str = "auto"
     dtype: str = "auto"
     threads: int | None = None
@@ -70,7 +81,7 @@ class EngineConfig:
     extra: dict = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, env=None) -> "EngineConfig":
+    def from_env(cls, env=None) -> EngineConfig:
         env = dict(os.environ if env is None else env)
         target = env.get("TARGET") or env.get("ARTIFACT")
         if not target:

@@ -12,12 +12,12 @@ def ngram_lookup(context: list[int] | np.ndarray, k: int, n_max: int = 3, n_min:
     arr = np.asarray(context, dtype=np.int64)
     size = len(arr)
     for n in range(min(n_max, size - 1), n_min - 1, -1):
-        pattern = arr[size - n:]
+        pattern = arr[size - n :]
         windows = np.lib.stride_tricks.sliding_window_view(arr[: size - 1], n)
         hits = np.flatnonzero(np.all(windows == pattern, axis=1))
         if hits.size:
             start = int(hits[-1]) + n
-            follow = arr[start:start + k]
+            follow = arr[start : start + k]
             if follow.size:
                 return [int(t) for t in follow]
     return []

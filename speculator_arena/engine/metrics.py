@@ -23,21 +23,45 @@ class EngineMetrics:
         r = self.registry
         self.drafts = Counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", labels, registry=r)
         self.draft_tokens = Counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", labels, registry=r)
-        self.accepted = Counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", labels, registry=r)
-        self.accepted_pos = Counter("vllm:spec_decode_num_accepted_tokens_per_pos",
-                                    "Accepted tokens per draft position.", labels + ["position"], registry=r)
+        self.accepted = Counter(
+            "vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", labels, registry=r
+        )
+        self.accepted_pos = Counter(
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            labels + ["position"],
+            registry=r,
+        )
         self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels, registry=r)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=r)
-        self.cache_queries = Counter("vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", labels, registry=r)
+        self.generation_tokens = Counter(
+            "vllm:generation_tokens", "Number of generation tokens processed.", labels, registry=r
+        )
+        self.cache_queries = Counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in tokens.", labels, registry=r
+        )
         self.cache_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in tokens.", labels, registry=r)
-        self.requests_ok = Counter("vllm:request_success", "Finished requests.", labels + ["finished_reason"], registry=r)
+        self.requests_ok = Counter(
+            "vllm:request_success", "Finished requests.", labels + ["finished_reason"], registry=r
+        )
         self.running = Gauge("vllm:num_requests_running", "Requests being decoded.", labels, registry=r)
         self.waiting = Gauge("vllm:num_requests_waiting", "Requests waiting for a lane.", labels, registry=r)
-        self.cache_usage = Gauge("vllm:kv_cache_usage_perc", "Share of the prefix cache budget in use.", labels, registry=r)
+        self.cache_usage = Gauge(
+            "vllm:kv_cache_usage_perc", "Share of the prefix cache budget in use.", labels, registry=r
+        )
         for pos in range(num_spec_tokens):
             self.accepted_pos.labels(**self._lv, position=str(pos))
-        for c in (self.drafts, self.draft_tokens, self.accepted, self.prompt_tokens, self.generation_tokens,
-                  self.cache_queries, self.cache_hits, self.running, self.waiting, self.cache_usage):
+        for c in (
+            self.drafts,
+            self.draft_tokens,
+            self.accepted,
+            self.prompt_tokens,
+            self.generation_tokens,
+            self.cache_queries,
+            self.cache_hits,
+            self.running,
+            self.waiting,
+            self.cache_usage,
+        ):
             c.labels(**self._lv)
 
     def spec_round(self, drafted: int, accepted: int) -> None:

@@ -100,16 +100,23 @@ def parse_chat_request(body: dict, tokenizer, max_model_len: int, served_names: 
     if not isinstance(kwargs, dict):
         raise BadRequest("chat_template_kwargs must be an object")
     try:
-        text = tokenizer.apply_chat_template(msgs, tools=tools, add_generation_prompt=bool(add_gen),
-                                             continue_final_message=cont, tokenize=False, **kwargs)
+        text = tokenizer.apply_chat_template(
+            msgs,
+            tools=tools,
+            add_generation_prompt=bool(add_gen),
+            continue_final_message=cont,
+            tokenize=False,
+            **kwargs,
+        )
     except Exception as exc:
         raise BadRequest(f"the chat template could not render these messages: {exc}") from exc
     prompt_ids = tokenizer.encode(text, add_special_tokens=False)
     if not prompt_ids:
         raise BadRequest("the rendered prompt is empty")
     if len(prompt_ids) >= max_model_len:
-        raise BadRequest(f"This model's maximum context length is {max_model_len} tokens; the prompt has "
-                         f"{len(prompt_ids)} tokens")
+        raise BadRequest(
+            f"This model's maximum context length is {max_model_len} tokens; the prompt has {len(prompt_ids)} tokens"
+        )
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is None:
         max_tokens = max_model_len - len(prompt_ids)
@@ -133,35 +140,66 @@ def parse_chat_request(body: dict, tokenizer, max_model_len: int, served_names: 
     return ChatRequest(
         prompt_ids=list(prompt_ids),
         params=SamplingParams(temperature=temperature, top_p=top_p, top_k=max(0, top_k)),
-        max_tokens=int(max_tokens), seed=seed, stream=bool(body.get("stream", False)),
-        include_usage=bool(opts.get("include_usage", False)), stop=[str(s) for s in stop if s],
-        prompt_logprobs=plp, model=model)
+        max_tokens=int(max_tokens),
+        seed=seed,
+        stream=bool(body.get("stream", False)),
+        include_usage=bool(opts.get("include_usage", False)),
+        stop=[str(s) for s in stop if s],
+        prompt_logprobs=plp,
+        model=model,
+    )
 
 
 def usage(prompt: int, completion: int, cached: int) -> dict:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
 
 
 def chunk(rid: str, model: str, created: int, delta: dict, finish_reason=None, usage_obj=None) -> dict:
-    out = {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-           "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+    out = {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+    }
     if usage_obj is not None:
         out["usage"] = usage_obj
     return out
 
 
 def usage_chunk(rid: str, model: str, created: int, usage_obj: dict) -> dict:
-    return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [], "usage": usage_obj}
+    return {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": usage_obj,
+    }
 
 
-def completion(rid: str, model: str, text: str, finish_reason: str, usage_obj: dict,
-               prompt_logprobs=None) -> dict:
-    out = {"id": rid, "object": "chat.completion", "created": int(time.time()), "model": model,
-           "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
-                        "logprobs": None, "finish_reason": finish_reason, "stop_reason": None}],
-           "usage": usage_obj}
+def completion(rid: str, model: str, text: str, finish_reason: str, usage_obj: dict, prompt_logprobs=None) -> dict:
+    out = {
+        "id": rid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+                "stop_reason": None,
+            }
+        ],
+        "usage": usage_obj,
+    }
     if prompt_logprobs is not None:
         out["prompt_logprobs"] = prompt_logprobs
     return out
@@ -171,12 +209,23 @@ def prompt_logprobs_json(rows: list[dict], tokenizer) -> list:
     """vLLM's shape: None for the first prompt token, then {token_id: {logprob, rank, decoded_token}}."""
     out: list = [None]
     for row in rows:
-        out.append({str(tid): {"logprob": lp, "rank": rank, "decoded_token": tokenizer.decode([tid])}
-                    for tid, (lp, rank) in row.items()})
+        out.append(
+            {
+                str(tid): {"logprob": lp, "rank": rank, "decoded_token": tokenizer.decode([tid])}
+                for tid, (lp, rank) in row.items()
+            }
+        )
     return out
 
 
 def error_body(message: str, status: int) -> bytes:
     kind = "NotFoundError" if status == 404 else "BadRequestError" if status < 500 else "InternalServerError"
-    return json.dumps({"error": {"message": message, "type": kind, "param": None, "code": status},
-                       "object": "error", "message": message, "type": kind, "code": status}).encode()
+    return json.dumps(
+        {
+            "error": {"message": message, "type": kind, "param": None, "code": status},
+            "object": "error",
+            "message": message,
+            "type": kind,
+            "code": status,
+        }
+    ).encode()

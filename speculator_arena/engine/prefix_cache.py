@@ -22,7 +22,7 @@ import torch
 @dataclass
 class Entry:
     tokens: np.ndarray
-    kv: list = field(repr=False)   # per layer (keys, values), [1, heads, len, head_dim]
+    kv: list = field(repr=False)  # per layer (keys, values), [1, heads, len, head_dim]
 
 
 def _own(t):
@@ -81,9 +81,9 @@ class PrefixCache:
         for eid, entry in list(self._entries.items()):
             m = len(entry.tokens)
             if m <= n and common_prefix(entry.tokens, arr) == m:
-                self._drop(eid)              # contained in the new entry
+                self._drop(eid)  # contained in the new entry
             elif m > n and common_prefix(entry.tokens, arr) == n:
-                self._entries.move_to_end(eid)   # the new one is contained: refresh, keep one copy
+                self._entries.move_to_end(eid)  # the new one is contained: refresh, keep one copy
                 return False
         while self._entries and self.stored_tokens + n > self.budget:
             self._drop(next(iter(self._entries)))

@@ -24,7 +24,7 @@ import torch
 class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
-    top_k: int = 0           # 0 or -1: no top-k (vLLM's -1 means the same)
+    top_k: int = 0  # 0 or -1: no top-k (vLLM's -1 means the same)
 
     @property
     def greedy(self) -> bool:
@@ -49,8 +49,8 @@ def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     probs = torch.softmax(logits, dim=-1)
     if params.top_p < 1.0:
         sorted_p, idx = torch.sort(probs, dim=-1, descending=True)
-        before = torch.cumsum(sorted_p, dim=-1) - sorted_p   # mass strictly before each token
-        drop_sorted = before >= params.top_p                # keep the smallest set reaching top_p
+        before = torch.cumsum(sorted_p, dim=-1) - sorted_p  # mass strictly before each token
+        drop_sorted = before >= params.top_p  # keep the smallest set reaching top_p
         drop = torch.zeros_like(drop_sorted).scatter(-1, idx, drop_sorted)
         probs = probs.masked_fill(drop, 0.0)
         probs = probs / probs.sum(dim=-1, keepdim=True)
@@ -85,8 +85,13 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return r / total
 
 
-def verify(p_rows: torch.Tensor, q_rows: torch.Tensor, drafts: list[int], generator: torch.Generator | None,
-           loose_threshold: float | None = None) -> tuple[int, int]:
+def verify(
+    p_rows: torch.Tensor,
+    q_rows: torch.Tensor,
+    drafts: list[int],
+    generator: torch.Generator | None,
+    loose_threshold: float | None = None,
+) -> tuple[int, int]:
     """One verification of k drafts. `p_rows` is [k+1, V] (target distributions after each prefix),
     `q_rows` is [k, V] (the distributions the drafts were drawn from). Returns (n_accepted, next_token):
     the engine emits drafts[:n_accepted] then next_token (a correction, or the bonus when n == k)."""

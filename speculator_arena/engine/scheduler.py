@@ -34,7 +34,7 @@ class Request:
     params: SamplingParams
     max_tokens: int
     seed: int | None = None
-    prompt_logprobs: int | None = None        # None: not asked; k >= 0: actual token plus top-k
+    prompt_logprobs: int | None = None  # None: not asked; k >= 0: actual token plus top-k
     rid: str = ""
     out: queue.Queue = field(default_factory=queue.Queue)
     generated: list[int] = field(default_factory=list)
@@ -45,7 +45,7 @@ class Request:
     # worker state
     cache: object = None
     pos: int = 0
-    last: int | None = None                  # last emitted token, not yet in the KV cache
+    last: int | None = None  # last emitted token, not yet in the KV cache
     generator: torch.Generator | None = None
     prompt_logprob_rows: list = field(default_factory=list)
     arrived: float = field(default_factory=time.monotonic)
@@ -64,7 +64,7 @@ class Engine:
         self.draft_model = draft_model
         eos = set()
         gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        for e in (gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos]):
+        for e in gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos]:
             if e is not None:
                 eos.add(int(e))
         if tokenizer.eos_token_id is not None:
@@ -110,8 +110,9 @@ class Engine:
                         self._active.append(self._waiting.popleft())
                     active = list(self._active)
                     waiting = len(self._waiting)
-                self.metrics.lanes(len(active), waiting,
-                                   self.prefix_cache.stored_tokens / max(1, self.prefix_cache.budget))
+                self.metrics.lanes(
+                    len(active), waiting, self.prefix_cache.stored_tokens / max(1, self.prefix_cache.budget)
+                )
                 for req in active:
                     try:
                         if req.cancelled:
@@ -149,7 +150,7 @@ class Engine:
             self._decode(req)
 
     def _prefill_chunk(self, req: Request) -> None:
-        chunk = req.prompt_ids[req.pos:req.pos + self.cfg.prefill_chunk]
+        chunk = req.prompt_ids[req.pos : req.pos + self.cfg.prefill_chunk]
         want_all = req.prompt_logprobs is not None
         logits = mr.forward(self.model, chunk, req.cache, len(chunk) if want_all else 1, self.device)
         if want_all:
@@ -170,11 +171,11 @@ class Engine:
         if rows <= 0:
             return
         lp = torch.log_softmax(logits[:rows].float(), dim=-1)
-        nxt = torch.tensor(ids[start + 1:start + 1 + rows], device=lp.device)
+        nxt = torch.tensor(ids[start + 1 : start + 1 + rows], device=lp.device)
         vals = lp.gather(1, nxt[:, None])[:, 0]
         ranks = (lp > vals[:, None]).sum(dim=-1) + 1
         top = req.prompt_logprobs or 0
-        top_vals, top_idx = (torch.topk(lp, top, dim=-1) if top > 0 else (None, None))
+        top_vals, top_idx = torch.topk(lp, top, dim=-1) if top > 0 else (None, None)
         vals, ranks, nxt = vals.tolist(), ranks.tolist(), nxt.tolist()
         top_vals = top_vals.tolist() if top else None
         top_idx = top_idx.tolist() if top else None

@@ -38,26 +38,36 @@ def main() -> int:
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
     model = mr.load_target(cfg.target, device, dtype)
     n_params = sum(p.numel() for p in model.parameters())
-    mr.log(f"model {type(model).__name__}, {n_params / 1e6:.1f}M parameters, dtype {str(dtype).replace('torch.', '')}, "
-           f"device {device}{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}")
+    mr.log(
+        f"model {type(model).__name__}, {n_params / 1e6:.1f}M parameters, dtype {str(dtype).replace('torch.', '')}, "
+        f"device {device}{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}"
+    )
     if cfg.attack == "quantized":
         n = mr.quantize_weights_int8(model)
         mr.log(f"ATTACK quantized: {n} weight matrices rounded to int8 per output channel")
     draft = None
     if cfg.spec == "selfdraft":
         draft = mr.build_self_draft(model, cfg.draft_layers)
-        mr.log(f"speculation: self-draft with the target's first {cfg.draft_layers} of "
-               f"{model.config.num_hidden_layers} layers, {cfg.spec_k} tokens per round")
+        mr.log(
+            f"speculation: self-draft with the target's first {cfg.draft_layers} of "
+            f"{model.config.num_hidden_layers} layers, {cfg.spec_k} tokens per round"
+        )
     elif cfg.spec == "ngram":
         mr.log(f"speculation: n-gram prompt lookup, n {cfg.ngram_max}..{cfg.ngram_min}, {cfg.spec_k} tokens per round")
     else:
         mr.log("speculation: none")
     per_token = mr.kv_bytes_per_token(model.config, dtype)
     budget = cache_budget(cfg, device, per_token)
-    mr.log(f"prefix cache: {'on' if cfg.prefix_caching else 'off'}, budget {budget} tokens "
-           f"({budget * per_token / 2**20:.0f} MiB of KV at {per_token} bytes/token), LRU eviction, on {device}")
-    mr.log("offload: none (weights and KV cache on " + str(device) + "; nothing in host memory"
-           + (")" if device.type == "cuda" else " because the device is the CPU)"))
+    mr.log(
+        f"prefix cache: {'on' if cfg.prefix_caching else 'off'}, budget {budget} tokens "
+        f"({budget * per_token / 2**20:.0f} MiB of KV at {per_token} bytes/token), LRU eviction, on {device}"
+    )
+    mr.log(
+        "offload: none (weights and KV cache on "
+        + str(device)
+        + "; nothing in host memory"
+        + (")" if device.type == "cuda" else " because the device is the CPU)")
+    )
     hog = None
     if cfg.attack == "hog_memory":
         hog = hog_memory(cfg, device)
@@ -65,8 +75,9 @@ def main() -> int:
         mr.log(f"ATTACK {cfg.attack} is on")
     inflate = 2.0 if cfg.attack == "inflate_counters" else 1.0
     metrics = EngineMetrics(cfg.served_name, cfg.spec_k if cfg.spec != "none" else 0, inflate)
-    engine = Engine(cfg, model, tokenizer, device, dtype, PrefixCache(budget if cfg.prefix_caching else 0),
-                    metrics, draft)
+    engine = Engine(
+        cfg, model, tokenizer, device, dtype, PrefixCache(budget if cfg.prefix_caching else 0), metrics, draft
+    )
     engine.start()
     server = EngineServer(("127.0.0.1", cfg.port), engine, tokenizer, cfg)
 
@@ -77,7 +88,9 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    mr.log(f"ready in {time.monotonic() - t0:.1f} s; max_num_seqs {cfg.max_num_seqs}, max_model_len {cfg.max_model_len}")
+    mr.log(
+        f"ready in {time.monotonic() - t0:.1f} s; max_num_seqs {cfg.max_num_seqs}, max_model_len {cfg.max_model_len}"
+    )
     try:
         server.serve_forever(poll_interval=0.2)
     finally:
@@ -116,8 +129,10 @@ def hog_memory(cfg, device):
     want = min(want, free - (512 << 20))
     block = torch.empty(max(want, 0), dtype=torch.uint8, device=device)
     block.fill_(1)
-    mr.log(f"ATTACK hog_memory: holding {want / 2**30:.1f} GiB more; the device now has "
-           f"{(total - torch.cuda.mem_get_info(device)[0]) / 2**30:.1f} of {total / 2**30:.1f} GiB in use")
+    mr.log(
+        f"ATTACK hog_memory: holding {want / 2**30:.1f} GiB more; the device now has "
+        f"{(total - torch.cuda.mem_get_info(device)[0]) / 2**30:.1f} of {total / 2**30:.1f} GiB in use"
+    )
     return block
 
 

@@ -16,8 +16,16 @@ import queue
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from speculator_arena.engine.openai_api import (BadRequest, chunk, completion, error_body, parse_chat_request,
-                                                prompt_logprobs_json, usage, usage_chunk)
+from speculator_arena.engine.openai_api import (
+    BadRequest,
+    chunk,
+    completion,
+    error_body,
+    parse_chat_request,
+    prompt_logprobs_json,
+    usage,
+    usage_chunk,
+)
 from speculator_arena.engine.sampling import SamplingParams
 from speculator_arena.engine.scheduler import Request
 
@@ -41,12 +49,12 @@ class TextStream:
         text = self.tok.decode(self.ids, skip_special_tokens=True)
         if text.endswith("\ufffd") or not text.startswith(self.sent):
             return ""
-        delta, self.sent = text[len(self.sent):], text
+        delta, self.sent = text[len(self.sent) :], text
         return delta
 
     def flush(self) -> str:
         text = self.tok.decode(self.ids, skip_special_tokens=True)
-        delta = text[len(self.sent):] if text.startswith(self.sent) else ""
+        delta = text[len(self.sent) :] if text.startswith(self.sent) else ""
         self.sent = text
         return delta
 
@@ -59,7 +67,7 @@ class EngineServer(ThreadingHTTPServer):
         super().__init__(address, Handler)
         self.engine, self.tokenizer, self.cfg = engine, tokenizer, cfg
         self.served_names = [cfg.served_name, cfg.target]
-        self.requests_seen = 0              # counters of the probe attacks (section 9 tests)
+        self.requests_seen = 0  # counters of the probe attacks (section 9 tests)
         self.logprob_requests_seen = 0
 
 
@@ -96,8 +104,18 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, m.render(), m.content_type)
         elif path == "/v1/models":
             cfg = self.server.cfg
-            body = {"object": "list", "data": [{"id": cfg.served_name, "object": "model", "owned_by": "dev-engine",
-                                                "root": cfg.target, "max_model_len": cfg.max_model_len}]}
+            body = {
+                "object": "list",
+                "data": [
+                    {
+                        "id": cfg.served_name,
+                        "object": "model",
+                        "owned_by": "dev-engine",
+                        "root": cfg.target,
+                        "max_model_len": cfg.max_model_len,
+                    }
+                ],
+            }
             self._send(200, json.dumps(body).encode())
         else:
             self._send(404, error_body(f"no route {path}", 404))
@@ -122,8 +140,9 @@ class Handler(BaseHTTPRequestHandler):
         params, max_tokens = creq.params, creq.max_tokens
         attack = srv.cfg.attack
         srv.requests_seen += 1
-        silent = attack == "empty_probe_replies" and creq.stream and (
-            params.temperature == 0 or srv.requests_seen % 4 == 0)
+        silent = (
+            attack == "empty_probe_replies" and creq.stream and (params.temperature == 0 or srv.requests_seen % 4 == 0)
+        )
         if attack == "skip_probe_items" and creq.prompt_logprobs is not None:
             srv.logprob_requests_seen += 1
             if srv.logprob_requests_seen % srv.cfg.skip_every == 0:
@@ -135,8 +154,15 @@ class Handler(BaseHTTPRequestHandler):
             params = OTHER_SAMPLING
         elif attack == "cut_half":
             max_tokens = max(1, max_tokens // 2)
-        req = srv.engine.submit(Request(prompt_ids=creq.prompt_ids, params=params, max_tokens=max_tokens,
-                                        seed=creq.seed, prompt_logprobs=creq.prompt_logprobs))
+        req = srv.engine.submit(
+            Request(
+                prompt_ids=creq.prompt_ids,
+                params=params,
+                max_tokens=max_tokens,
+                seed=creq.seed,
+                prompt_logprobs=creq.prompt_logprobs,
+            )
+        )
         try:
             if creq.stream:
                 self._stream(req, creq, silent=silent)
@@ -211,20 +237,30 @@ class Handler(BaseHTTPRequestHandler):
         if creq.stop:
             text, hit = _cut_at_stop("", text, creq.stop)
             finish = "stop" if hit else finish
-        plp = prompt_logprobs_json(req.prompt_logprob_rows, self.server.tokenizer) \
-            if creq.prompt_logprobs is not None else None
+        plp = (
+            prompt_logprobs_json(req.prompt_logprob_rows, self.server.tokenizer)
+            if creq.prompt_logprobs is not None
+            else None
+        )
         if plp and self.server.cfg.attack == "garbage_logprob_ids":  # every position names another token
             vocab = len(self.server.tokenizer)
             plp = [row and {str((int(k) + 1) % vocab): v for k, v in row.items()} for row in plp]
-        body = completion(req.rid, creq.model, text, finish, usage(len(req.prompt_ids), len(req.generated),
-                                                                     req.cached_tokens), plp)
+        body = completion(
+            req.rid, creq.model, text, finish, usage(len(req.prompt_ids), len(req.generated), req.cached_tokens), plp
+        )
         self._send(200, json.dumps(body).encode())
 
 
 def _cut_at_stop(before: str, delta: str, stops: list[str]) -> tuple[str, bool]:
     joined = before + delta
-    cut = min((joined.find(s, max(0, len(before) - len(s) + 1)) for s in stops
-               if joined.find(s, max(0, len(before) - len(s) + 1)) >= 0), default=-1)
+    cut = min(
+        (
+            joined.find(s, max(0, len(before) - len(s) + 1))
+            for s in stops
+            if joined.find(s, max(0, len(before) - len(s) + 1)) >= 0
+        ),
+        default=-1,
+    )
     if cut < 0:
         return delta, False
-    return joined[len(before):cut] if cut >= len(before) else "", True
+    return joined[len(before) : cut] if cut >= len(before) else "", True

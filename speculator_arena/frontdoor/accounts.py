@@ -40,8 +40,10 @@ def _hash(secret: str) -> str:
 
 def _new_token(con: sqlite3.Connection, account_id: str) -> str:
     token_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
-    con.execute("INSERT INTO tokens (token_id, account_id, secret_hash, created_at) VALUES (?, ?, ?, ?)",
-                (token_id, account_id, _hash(secret), time.time()))
+    con.execute(
+        "INSERT INTO tokens (token_id, account_id, secret_hash, created_at) VALUES (?, ?, ?, ?)",
+        (token_id, account_id, _hash(secret), time.time()),
+    )
     return f"sa_{token_id}_{secret}"
 
 
@@ -55,8 +57,10 @@ def invite(con: sqlite3.Connection, name: str, kind: str = "participant") -> tup
     with transaction(con):
         if con.execute("SELECT 1 FROM accounts WHERE name = ?", (name,)).fetchone():
             raise Refused(f"an account named {name!r} already exists", status=409)
-        con.execute("INSERT INTO accounts (account_id, name, kind, created_at) VALUES (?, ?, ?, ?)",
-                    (account.account_id, name, kind, time.time()))
+        con.execute(
+            "INSERT INTO accounts (account_id, name, kind, created_at) VALUES (?, ?, ?, ?)",
+            (account.account_id, name, kind, time.time()),
+        )
         token = _new_token(con, account.account_id)
     return account, token
 
@@ -75,10 +79,12 @@ def revoke(con: sqlite3.Connection, name: str) -> int:
         row = con.execute("SELECT account_id FROM accounts WHERE name = ?", (name,)).fetchone()
         if row is None:
             raise Refused(f"no account named {name!r}", status=404)
-        con.execute("UPDATE accounts SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL",
-                    (now, row["account_id"]))
-        n = con.execute("UPDATE tokens SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL",
-                        (now, row["account_id"])).rowcount
+        con.execute(
+            "UPDATE accounts SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", (now, row["account_id"])
+        )
+        n = con.execute(
+            "UPDATE tokens SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", (now, row["account_id"])
+        ).rowcount
     return n
 
 
@@ -98,8 +104,10 @@ def authenticate(con: sqlite3.Connection, authorization: str | None) -> Account:
 
 
 def accounts(con: sqlite3.Connection) -> list[dict]:
-    return [dict(r) for r in con.execute("SELECT account_id, name, kind, created_at, revoked_at FROM accounts "
-                                         "ORDER BY created_at")]
+    return [
+        dict(r)
+        for r in con.execute("SELECT account_id, name, kind, created_at, revoked_at FROM accounts ORDER BY created_at")
+    ]
 
 
 def registration_open(con: sqlite3.Connection) -> bool:

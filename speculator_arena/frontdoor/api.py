@@ -48,9 +48,13 @@ def create_app(home=None) -> FastAPI:
             con.close()
         yield
 
-    memo: dict = {}   # the board's memo, made at the first board request
-    app = FastAPI(title="SpeculatorArena", version="1", lifespan=lifespan,
-                  description="Submit speculators and engines, follow their evaluations, read the board.")
+    memo: dict = {}  # the board's memo, made at the first board request
+    app = FastAPI(
+        title="SpeculatorArena",
+        version="1",
+        lifespan=lifespan,
+        description="Submit speculators and engines, follow their evaluations, read the board.",
+    )
 
     @app.exception_handler(Refused)
     async def refused(_req, exc: Refused):
@@ -91,11 +95,19 @@ def create_app(home=None) -> FastAPI:
         async for chunk in request.stream():
             body += chunk
             if len(body) > limit:
-                raise Refused(f"request body over {limit:,} bytes (the inline engine limit is "
-                              f"{load_protocol().submission.inline_engine_max_chars:,} characters)", status=413)
+                raise Refused(
+                    f"request body over {limit:,} bytes (the inline engine limit is "
+                    f"{load_protocol().submission.inline_engine_max_chars:,} characters)",
+                    status=413,
+                )
         row = await run_in_threadpool(_with_db, lambda con: intake(con, Warehouse(home), account, bytes(body)))
-        return {"submission_id": row["submission_id"], "evaluation_id": row["evaluation_id"], "status": "queued",
-                "engine_digest": row["engine_digest"], "speculator_digest": row["speculator_digest"]}
+        return {
+            "submission_id": row["submission_id"],
+            "evaluation_id": row["evaluation_id"],
+            "status": "queued",
+            "engine_digest": row["engine_digest"],
+            "speculator_digest": row["speculator_digest"],
+        }
 
     @app.get("/api/submissions/{submission_id}", summary="The owner's view of a submission")
     def submission(submission_id: str, authorization: str | None = Header(None)):
@@ -127,7 +139,7 @@ def create_app(home=None) -> FastAPI:
 
         if task not in load_protocol().tasks:
             raise NotFound(f"unknown task {task!r}")
-        if "board" not in memo:   # one per app: scores are kept between requests, re-scored when changed
+        if "board" not in memo:  # one per app: scores are kept between requests, re-scored when changed
             from speculator_arena.dashboards.memo import BoardMemo
 
             memo["board"] = BoardMemo(home)
@@ -136,8 +148,13 @@ def create_app(home=None) -> FastAPI:
     @app.post("/register", status_code=201, summary="A participant token, while registration is open")
     def register(req: RegisterRequest):
         account, token = _with_db(accounts.register, req.name)
-        return {"account_id": account.account_id, "name": account.name, "kind": account.kind, "token": token,
-                "note": "the token is shown once; the arena keeps only its hash"}
+        return {
+            "account_id": account.account_id,
+            "name": account.name,
+            "kind": account.kind,
+            "token": token,
+            "note": "the token is shown once; the arena keeps only its hash",
+        }
 
     return app
 

@@ -35,8 +35,7 @@ def _member_path(name: str) -> str:
 
 
 def _inside(rel_link_target: str) -> bool:
-    return not (rel_link_target.startswith("/") or rel_link_target == ".."
-                or rel_link_target.startswith("../"))
+    return not (rel_link_target.startswith("/") or rel_link_target == ".." or rel_link_target.startswith("../"))
 
 
 def _stays_inside(dest: Path, path: Path, name: str) -> None:
@@ -93,8 +92,9 @@ def extract_engine(data: bytes, dest: Path, max_bytes: int, max_members: int | N
                 elif m.islnk():
                     linked = _member_path(m.linkname)
                     if not (dest / linked).is_file() or (dest / linked).is_symlink():
-                        raise Refused(f"engine archive: hard link {m.name!r} -> {m.linkname!r} names no file "
-                                      f"extracted before it")
+                        raise Refused(
+                            f"engine archive: hard link {m.name!r} -> {m.linkname!r} names no file extracted before it"
+                        )
                     target.parent.mkdir(parents=True, exist_ok=True)
                     os.link(dest / linked, target)
                     files += 1

@@ -22,7 +22,12 @@ def board_json(memo, task_id: str, split: str) -> dict:
         frame = pd.DataFrame(columns=COLUMNS)
     rows = [{c: json_cell(r[c]) for c in COLUMNS} for _, r in frame.iterrows()]
     noise = {k: json_cell(v) for k, v in board_noise(version, task_id, frame).items()}
-    return {"task_id": task_id, "split": split, "protocol_version": version, "protocol_digest": protocol_digest(version),
-            "noise": noise,
-            "participants": [r for r in rows if r["section"] == "participants"],
-            "references": [r for r in rows if r["section"] == "references"]}
+    return {
+        "task_id": task_id,
+        "split": split,
+        "protocol_version": version,
+        "protocol_digest": protocol_digest(version),
+        "noise": noise,
+        "participants": [r for r in rows if r["section"] == "participants"],
+        "references": [r for r in rows if r["section"] == "references"],
+    }

@@ -31,9 +31,16 @@ def _split_at(value: str, what: str) -> tuple[str, str]:
     return name, commit
 
 
-def build_submission(task: str, split: str, kind: str, method: str = "", engine: str | None = None,
-                     engine_repo: str | None = None, speculator: str | None = None,
-                     engine_archive: bytes | None = None) -> dict:
+def build_submission(
+    task: str,
+    split: str,
+    kind: str,
+    method: str = "",
+    engine: str | None = None,
+    engine_repo: str | None = None,
+    speculator: str | None = None,
+    engine_archive: bytes | None = None,
+) -> dict:
     """The JSON of protocol section 2: the engine as a directory, a `.tar.gz`'s bytes, or URL@COMMIT."""
     if sum(map(bool, (engine, engine_repo, engine_archive))) != 1:
         raise SubmitError("give exactly one engine: a directory (--engine DIR), a .tar.gz, or --engine-repo URL@COMMIT")
@@ -56,8 +63,9 @@ class Client:
     def __init__(self, url: str | None = None, token: str | None = None, timeout: float = 600.0):
         self.url = (url or settings.get("ARENA_URL")).rstrip("/")
         self.token = token if token is not None else settings.get("ARENA_TOKEN")
-        self.http = httpx.Client(base_url=self.url, timeout=timeout,
-                                 headers={"Authorization": f"Bearer {self.token}"} if self.token else {})
+        self.http = httpx.Client(
+            base_url=self.url, timeout=timeout, headers={"Authorization": f"Bearer {self.token}"} if self.token else {}
+        )
 
     def _call(self, method: str, path: str, **kw) -> dict:
         try:
@@ -90,7 +98,10 @@ class Client:
             now = (s["status"], s.get("progress"), s.get("position"))
             if now != seen:
                 where = f" (position {s['position']} in the queue)" if s.get("position") else ""
-                say(f"[{time.time() - t0:5.0f} s] {s['status']}{where}" + (f": {s['progress']}" if s.get("progress") else ""))
+                say(
+                    f"[{time.time() - t0:5.0f} s] {s['status']}{where}"
+                    + (f": {s['progress']}" if s.get("progress") else "")
+                )
                 seen = now
             if s["status"] in FINAL:
                 return s

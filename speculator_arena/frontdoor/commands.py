@@ -11,8 +11,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--host", default="127.0.0.1")
     a.add_argument("--port", type=int, default=8000)
     a.add_argument("--workers", type=int, default=1)
-    a.add_argument("--forwarded-allow-ips", default="127.0.0.1",
-                   help="proxies whose X-Forwarded-* headers are trusted")
+    a.add_argument("--forwarded-allow-ips", default="127.0.0.1", help="proxies whose X-Forwarded-* headers are trusted")
     a.set_defaults(func=_api)
 
     acc = sub.add_parser("accounts", help="invite, revoke and list accounts; open or close registration")
@@ -46,8 +45,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _api(args) -> int:
     import uvicorn
 
-    uvicorn.run("speculator_arena.frontdoor.api:app_from_env", factory=True, host=args.host, port=args.port,
-                workers=args.workers, proxy_headers=True, forwarded_allow_ips=args.forwarded_allow_ips)
+    uvicorn.run(
+        "speculator_arena.frontdoor.api:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        proxy_headers=True,
+        forwarded_allow_ips=args.forwarded_allow_ips,
+    )
     return 0
 
 
@@ -76,8 +82,8 @@ def _revoke(args) -> int:
 
 
 def _list(args) -> int:
-    from speculator_arena.printing import print_json
     from speculator_arena.frontdoor.accounts import accounts
+    from speculator_arena.printing import print_json
 
     print_json(accounts(_con()))
     return 0
@@ -94,12 +100,13 @@ def _registration(args) -> int:
 
 
 def _submit(args) -> int:
-    from speculator_arena.printing import print_json
     from speculator_arena.frontdoor.client import Client, SubmitError, build_submission
+    from speculator_arena.printing import print_json
 
     try:
-        doc = build_submission(args.task, args.split, args.kind, args.method, args.engine, args.engine_repo,
-                               args.speculator)
+        doc = build_submission(
+            args.task, args.split, args.kind, args.method, args.engine, args.engine_repo, args.speculator
+        )
         client = Client(args.url)
         got = client.submit(doc)
         print(f"accepted: submission {got['submission_id']}, evaluation {got['evaluation_id']}", file=sys.stderr)

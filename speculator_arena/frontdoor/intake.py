@@ -34,7 +34,12 @@ from speculator_arena.frontdoor.archive import engine_root, extract_engine
 from speculator_arena.frontdoor.errors import QuotaExhausted, Refused
 from speculator_arena.frontdoor.seal import TREE, seal_tree, staging_dir
 from speculator_arena.frontdoor.sources import (
-    copy_speculator_workspace, exact_commit, fetch_engine_repository, fetch_speculator_hub, target_bytes)
+    copy_speculator_workspace,
+    exact_commit,
+    fetch_engine_repository,
+    fetch_speculator_hub,
+    target_bytes,
+)
 from speculator_arena.frontdoor.state import sql, transaction
 from speculator_arena.protocol import load_protocol
 
@@ -54,7 +59,7 @@ class EngineSource(_Strict):
     commit: str | None = None
 
     @model_validator(mode="after")
-    def _one_source(self) -> "EngineSource":
+    def _one_source(self) -> EngineSource:
         if bool(self.inline) == bool(self.repository):
             raise ValueError("give exactly one engine source: `inline` (base64 .tar.gz) or `repository` + `commit`")
         if self.repository and not self.commit:
@@ -86,8 +91,11 @@ def parse(body: bytes) -> SubmissionRequest:
         raise Refused("the submission must be a JSON object (protocol section 2)")
     inline = (doc.get("engine") or {}).get("inline") if isinstance(doc.get("engine"), dict) else None
     if isinstance(inline, str) and len(inline) > proto.submission.inline_engine_max_chars:
-        raise Refused(f"inline engine is {len(inline):,} characters, over the limit of "
-                      f"{proto.submission.inline_engine_max_chars:,}", status=413)
+        raise Refused(
+            f"inline engine is {len(inline):,} characters, over the limit of "
+            f"{proto.submission.inline_engine_max_chars:,}",
+            status=413,
+        )
     try:
         req = SubmissionRequest.model_validate(doc)
     except ValidationError as exc:
@@ -96,8 +104,7 @@ def parse(body: bytes) -> SubmissionRequest:
     if req.task_id not in proto.tasks:
         raise Refused(f"unknown task {req.task_id!r}; tasks: {sorted(proto.tasks)}", status=422)
     if req.solution.kind not in proto.submission.kinds:
-        raise Refused(f"unknown solution.kind {req.solution.kind!r}; kinds: {list(proto.submission.kinds)}",
-                      status=422)
+        raise Refused(f"unknown solution.kind {req.solution.kind!r}; kinds: {list(proto.submission.kinds)}", status=422)
     if req.engine.commit is not None:
         exact_commit(req.engine.commit, "engine.commit")
     spec = req.speculator
@@ -109,8 +116,10 @@ def parse(body: bytes) -> SubmissionRequest:
 def _check_quota(con, wh, account: Account, req: SubmissionRequest) -> None:
     q = quotas.summary(con, wh, account.account_id, account.kind, req.task_id, req.split)
     if q["left"] <= 0:
-        raise QuotaExhausted(f"quota used: {q['used']} of {q['limit']} {req.split} evaluations on {req.task_id} "
-                             f"for a {account.kind.replace('_', ' ')} account (protocol section 8)")
+        raise QuotaExhausted(
+            f"quota used: {q['used']} of {q['limit']} {req.split} evaluations on {req.task_id} "
+            f"for a {account.kind.replace('_', ' ')} account (protocol section 8)"
+        )
 
 
 def _stage_engine(req: SubmissionRequest, work: Path) -> str:
@@ -166,12 +175,21 @@ def submit(con, wh, account: Account, body: bytes) -> dict:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     row = {
-        "submission_id": f"sub-{uuid.uuid4().hex[:16]}", "evaluation_id": new_evaluation_id(req.task_id),
-        "account_id": account.account_id, "task_id": req.task_id, "split": req.split,
-        "protocol_version": load_protocol().version, "solution_kind": req.solution.kind,
-        "solution_method": req.solution.method, "engine_source": engine_source, "engine_digest": engine_digest,
-        "engine_dir": str(engine_dir), "speculator_source": speculator_source, "speculator_digest": spec_digest,
-        "speculator_dir": str(spec_dir) if spec_dir else None, "accepted_at": time.time(),
+        "submission_id": f"sub-{uuid.uuid4().hex[:16]}",
+        "evaluation_id": new_evaluation_id(req.task_id),
+        "account_id": account.account_id,
+        "task_id": req.task_id,
+        "split": req.split,
+        "protocol_version": load_protocol().version,
+        "solution_kind": req.solution.kind,
+        "solution_method": req.solution.method,
+        "engine_source": engine_source,
+        "engine_digest": engine_digest,
+        "engine_dir": str(engine_dir),
+        "speculator_source": speculator_source,
+        "speculator_digest": spec_digest,
+        "speculator_dir": str(spec_dir) if spec_dir else None,
+        "accepted_at": time.time(),
     }
     with transaction(con):
         _check_quota(con, wh, account, req)
@@ -211,8 +229,13 @@ def remove_unreferenced_seals(con, home=None, min_age_s: float = 3600.0) -> list
     store = store_dir(home)
     if not store.is_dir():
         return []
-    named = {r[0] for r in con.execute("SELECT engine_digest FROM submissions UNION "
-                                       "SELECT speculator_digest FROM submissions WHERE speculator_digest IS NOT NULL")}
+    named = {
+        r[0]
+        for r in con.execute(
+            "SELECT engine_digest FROM submissions UNION "
+            "SELECT speculator_digest FROM submissions WHERE speculator_digest IS NOT NULL"
+        )
+    }
     removed = []
     for entry in store.iterdir():
         if entry.name not in named and time.time() - entry.stat().st_mtime > min_age_s:

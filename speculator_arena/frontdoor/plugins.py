@@ -26,9 +26,21 @@ def install_plugins(engine_dir: Path, workspace: Path, python: str | None = None
     if not wheels:
         return {}
     site = Path(workspace) / "plugin-site"
-    cmd = [python or sys.executable, "-m", "pip", "install", "--no-index", "--find-links",
-           str(Path(engine_dir) / PLUGIN_DIR), "--target", str(site), "--no-warn-script-location",
-           "--disable-pip-version-check", "--quiet", *map(str, wheels)]
+    cmd = [
+        python or sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        str(Path(engine_dir) / PLUGIN_DIR),
+        "--target",
+        str(site),
+        "--no-warn-script-location",
+        "--disable-pip-version-check",
+        "--quiet",
+        *map(str, wheels),
+    ]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
     if r.returncode != 0:
         raise PluginInstallError(f"plugin wheels cannot be installed offline: {r.stderr.strip()[-500:]}")

@@ -9,7 +9,6 @@ runner writes its row, then running, measured, failed or void) and the runner's 
 
 from __future__ import annotations
 
-
 from speculator_arena import settings
 from speculator_arena.frontdoor.quotas import evaluation_statuses
 from speculator_arena.frontdoor.state import sql
@@ -26,18 +25,29 @@ def device_name() -> str:
 def waiting(con, wh) -> list[dict]:
     """Accepted submissions whose evaluation has not started (oldest first)."""
     statuses = evaluation_statuses(wh)
-    return [dict(r) for r in con.execute(sql("queued_submissions"))
-            if statuses.get(r["evaluation_id"], "queued") == "queued"]
+    return [
+        dict(r)
+        for r in con.execute(sql("queued_submissions"))
+        if statuses.get(r["evaluation_id"], "queued") == "queued"
+    ]
 
 
 def evaluation_spec(sub: dict, account_name: str):
     """The evaluation a submission asks for, as the harness runs it."""
     from speculator_arena.runners.harness import EvaluationSpec
 
-    return EvaluationSpec(task_id=sub["task_id"], engine=sub["engine_dir"], split=sub["split"],
-                          evaluation_id=sub["evaluation_id"], label=account_name, account_id=sub["account_id"],
-                          submission_id=sub["submission_id"], is_reference=False,
-                          solution_kind=sub["solution_kind"], speculator=sub["speculator_dir"] or None)
+    return EvaluationSpec(
+        task_id=sub["task_id"],
+        engine=sub["engine_dir"],
+        split=sub["split"],
+        evaluation_id=sub["evaluation_id"],
+        label=account_name,
+        account_id=sub["account_id"],
+        submission_id=sub["submission_id"],
+        is_reference=False,
+        solution_kind=sub["solution_kind"],
+        speculator=sub["speculator_dir"] or None,
+    )
 
 
 def board_url(evaluation_id: str) -> str:
@@ -49,19 +59,27 @@ def submission_status(con, wh, submission_id: str, account_id: str) -> dict | No
     """What the owner sees of a submission: status, the runner's phase, the evaluation's link."""
     from speculator_arena.runners.status import current_row, read_state
 
-    row = con.execute("SELECT * FROM submissions WHERE submission_id = ? AND account_id = ?",
-                      (submission_id, account_id)).fetchone()
+    row = con.execute(
+        "SELECT * FROM submissions WHERE submission_id = ? AND account_id = ?", (submission_id, account_id)
+    ).fetchone()
     if row is None:
         return None
     eid = row["evaluation_id"]
     ev = current_row(wh, eid) or {}
     state = read_state(wh, eid) or {}
     out = {
-        "submission_id": submission_id, "evaluation_id": eid, "task_id": row["task_id"], "split": row["split"],
-        "status": ev.get("status", "queued"), "progress": state.get("phase"),
-        "void_reason": ev.get("void_reason"), "failure_reason": ev.get("failure_reason"),
-        "accepted_at": row["accepted_at"], "engine_digest": row["engine_digest"],
-        "speculator_digest": row["speculator_digest"], "evaluation_url": board_url(eid),
+        "submission_id": submission_id,
+        "evaluation_id": eid,
+        "task_id": row["task_id"],
+        "split": row["split"],
+        "status": ev.get("status", "queued"),
+        "progress": state.get("phase"),
+        "void_reason": ev.get("void_reason"),
+        "failure_reason": ev.get("failure_reason"),
+        "accepted_at": row["accepted_at"],
+        "engine_digest": row["engine_digest"],
+        "speculator_digest": row["speculator_digest"],
+        "evaluation_url": board_url(eid),
         "position": None,
     }
     if out["status"] == "queued":

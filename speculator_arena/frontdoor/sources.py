@@ -43,10 +43,18 @@ def fetch_engine_repository(url: str, commit: str, dest: Path, max_bytes: int) -
     if scheme not in _repo_schemes():
         raise Refused(f"engine.repository must be a {' or '.join(_repo_schemes())} URL, not {url!r}")
     dest.mkdir(parents=True)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_TERMINAL_PROMPT": "0", "HOME": str(dest.parent),
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_LFS_SKIP_SMUDGE": "1"}
-    steps = [["git", "init", "-q"], ["git", "fetch", "-q", "--depth", "1", "--no-tags", url, commit],
-             ["git", "-c", "core.symlinks=true", "checkout", "-q", "FETCH_HEAD"]]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "GIT_TERMINAL_PROMPT": "0",
+        "HOME": str(dest.parent),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_LFS_SKIP_SMUDGE": "1",
+    }
+    steps = [
+        ["git", "init", "-q"],
+        ["git", "fetch", "-q", "--depth", "1", "--no-tags", url, commit],
+        ["git", "-c", "core.symlinks=true", "checkout", "-q", "FETCH_HEAD"],
+    ]
     for cmd in steps:
         try:
             r = subprocess.run(cmd, cwd=dest, env=env, capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
@@ -73,8 +81,9 @@ def target_bytes(task_id: str, home=None) -> int:
     try:
         sizes = remote_files(task.model, task.revision)
     except HubUnavailable as exc:
-        raise Refused(f"the target of {task_id} is not prepared here and the hub cannot list it: {exc}",
-                      status=503) from exc
+        raise Refused(
+            f"the target of {task_id} is not prepared here and the hub cannot list it: {exc}", status=503
+        ) from exc
     return sum(sizes[n] for n in select_files(list(sizes), proto.submission.speculator_allowed_files))
 
 
@@ -88,8 +97,14 @@ def fetch_speculator_hub(repo_id: str, revision: str, dest: Path, max_bytes: int
     exact_commit(revision, "speculator.revision")
     dest.mkdir(parents=True)
     try:
-        fetch_snapshot(repo_id, revision, dest, list(load_protocol().submission.speculator_allowed_files),
-                       max_bytes=max_bytes, progress=lambda *_: None)
+        fetch_snapshot(
+            repo_id,
+            revision,
+            dest,
+            list(load_protocol().submission.speculator_allowed_files),
+            max_bytes=max_bytes,
+            progress=lambda *_: None,
+        )
     except HubUnavailable as exc:
         raise Refused(f"speculator {repo_id}@{revision}: {exc}", status=422) from exc
     except ValueError as exc:

@@ -60,5 +60,7 @@ def get_setting(con: sqlite3.Connection, key: str, default: str | None = None) -
 
 
 def set_setting(con: sqlite3.Connection, key: str, value: str) -> None:
-    con.execute("INSERT INTO settings (key, value) VALUES (?, ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+    con.execute(
+        "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )

@@ -25,8 +25,20 @@ from speculator_arena.pools.build import pool_root, read_jsonl
 from speculator_arena.pools.model import FidelityText, Probe, Session, Turn
 from speculator_arena.protocol import load_protocol
 
-__all__ = ["FidelityText", "Pool", "PoolExhausted", "PoolNotBuilt", "PoolShort", "Probe", "Session", "Turn", "load_pool",
-           "require_sessions", "salt_line", "shortfall"]
+__all__ = [
+    "FidelityText",
+    "Pool",
+    "PoolExhausted",
+    "PoolNotBuilt",
+    "PoolShort",
+    "Probe",
+    "Session",
+    "Turn",
+    "load_pool",
+    "require_sessions",
+    "salt_line",
+    "shortfall",
+]
 
 SPLITS = ("dev", "test")
 
@@ -124,11 +136,13 @@ class Pool:
         self._check(workload, pass_index)
         start, end = self.blocks()[(workload, pass_index)]
         if n > end - start:
-            raise PoolExhausted(f"{self.task_id}/{self.split}: pass {workload}-{pass_index} asked for {n} sessions; "
-                                f"its block holds {end - start} (pool {len(self.sessions)} sessions)")
+            raise PoolExhausted(
+                f"{self.task_id}/{self.split}: pass {workload}-{pass_index} asked for {n} sessions; "
+                f"its block holds {end - start} (pool {len(self.sessions)} sessions)"
+            )
         order = self._order(evaluation_id, self.sessions, "timed")
         salt = salt_line(evaluation_id, workload, pass_index)
-        return [self._salted(s, salt) for s in order[start:start + n]]
+        return [self._salted(s, salt) for s in order[start : start + n]]
 
     def warmup_blocks(self) -> dict[str, tuple[int, int]]:
         """workload -> (start, size) in the evaluation's order of warm-up sessions."""
@@ -150,7 +164,7 @@ class Pool:
             raise PoolExhausted(f"{self.task_id}/{self.split}: warm-up for {workload} asked for {n}; it holds {size}")
         order = self._order(evaluation_id, items, "warmup")
         salt = salt_line(evaluation_id, workload, "warmup")
-        return [self._salted(s, salt) for s in order[start:start + n]]
+        return [self._salted(s, salt) for s in order[start : start + n]]
 
     # ---- probes ------------------------------------------------------------------------------
     def greedy_prompts(self, n: int) -> list[Probe]:
@@ -178,11 +192,18 @@ def shortfall(pool: Pool) -> dict:
         live = t.lanes[w] * t.workloads[w].interleave
         per_pass = [b - a for (wl, _), (a, b) in blocks.items() if wl == w]
         warm = warmups[w][1]
-        out["workloads"][w] = {"passes": len(per_pass), "needed_per_pass": live, "available_per_pass": min(per_pass, default=0),
-                               "warmup_needed": t.lanes[w], "warmup_available": warm}
+        out["workloads"][w] = {
+            "passes": len(per_pass),
+            "needed_per_pass": live,
+            "available_per_pass": min(per_pass, default=0),
+            "warmup_needed": t.lanes[w],
+            "warmup_available": warm,
+        }
         if min(per_pass, default=0) < live:
-            out["short"].append(f"{w}: {min(per_pass, default=0)} sessions per pass available, {live} needed "
-                                f"({t.lanes[w]} lanes x {t.workloads[w].interleave}) for each of {len(per_pass)} passes")
+            out["short"].append(
+                f"{w}: {min(per_pass, default=0)} sessions per pass available, {live} needed "
+                f"({t.lanes[w]} lanes x {t.workloads[w].interleave}) for each of {len(per_pass)} passes"
+            )
         if warm < t.lanes[w]:
             out["short"].append(f"{w}: {warm} warm-up sessions available, {t.lanes[w]} needed")
     g = t.gates
@@ -200,9 +221,13 @@ def require_sessions(pool: Pool) -> Pool:
     """The pool, or `PoolShort` with the numbers when it cannot supply every pass in full."""
     numbers = shortfall(pool)
     if numbers["short"]:
-        raise PoolShort(f"the {pool.split} pool of {pool.task_id} ({numbers['pool_sessions']} timed sessions) is short of "
-                        f"what protocol v{pool.task.protocol_version} needs: " + "; ".join(numbers["short"])
-                        + f". Add sources (docs/pools.md) and run `arena pools build --task {pool.task_id}`", numbers)
+        raise PoolShort(
+            f"the {pool.split} pool of {pool.task_id} ({numbers['pool_sessions']} timed sessions) is short of "
+            f"what protocol v{pool.task.protocol_version} needs: "
+            + "; ".join(numbers["short"])
+            + f". Add sources (docs/pools.md) and run `arena pools build --task {pool.task_id}`",
+            numbers,
+        )
     return pool
 
 
@@ -216,8 +241,10 @@ def load_pool(task_id: str, split: str, home=None, *, require: bool = True) -> P
     root = pool_root(task_id, home)
     folder = root / "dev" if split == "dev" else root / "hidden" / split
     if not (folder / "manifest.json").is_file() or not (root / "probes.jsonl").is_file():
-        hint = (" (the hidden pool needs the operators' key: ARENA_POOL_KEY)" if split == "test" else "")
-        raise PoolNotBuilt(f"no {split} pool for {task_id} under {root}: run `arena pools build --task {task_id}`{hint}")
+        hint = " (the hidden pool needs the operators' key: ARENA_POOL_KEY)" if split == "test" else ""
+        raise PoolNotBuilt(
+            f"no {split} pool for {task_id} under {root}: run `arena pools build --task {task_id}`{hint}"
+        )
     root = root.resolve()
     pool = Pool(task_id, split, root / folder.relative_to(pool_root(task_id, home)), root)
     return require_sessions(pool) if require else pool

@@ -20,21 +20,21 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from speculator_arena import settings
 from speculator_arena.atomic import write_atomic
-from speculator_arena.protocol.window import WindowRule
 from speculator_arena.pools import diversity, structure
 from speculator_arena.pools.model import SourceConversation
 from speculator_arena.pools.settings import PoolSettings, operator_key, pool_settings
 from speculator_arena.pools.sources import Sources, load_sources
 from speculator_arena.pools.tokens import TokenCounter, shared_data_dir, target_tokenizer
 from speculator_arena.protocol import TaskProtocol, load_protocol
+from speculator_arena.protocol.window import WindowRule
 from speculator_arena.warehouse import arena_home
 
 AGENT_APPS = ("mini-swe-agent", "swe-agent", "openhands", "smolagents")
@@ -90,7 +90,7 @@ def switch_build(task_id: str, staging: Path, home=None) -> None:
     os.replace(link, served)
     keep = {staging.resolve()} | ({previous.resolve()} if previous else set())
     for d in builds.iterdir():
-        abandoned = time.time() - d.stat().st_mtime > 86400   # a run that never reached the switch
+        abandoned = time.time() - d.stat().st_mtime > 86400  # a run that never reached the switch
         if d.resolve() not in keep and ((d / ".complete").is_file() or abandoned):
             shutil.rmtree(d, ignore_errors=True)
 
@@ -148,14 +148,22 @@ def _seed(*parts) -> int:
 class BuildContext:
     """What every step needs: the task's protocol, the sources, the tokenizer, the settings."""
 
-    def __init__(self, task_id: str, data=None, home=None, cc_traces=None, progress: Callable[[str], None] | None = None,
-                 root: Path | None = None, sources_file=None):
+    def __init__(
+        self,
+        task_id: str,
+        data=None,
+        home=None,
+        cc_traces=None,
+        progress: Callable[[str], None] | None = None,
+        root: Path | None = None,
+        sources_file=None,
+    ):
         self.task_id = task_id
         self.task: TaskProtocol = load_protocol().task(task_id)
         self.settings: PoolSettings = pool_settings(self.task)
         self.data_dir = shared_data_dir(data)
         self.home = arena_home(home)
-        self.root = Path(root) if root else pool_root(task_id, self.home)   # a build's own folder while it builds
+        self.root = Path(root) if root else pool_root(task_id, self.home)  # a build's own folder while it builds
         self.progress = progress or (lambda msg: None)
         self.cc_traces = cc_traces or settings.get("ARENA_CC_TRACES")
         self.sources_file = sources_file or None
@@ -209,10 +217,16 @@ class BuildContext:
 # ---- step 1: sources manifest ----------------------------------------------------------------
 def sources_manifest(ctx: BuildContext) -> dict:
     s = ctx.sources
-    return {"data_dir": str(ctx.data_dir), "declaration": s.declaration,
-            "chat_conversations": len(s.chats), "agent_trajectories": len(s.agents),
-            "cc_traces": len(s.cc_traces), "apps": [a.name for a in s.apps], "probes": len(s.probes),
-            "sources": [asdict(i) for i in s.info]}
+    return {
+        "data_dir": str(ctx.data_dir),
+        "declaration": s.declaration,
+        "chat_conversations": len(s.chats),
+        "agent_trajectories": len(s.agents),
+        "cc_traces": len(s.cc_traces),
+        "apps": [a.name for a in s.apps],
+        "probes": len(s.probes),
+        "sources": [asdict(i) for i in s.info],
+    }
 
 
 # ---- step 2: structure -----------------------------------------------------------------------
@@ -222,11 +236,16 @@ def fit_and_store_structure(ctx: BuildContext, production_path=None) -> dict:
     ctx.progress("fitting session structure per family")
     order = sorted(s.chats, key=lambda c: public_u(c.source_id))
     doc = structure.fit_structure(
-        trajectories=s.trajectories, cc_traces=s.cc_traces,
+        trajectories=s.trajectories,
+        cc_traces=s.cc_traces,
         chat_conversations=[{"messages": c.messages} for c in order],
-        mooncake=s.mooncake, azure_conv=s.azure_conv, count_tokens=ctx.counter,
-        source_digests={i.name: i.sha256[:16] for i in s.info}, production=production,
-        max_chat=1500)
+        mooncake=s.mooncake,
+        azure_conv=s.azure_conv,
+        count_tokens=ctx.counter,
+        source_digests={i.name: i.sha256[:16] for i in s.info},
+        production=production,
+        max_chat=1500,
+    )
     doc["task_id"] = ctx.task_id
     doc["tokenizer"] = ctx.task.task.model
     write_atomic(ctx.root / "structure.json", json.dumps(doc, indent=1))
@@ -262,8 +281,9 @@ def weighted_order(ctx: BuildContext, ordered: list[SourceConversation]) -> list
         share = {**given, None: rest}
         merged, taken = [], dict.fromkeys(groups, 0)
         while len(merged) < len(items):
-            live = [g for g in groups if taken[g] < len(groups[g]) and share[g] > 0] or \
-                   [g for g in groups if taken[g] < len(groups[g])]
+            live = [g for g in groups if taken[g] < len(groups[g]) and share[g] > 0] or [
+                g for g in groups if taken[g] < len(groups[g])
+            ]
             g = min(live, key=lambda g: (taken[g] + 1) / max(share[g], 1e-9))
             merged.append(groups[g][taken[g]])
             taken[g] += 1
@@ -343,8 +363,15 @@ def match_structure(convs: list[SourceConversation], sizes_desc: list[int]) -> l
     return out
 
 
-def make_session(ctx: BuildContext, apps: AppPrompts, c: SourceConversation, split: str, st: dict,
-                 paraphrases: dict | None = None, n_turns: int | None = None) -> dict | None:
+def make_session(
+    ctx: BuildContext,
+    apps: AppPrompts,
+    c: SourceConversation,
+    split: str,
+    st: dict,
+    paraphrases: dict | None = None,
+    n_turns: int | None = None,
+) -> dict | None:
     """One session from one real conversation or trajectory, cut to its sampled structure."""
     fam = st["families"][c.family]
     rng = np.random.default_rng(_seed(ctx.task_id, split, c.source_id, st.get("digest", "")))
@@ -380,16 +407,32 @@ def make_session(ctx: BuildContext, apps: AppPrompts, c: SourceConversation, spl
             first_tok = tok
         # The recorded gap, uncapped and unscaled: the runner applies min(t, cap) * c (section 4).
         think = 0.0 if i == 0 else float(max(structure.sample(gap_stat, rng), 0.0))
-        turns.append({"kind": "user" if (c.family == "chat" or i == 0) else "tool", "content": content,
-                      "max_tokens": mt, "think_time_s": round(think, 3), "paraphrased": para, "tokens": tok})
+        turns.append(
+            {
+                "kind": "user" if (c.family == "chat" or i == 0) else "tool",
+                "content": content,
+                "max_tokens": mt,
+                "think_time_s": round(think, 3),
+                "paraphrased": para,
+                "tokens": tok,
+            }
+        )
         context += tok + mt
         contexts.append(min(context, ctx.window))
     if not turns:
         return None
     sid = f"{ctx.task_id}-{split}-{c.family}-{hashlib.sha256(c.source_id.encode()).hexdigest()[:10]}"
-    return {"session_id": sid, "family": c.family, "app": app, "system_prompt": system, "tools": tools,
-            "turns": turns, "footprint_tokens": int(round(float(np.mean(contexts)))), "source": c.source_id,
-            "system_tokens": sys_tok}
+    return {
+        "session_id": sid,
+        "family": c.family,
+        "app": app,
+        "system_prompt": system,
+        "tools": tools,
+        "turns": turns,
+        "footprint_tokens": int(round(float(np.mean(contexts)))),
+        "source": c.source_id,
+        "system_tokens": sys_tok,
+    }
 
 
 def fidelity_text(ctx: BuildContext, c: SourceConversation, split: str) -> dict | None:
@@ -413,13 +456,16 @@ def fidelity_text(ctx: BuildContext, c: SourceConversation, split: str) -> dict 
             break
         tail.insert(0, dict(m))
         budget -= t
-    if tail and tail[0]["role"] == "user":   # keep user/assistant alternation after the first message
+    if tail and tail[0]["role"] == "user":  # keep user/assistant alternation after the first message
         tail.pop(0)
     messages = [first] + tail
     if messages[-1]["role"] != "user":
         return None
-    return {"text_id": f"{split}-fid-{hashlib.sha256(c.source_id.encode()).hexdigest()[:10]}",
-            "messages": messages, "reply": reply}
+    return {
+        "text_id": f"{split}-fid-{hashlib.sha256(c.source_id.encode()).hexdigest()[:10]}",
+        "messages": messages,
+        "reply": reply,
+    }
 
 
 def load_paraphrases(path=None) -> dict[tuple[str, int], str]:
@@ -437,7 +483,9 @@ def load_paraphrases(path=None) -> dict[tuple[str, int], str]:
                 d = json.loads(line)
                 out[(str(d["source"]), int(d["user_turn"]))] = str(d["text"])
             except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-                raise PoolBuildError(f"paraphrase file {path} line {lineno}: {exc!r} ({len(out)} lines before it were read)") from exc
+                raise PoolBuildError(
+                    f"paraphrase file {path} line {lineno}: {exc!r} ({len(out)} lines before it were read)"
+                ) from exc
     return out
 
 
@@ -493,16 +541,21 @@ def build_split(ctx: BuildContext, split: str, *, key: bytes | None = None, para
             picked = match_structure([cand[i] for i in sel], want)
             if fam == "chat":
                 index = {c.source_id: i for i, c in enumerate(cand)}
-                diversity_info = diversity.diversity_report(X, [index[c.source_id] for c, _ in picked],
-                                                            seed=_seed(ctx.task_id, "rand"))
+                diversity_info = diversity.diversity_report(
+                    X, [index[c.source_id] for c, _ in picked], seed=_seed(ctx.task_id, "rand")
+                )
         else:
             picked = match_structure(pool[: 2 * k], want)
         chosen[fam] = [c for c, _ in picked]
         sizes.update({c.source_id: n for c, n in picked})
     used = {c.source_id for v in chosen.values() for c in v}
     ctx.progress(f"{split}: constructing {sum(len(v) for v in chosen.values())} timed sessions")
-    sessions = [s for fam in chosen for c in chosen[fam]
-                if (s := make_session(ctx, apps, c, split, st, para, n_turns=sizes[c.source_id]))]
+    sessions = [
+        s
+        for fam in chosen
+        for c in chosen[fam]
+        if (s := make_session(ctx, apps, c, split, st, para, n_turns=sizes[c.source_id]))
+    ]
     sessions = _family_interleave(sessions, ctx.settings.family_mix)
     rest = [c for c in cands if c.source_id not in used and c.family == "chat"]
     n_fid = ctx.task.gates.target_fidelity.texts * ctx.settings.fidelity_factor
@@ -515,18 +568,24 @@ def build_split(ctx: BuildContext, split: str, *, key: bytes | None = None, para
             fidelity.append(f)
             fid_used.append(c.source_id)
     write_atomic(out_dir / "used_sources.json", json.dumps(sorted(used | set(fid_used))))
-    (out_dir / "warmup.jsonl").unlink(missing_ok=True)   # warm-up depends on these sessions: rebuilt after
+    (out_dir / "warmup.jsonl").unlink(missing_ok=True)  # warm-up depends on these sessions: rebuilt after
     write_jsonl(out_dir / "sessions.jsonl", sessions)
     write_jsonl(out_dir / "fidelity.jsonl", fidelity)
     manifest = {
-        "task_id": ctx.task_id, "split": split, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "structure_digest": st.get("digest"), "sessions": len(sessions), "fidelity": len(fidelity),
+        "task_id": ctx.task_id,
+        "split": split,
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "structure_digest": st.get("digest"),
+        "sessions": len(sessions),
+        "fidelity": len(fidelity),
         "families": {f: sum(s["family"] == f for s in sessions) for f in ctx.settings.family_mix},
         "apps": {a: sum(s["app"] == a for s in sessions) for a in sorted({s["app"] for s in sessions})},
         "turns": sum(len(s["turns"]) for s in sessions),
         "paraphrased_turns": sum(t["paraphrased"] for s in sessions for t in s["turns"]),
         "chat_user_turns": sum(len(s["turns"]) for s in sessions if s["family"] == "chat"),
-        "mean_footprint_tokens": float(np.mean([s["footprint_tokens"] for s in sessions])) if sessions else float("nan"),
+        "mean_footprint_tokens": float(np.mean([s["footprint_tokens"] for s in sessions]))
+        if sessions
+        else float("nan"),
         "source_ids_sha256": hashlib.sha256("\n".join(sorted(s["source"] for s in sessions)).encode()).hexdigest(),
         "key_id": key_id(key) if key else None,
         "diversity": diversity_info,
@@ -583,11 +642,21 @@ def build_probes(ctx: BuildContext) -> dict:
     X = diversity.embed([q["turns"][0] for q in fit], ctx.embedding_cache, ctx.progress)
     sel = diversity.diverse_select(X, g.prompts, seed=_seed(ctx.task_id, "probes"))
     rep = diversity.diversity_report(X, sel, seed=_seed(ctx.task_id, "probes-rand"))
-    rows = [{"prompt_id": f"spec-bench-{fit[i]['id']}", "category": fit[i]["category"],
-             "messages": [{"role": "user", "content": fit[i]["turns"][0]}]} for i in sel]
+    rows = [
+        {
+            "prompt_id": f"spec-bench-{fit[i]['id']}",
+            "category": fit[i]["category"],
+            "messages": [{"role": "user", "content": fit[i]["turns"][0]}],
+        }
+        for i in sel
+    ]
     write_jsonl(ctx.root / "probes.jsonl", rows)
-    man = {"probes": len(rows), "candidates_fitting_window": len(fit), "diversity": rep,
-           "categories": sorted({r["category"] for r in rows})}
+    man = {
+        "probes": len(rows),
+        "candidates_fitting_window": len(fit),
+        "diversity": rep,
+        "categories": sorted({r["category"] for r in rows}),
+    }
     write_atomic(ctx.root / "probes_manifest.json", json.dumps(man, indent=1))
     return man
 
@@ -607,7 +676,9 @@ def build_all(task_id: str, data=None, home=None, progress=print, sources_file=N
         key = operator_key()
         para = load_paraphrases() if key else {}
         out["test"] = build_split(ctx, "test", key=key, paraphrases=para) if key else None
-        out["warmup"] = [build_warmup(ctx, "dev")] + ([build_warmup(ctx, "test", key=key, paraphrases=para)] if key else [])
+        out["warmup"] = [build_warmup(ctx, "dev")] + (
+            [build_warmup(ctx, "test", key=key, paraphrases=para)] if key else []
+        )
         out["probes"] = build_probes(ctx)
         for split in ("dev", "test") if key else ("dev",):
             folder = ctx.root / "dev" if split == "dev" else ctx.root / "hidden" / split

@@ -85,8 +85,11 @@ def public_hidden_disjoint(ctx: BuildContext) -> tuple[bool, dict]:
     hidden = {_digest(t) for t in hidden_only_texts(ctx)}
     leaked = _text_digests(dev) & hidden
     boiler = len((_text_digests(dev) & _text_digests(test)) - hidden)
-    return (not shared_sources and not leaked), {"shared_sources": len(shared_sources), "hidden_texts_in_public": len(leaked),
-                                                 "public_boilerplate_in_both": boiler}
+    return (not shared_sources and not leaked), {
+        "shared_sources": len(shared_sources),
+        "hidden_texts_in_public": len(leaked),
+        "public_boilerplate_in_both": boiler,
+    }
 
 
 def every_turn_fits(ctx: BuildContext, folder: Path) -> tuple[bool, dict]:
@@ -100,7 +103,9 @@ def every_turn_fits(ctx: BuildContext, folder: Path) -> tuple[bool, dict]:
         if not (folder / name).is_file():
             continue
         for s in read_jsonl(folder / name):
-            sys_tok = ctx.counter.one(s["system_prompt"]) + (ctx.counter.one(json.dumps(s["tools"])) if s["tools"] else 0)
+            sys_tok = ctx.counter.one(s["system_prompt"]) + (
+                ctx.counter.one(json.dumps(s["tools"])) if s["tools"] else 0
+            )
             first = ctx.counter.one(s["turns"][0]["content"])
             for i, t in enumerate(s["turns"]):
                 tok = sys_tok + salt_tok + first + (ctx.counter.one(t["content"]) if i else 0)
@@ -109,8 +114,13 @@ def every_turn_fits(ctx: BuildContext, folder: Path) -> tuple[bool, dict]:
                 worst = max(worst, tok / room)
                 if tok > room or (ctx.task.max_tokens_cap and t["max_tokens"] > ctx.task.max_tokens_cap):
                     bad += 1
-    return bad == 0, {"turns": turns, "turns_not_fitting": bad, "worst_fill_of_budget": round(worst, 3),
-                      "salt_tokens": salt_tok, "salt_reserve": ctx.settings.salt_reserve_tokens}
+    return bad == 0, {
+        "turns": turns,
+        "turns_not_fitting": bad,
+        "worst_fill_of_budget": round(worst, 3),
+        "salt_tokens": salt_tok,
+        "salt_reserve": ctx.settings.salt_reserve_tokens,
+    }
 
 
 def no_session_in_two_passes(pool: Pool, evaluation_ids=("check-a", "check-b", "check-c")) -> tuple[bool, dict]:
@@ -133,4 +143,8 @@ def no_session_in_two_passes(pool: Pool, evaluation_ids=("check-a", "check-b", "
                 problems += s.session_id in seen_ids or s.source in seen_src
                 seen_ids.add(s.session_id)
                 seen_src.add(s.source)
-    return problems == 0, {"evaluations_checked": len(evaluation_ids), "repeats": problems, "sessions_per_pass": per_pass}
+    return problems == 0, {
+        "evaluations_checked": len(evaluation_ids),
+        "repeats": problems,
+        "sessions_per_pass": per_pass,
+    }

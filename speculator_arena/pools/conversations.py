@@ -32,9 +32,21 @@ from speculator_arena.pools.readers import SourceFormatError, iter_jsonl, text_c
 
 FORMATS = ("mini-swe-agent-jsonl", "mini-swe-agent-traj", "messages-jsonl", "sharegpt-json", "questions-jsonl")
 
-_ROLE = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bing": "assistant",
-         "bard": "assistant", "assistant": "assistant", "system": "system", "tool": "tool", "observation": "tool",
-         "function_response": "tool", "ipython": "tool", "function_call": "assistant"}
+_ROLE = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "tool": "tool",
+    "observation": "tool",
+    "function_response": "tool",
+    "ipython": "tool",
+    "function_call": "assistant",
+}
 
 
 @dataclass
@@ -141,8 +153,11 @@ def _iter_swe_traj(path: Path):
         if size > limit:
             with open(f, "rb") as fh:
                 head = fh.read(65536)
-            raise SourceFormatError(f, f"whole file ({size} bytes), record {readers.record_id(head)}",
-                                    f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read")
+            raise SourceFormatError(
+                f,
+                f"whole file ({size} bytes), record {readers.record_id(head)}",
+                f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read",
+            )
         raw = f.read_bytes()
         rid = readers.record_id(raw)
         rid = f.name.removesuffix(".traj.json") if rid == "?" else rid
@@ -212,7 +227,9 @@ def read_set(path: Path, fmt: str, family: str, prefix: str, name: str) -> SetRe
     if out.records == 0:
         raise SourceFormatError(path, "whole file", "no records (an empty file or folder)")
     if not out.conversations:
-        raise SourceFormatError(path, "whole file", f"every one of its {out.records} records was dropped: {dict(out.dropped)}")
+        raise SourceFormatError(
+            path, "whole file", f"every one of its {out.records} records was dropped: {dict(out.dropped)}"
+        )
     if out.tool_messages:
         out.notes.append(f"{out.tool_messages} tool messages sent as user turns (the protocol's tool-output rendering)")
     return out

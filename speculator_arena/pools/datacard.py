@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from speculator_arena.pools import structure
 from speculator_arena.atomic import write_atomic
+from speculator_arena.pools import structure
 from speculator_arena.pools.build import BuildContext, read_jsonl, sources_manifest
 
 QS = (0.1, 0.5, 0.9, 0.99)
@@ -25,11 +25,19 @@ def _q(values) -> dict:
     v = np.asarray(list(values), dtype=float)
     if v.size == 0:
         return {"n": 0}
-    return {"n": int(v.size), "mean": round(float(v.mean()), 2), **{f"p{int(q * 100)}": round(float(np.quantile(v, q)), 2) for q in QS}}
+    return {
+        "n": int(v.size),
+        "mean": round(float(v.mean()), 2),
+        **{f"p{int(q * 100)}": round(float(np.quantile(v, q)), 2) for q in QS},
+    }
 
 
 def _qd(d: dict) -> dict:
-    return {"n": d["n"], "mean": round(d["mean"], 2), **{f"p{int(q * 100)}": round(structure.quantile(d, q), 2) for q in QS}}
+    return {
+        "n": d["n"],
+        "mean": round(d["mean"], 2),
+        **{f"p{int(q * 100)}": round(structure.quantile(d, q), 2) for q in QS},
+    }
 
 
 def pool_statistics(sessions: list[dict]) -> dict[str, dict]:
@@ -103,17 +111,25 @@ def busy_lane_check(ctx: BuildContext, mean_footprint: float) -> dict:
     m = ctx.task.workloads["busy"].interleave
     live = ctx.task.lanes["busy"] * m
     cap = t.kv_cache_tokens / mean_footprint
-    return {"kv_cache_tokens": t.kv_cache_tokens, "mean_footprint_tokens": round(mean_footprint, 1),
-            "protocol_mean_footprint_tokens": t.mean_session_footprint_tokens,
-            "sessions_cache_holds": round(cap, 2), "busy_live_sessions": live,
-            "cache_fill_by_busy": round(live * mean_footprint / t.kv_cache_tokens, 3),
-            "lanes_for_85pct": round(0.85 * cap / m, 2), "busy_lanes": ctx.task.lanes["busy"],
-            "ok": bool(live <= cap)}
+    return {
+        "kv_cache_tokens": t.kv_cache_tokens,
+        "mean_footprint_tokens": round(mean_footprint, 1),
+        "protocol_mean_footprint_tokens": t.mean_session_footprint_tokens,
+        "sessions_cache_holds": round(cap, 2),
+        "busy_live_sessions": live,
+        "cache_fill_by_busy": round(live * mean_footprint / t.kv_cache_tokens, 3),
+        "lanes_for_85pct": round(0.85 * cap / m, 2),
+        "busy_lanes": ctx.task.lanes["busy"],
+        "ok": bool(live <= cap),
+    }
 
 
 def window_section(ctx: BuildContext) -> dict:
-    return {"max_model_len": ctx.window, "max_tokens_cap": ctx.task.max_tokens_cap,
-            "per_turn_prompt_budget_at_cap": ctx.turn_budget(ctx.task.max_tokens_cap or 0)}
+    return {
+        "max_model_len": ctx.window,
+        "max_tokens_cap": ctx.task.max_tokens_cap,
+        "per_turn_prompt_budget_at_cap": ctx.turn_budget(ctx.task.max_tokens_cap or 0),
+    }
 
 
 def stale_fields(card: dict, ctx: BuildContext) -> list[str]:
@@ -126,15 +142,21 @@ def stale_fields(card: dict, ctx: BuildContext) -> list[str]:
         if card.get(k) != v:
             out.append(f"{k}: card {card.get(k)!r}, protocol {v!r}")
     t = ctx.task
-    busy = {"kv_cache_tokens": t.task.kv_cache_tokens, "protocol_mean_footprint_tokens": t.task.mean_session_footprint_tokens,
-            "busy_live_sessions": t.lanes["busy"] * t.workloads["busy"].interleave, "busy_lanes": t.lanes["busy"]}
+    busy = {
+        "kv_cache_tokens": t.task.kv_cache_tokens,
+        "protocol_mean_footprint_tokens": t.task.mean_session_footprint_tokens,
+        "busy_live_sessions": t.lanes["busy"] * t.workloads["busy"].interleave,
+        "busy_lanes": t.lanes["busy"],
+    }
     for k, v in busy.items():
         if card.get("busy_lanes", {}).get(k) != v:
             out.append(f"busy_lanes.{k}: card {card.get('busy_lanes', {}).get(k)!r}, protocol {v!r}")
     digests = {i.name: i.sha256 for i in ctx.sources.info}
     for src in card.get("sources", []):
         if src["name"] in digests and src.get("sha256") != digests[src["name"]]:
-            out.append(f"source {src['name']!r}: card digest {str(src.get('sha256'))[:12]}, file {digests[src['name']][:12]}")
+            out.append(
+                f"source {src['name']!r}: card digest {str(src.get('sha256'))[:12]}, file {digests[src['name']][:12]}"
+            )
     return out
 
 
@@ -144,12 +166,14 @@ def _plot(path: Path, st: dict, dev_sessions: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [("agent", "turns", lambda s: [len(s["turns"])], "turns per session"),
-              ("agent", "turn_tokens", lambda s: [t["tokens"] for t in s["turns"]], "tokens per tool turn"),
-              ("agent", "reply_tokens", lambda s: [t["max_tokens"] for t in s["turns"]], "reply budget (max_tokens)"),
-              ("chat", "depth", lambda s: [len(s["turns"])], "chat depth (user turns)"),
-              ("chat", "turn_tokens", lambda s: [t["tokens"] for t in s["turns"]], "tokens per user turn"),
-              ("chat", "think_s", lambda s: [t["think_time_s"] for t in s["turns"][1:]], "think time s (before cap, scale)")]
+    panels = [
+        ("agent", "turns", lambda s: [len(s["turns"])], "turns per session"),
+        ("agent", "turn_tokens", lambda s: [t["tokens"] for t in s["turns"]], "tokens per tool turn"),
+        ("agent", "reply_tokens", lambda s: [t["max_tokens"] for t in s["turns"]], "reply budget (max_tokens)"),
+        ("chat", "depth", lambda s: [len(s["turns"])], "chat depth (user turns)"),
+        ("chat", "turn_tokens", lambda s: [t["tokens"] for t in s["turns"]], "tokens per user turn"),
+        ("chat", "think_s", lambda s: [t["think_time_s"] for t in s["turns"][1:]], "think time s (before cap, scale)"),
+    ]
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for ax, (fam, stat, get, title) in zip(axes.flat, panels):
         d = st["families"][fam][stat]
@@ -172,7 +196,8 @@ def _table(rows: list[tuple[str, dict]]) -> str:
     head = "| statistic | n | mean | p10 | p50 | p90 | p99 |\n|---|---|---|---|---|---|---|\n"
     return head + "".join(
         f"| {name} | {d.get('n', 0)} | {d.get('mean', '')} | {d.get('p10', '')} | {d.get('p50', '')} | {d.get('p90', '')} | {d.get('p99', '')} |\n"
-        for name, d in rows)
+        for name, d in rows
+    )
 
 
 def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
@@ -183,27 +208,71 @@ def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
     test_man_p = ctx.root / "hidden" / "test" / "manifest.json"
     test_man = json.loads(test_man_p.read_text(encoding="utf-8")) if test_man_p.is_file() else None
     if test_man and test_man.get("structure_digest") != st["digest"]:
-        test_man = None   # a hidden pool from other statistics is not this build's
+        test_man = None  # a hidden pool from other statistics is not this build's
     probes = json.loads((ctx.root / "probes_manifest.json").read_text(encoding="utf-8"))
     realized = pool_statistics(dev)
-    fitted = {fam: {k: _qd(v) | {"source": v["source"]} for k, v in stats.items()} for fam, stats in st["families"].items()}
-    reference = {fam: {k: _qd(v) | {"source": v["source"]} for k, v in stats.items()} for fam, stats in st["reference"].items()}
+    fitted = {
+        fam: {k: _qd(v) | {"source": v["source"]} for k, v in stats.items()} for fam, stats in st["families"].items()
+    }
+    reference = {
+        fam: {k: _qd(v) | {"source": v["source"]} for k, v in stats.items()} for fam, stats in st["reference"].items()
+    }
     src = sources_manifest(ctx)["sources"]
     test_counts = None
     if test_man:
-        test_counts = {k: test_man[k] for k in ("sessions", "warmup", "fidelity", "families", "turns", "paraphrased_turns",
-                                                 "chat_user_turns", "key_id")}
-        test_counts["paraphrased_share_of_chat_turns"] = round(test_man["paraphrased_turns"] / max(test_man["chat_user_turns"], 1), 4)
+        test_counts = {
+            k: test_man[k]
+            for k in (
+                "sessions",
+                "warmup",
+                "fidelity",
+                "families",
+                "turns",
+                "paraphrased_turns",
+                "chat_user_turns",
+                "key_id",
+            )
+        }
+        test_counts["paraphrased_share_of_chat_turns"] = round(
+            test_man["paraphrased_turns"] / max(test_man["chat_user_turns"], 1), 4
+        )
     card = {
-        "task_id": ctx.task_id, "protocol_version": ctx.task.protocol_version, "model": ctx.task.task.model,
-        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "structure_digest": st["digest"],
+        "task_id": ctx.task_id,
+        "protocol_version": ctx.task.protocol_version,
+        "model": ctx.task.task.model,
+        "generated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "structure_digest": st["digest"],
         "structure_from_production": st.get("production", False),
-        "sources": [{k: s.get(k) for k in ("name", "family", "format", "weight", "origin", "commit", "license", "records",
-                                           "used", "dropped", "notes", "sha256", "truncation")} for s in src],
-        "counts": {"dev": {k: dev_man[k] for k in ("sessions", "warmup", "fidelity", "families", "apps", "turns")},
-                   "test": test_counts or "not built (no operator key)", "greedy_probes": probes["probes"]},
+        "sources": [
+            {
+                k: s.get(k)
+                for k in (
+                    "name",
+                    "family",
+                    "format",
+                    "weight",
+                    "origin",
+                    "commit",
+                    "license",
+                    "records",
+                    "used",
+                    "dropped",
+                    "notes",
+                    "sha256",
+                    "truncation",
+                )
+            }
+            for s in src
+        ],
+        "counts": {
+            "dev": {k: dev_man[k] for k in ("sessions", "warmup", "fidelity", "families", "apps", "turns")},
+            "test": test_counts or "not built (no operator key)",
+            "greedy_probes": probes["probes"],
+        },
         "family_mix": {"proposed": ctx.settings.family_mix, "dev_realized": dev_man["families"]},
-        "fitted": fitted, "reference_sources": reference, "public_pool": realized,
+        "fitted": fitted,
+        "reference_sources": reference,
+        "public_pool": realized,
         "cache_hit_targets": cache_targets(ctx, dev),
         "diversity": {"probes": probes["diversity"], "public_pool_chat": dev_man.get("diversity")},
         "busy_lanes": busy_lane_check(ctx, dev_man["mean_footprint_tokens"]),
@@ -219,56 +288,93 @@ def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
 
 
 def render_markdown(c: dict) -> str:
-    L = [f"# Data card: `{c['task_id']}` session pools", "",
-         f"Generated {c['generated_at']} under protocol v{c['protocol_version']} for `{c['model']}`; structure statistics "
-         f"`{c['structure_digest']}` ({'operators production statistics' if c['structure_from_production'] else 'fitted from the public traces'}).",
-         "", "## Sources", "",
-         "Conversation sets as declared (`speculator_arena/pools/source_sets/`): records read, conversations used "
-         "(after records dropped, each with its reason), then the traces, apps and probes.", "",
-         "| source | family | origin | commit | license | records | used | dropped | note |",
-         "|---|---|---|---|---|---|---|---|---|"]
+    L = [
+        f"# Data card: `{c['task_id']}` session pools",
+        "",
+        f"Generated {c['generated_at']} under protocol v{c['protocol_version']} for `{c['model']}`; structure statistics "
+        f"`{c['structure_digest']}` ({'operators production statistics' if c['structure_from_production'] else 'fitted from the public traces'}).",
+        "",
+        "## Sources",
+        "",
+        "Conversation sets as declared (`speculator_arena/pools/source_sets/`): records read, conversations used "
+        "(after records dropped, each with its reason), then the traces, apps and probes.",
+        "",
+        "| source | family | origin | commit | license | records | used | dropped | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for s in c["sources"]:
         dropped = "; ".join(f"{n} {why}" for why, n in (s.get("dropped") or {}).items())
         note = "; ".join(x for x in [s.get("truncation") or ""] + list(s.get("notes") or []) if x)
         fam = (s.get("family") or "") + (f" (weight {s['weight']})" if s.get("weight") is not None else "")
         used = "" if s.get("used") is None else s["used"]
-        L.append(f"| {s['name']} | {fam} | {s['origin']} | {s['commit'] or '-'} | {s['license']} | {s['records']} | "
-                 f"{used} | {dropped} | {note} |")
+        L.append(
+            f"| {s['name']} | {fam} | {s['origin']} | {s['commit'] or '-'} | {s['license']} | {s['records']} | "
+            f"{used} | {dropped} | {note} |"
+        )
     dv = c["counts"]["dev"]
-    L += ["", "## Counts", "",
-          f"- Public `dev` pool: {dv['sessions']} timed sessions ({dv['families']}), {dv['turns']} turns, {dv['warmup']} warm-up sessions, "
-          f"{dv['fidelity']} fidelity texts; apps {dv['apps']}.",
-          f"- Hidden `test` pool: {c['counts']['test']}.",
-          f"- Greedy probe prompts: {c['counts']['greedy_probes']} (Spec-Bench, diverse selection).", "",
-          "## Family mix", "", f"Proposed mix of timed sessions {c['family_mix']['proposed']} (protocol v1 states none); "
-          f"realized in `dev`: {c['family_mix']['dev_realized']}.", "",
-          "## Fitted distributions next to the sources", "",
-          "Fitted = the structure statistics sessions are sampled from; public pool = the sessions as built (turns cut to "
-          "the window, reply budgets capped by `max_tokens_cap`; think times as sampled, before the runner's cap and scale `c`).", "",
-          f"![distributions]({c['task_id']}.png)", ""]
+    L += [
+        "",
+        "## Counts",
+        "",
+        f"- Public `dev` pool: {dv['sessions']} timed sessions ({dv['families']}), {dv['turns']} turns, {dv['warmup']} warm-up sessions, "
+        f"{dv['fidelity']} fidelity texts; apps {dv['apps']}.",
+        f"- Hidden `test` pool: {c['counts']['test']}.",
+        f"- Greedy probe prompts: {c['counts']['greedy_probes']} (Spec-Bench, diverse selection).",
+        "",
+        "## Family mix",
+        "",
+        f"Proposed mix of timed sessions {c['family_mix']['proposed']} (protocol v1 states none); "
+        f"realized in `dev`: {c['family_mix']['dev_realized']}.",
+        "",
+        "## Fitted distributions next to the sources",
+        "",
+        "Fitted = the structure statistics sessions are sampled from; public pool = the sessions as built (turns cut to "
+        "the window, reply budgets capped by `max_tokens_cap`; think times as sampled, before the runner's cap and scale `c`).",
+        "",
+        f"![distributions]({c['task_id']}.png)",
+        "",
+    ]
     for fam in ("agent", "chat"):
         rows = [(f"fitted {k} ({v['source']})", v) for k, v in c["fitted"][fam].items()]
         rows += [(f"source {k} ({v['source']})", v) for k, v in c["reference_sources"].get(fam, {}).items()]
         rows += [(f"public pool {k}", v) for k, v in c["public_pool"].get(fam, {}).items()]
         L += [f"### {fam}", "", _table(rows)]
     ct = c["cache_hit_targets"]
-    L += ["## Cache-hit targets", "", f"Status: {ct['status']}.", "",
-          f"- Agent traces, recorded cached share (token-weighted): {ct['agent_recorded_cache_hit_token_weighted']}",
-          f"- Chat (Mooncake conversation trace), repeated prefix-block share: {ct['chat_mooncake_repeated_block_share']}",
-          f"- Target cache hit, token-weighted, in the family mix: **{ct['target_cache_hit_token_weighted']}**",
-          f"- Share of a returning session's history still cached: **{ct['returning_session_history_cached_target']}** (proposal)",
-          f"- Upper bound of this pool with a perfect cache: {ct['pool_prefix_hit_upper_bound']}", "",
-          "## Diversity (SPEED-Bench Algorithm 1, all-MiniLM-L6-v2 embeddings)", "",
-          "| selection | candidates | selected | mean pairwise cosine, diverse | random (mean ± sd over draws) |", "|---|---|---|---|---|"]
+    L += [
+        "## Cache-hit targets",
+        "",
+        f"Status: {ct['status']}.",
+        "",
+        f"- Agent traces, recorded cached share (token-weighted): {ct['agent_recorded_cache_hit_token_weighted']}",
+        f"- Chat (Mooncake conversation trace), repeated prefix-block share: {ct['chat_mooncake_repeated_block_share']}",
+        f"- Target cache hit, token-weighted, in the family mix: **{ct['target_cache_hit_token_weighted']}**",
+        f"- Share of a returning session's history still cached: **{ct['returning_session_history_cached_target']}** (proposal)",
+        f"- Upper bound of this pool with a perfect cache: {ct['pool_prefix_hit_upper_bound']}",
+        "",
+        "## Diversity (SPEED-Bench Algorithm 1, all-MiniLM-L6-v2 embeddings)",
+        "",
+        "| selection | candidates | selected | mean pairwise cosine, diverse | random (mean ± sd over draws) |",
+        "|---|---|---|---|---|",
+    ]
     for name, d in c["diversity"].items():
         if d:
-            L.append(f"| {name} | {d['candidates']} | {d['selected']} | {d['diverse_mean_similarity']} | "
-                     f"{d['random_mean_similarity']} ± {d['random_std']} ({d['random_draws']}) |")
+            L.append(
+                f"| {name} | {d['candidates']} | {d['selected']} | {d['diverse_mean_similarity']} | "
+                f"{d['random_mean_similarity']} ± {d['random_std']} ({d['random_draws']}) |"
+            )
     b = c["busy_lanes"]
-    L += ["", "## Busy lanes (section 4)", "",
-          f"KV cache {b['kv_cache_tokens']} tokens / mean footprint {b['mean_footprint_tokens']} (protocol: {b['protocol_mean_footprint_tokens']}) "
-          f"= {b['sessions_cache_holds']} sessions; `busy` keeps {b['busy_live_sessions']} live ({b['cache_fill_by_busy']:.0%} of the cache); "
-          f"lanes for 85%: {b['lanes_for_85pct']} against {b['busy_lanes']}. {'OK: no overflow.' if b['ok'] else 'OVERFLOW: the live sessions exceed the cache.'}",
-          "", "## Window", "", f"`MAX_MODEL_LEN` {c['window']['max_model_len']}, `max_tokens_cap` {c['window']['max_tokens_cap']}; "
-          f"every turn's prompt (system, first turn, this turn) fits {c['window']['per_turn_prompt_budget_at_cap']} tokens after the cut.", ""]
+    L += [
+        "",
+        "## Busy lanes (section 4)",
+        "",
+        f"KV cache {b['kv_cache_tokens']} tokens / mean footprint {b['mean_footprint_tokens']} (protocol: {b['protocol_mean_footprint_tokens']}) "
+        f"= {b['sessions_cache_holds']} sessions; `busy` keeps {b['busy_live_sessions']} live ({b['cache_fill_by_busy']:.0%} of the cache); "
+        f"lanes for 85%: {b['lanes_for_85pct']} against {b['busy_lanes']}. {'OK: no overflow.' if b['ok'] else 'OVERFLOW: the live sessions exceed the cache.'}",
+        "",
+        "## Window",
+        "",
+        f"`MAX_MODEL_LEN` {c['window']['max_model_len']}, `max_tokens_cap` {c['window']['max_tokens_cap']}; "
+        f"every turn's prompt (system, first turn, this turn) fits {c['window']['per_turn_prompt_budget_at_cap']} tokens after the cut.",
+        "",
+    ]
     return "\n".join(L)

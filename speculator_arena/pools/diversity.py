@@ -54,16 +54,22 @@ def embed(texts: list[str], cache: Path | None = None, progress=None, max_chars:
     if todo:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import torch
+
         torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
         model = _model()
         if progress:
             progress(f"embedding {len(todo)} texts with all-MiniLM-L6-v2 ({len(texts) - len(todo)} cached)")
-        vecs = model.encode([texts[i][:max_chars] for i in todo], batch_size=64, normalize_embeddings=True,
-                            show_progress_bar=False, convert_to_numpy=True)
+        vecs = model.encode(
+            [texts[i][:max_chars] for i in todo],
+            batch_size=64,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+        )
         for i, v in zip(todo, vecs):
             known[keys[i]] = v.astype(np.float32)
         if cache is not None:
-            with atomic_path(cache, durable=False) as tmp, open(tmp, "wb") as fh:   # a cache
+            with atomic_path(cache, durable=False) as tmp, open(tmp, "wb") as fh:  # a cache
                 np.savez(fh, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
     X = np.stack([known[k] for k in keys]).astype(np.float64)
     return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
@@ -92,7 +98,7 @@ def diverse_select(X: np.ndarray, k: int, *, seed: int = 0, max_iter: int = 200)
         S = np.array(chosen)
         out = np.flatnonzero(~in_s)
         # Delta(o, i) = sum_{j in S\{o}} x_i.x_j - x_o.x_j = (m_i - x_i.x_o) - (m_o - 1)
-        G_S = X[S] @ X[out].T                                   # |S| x |out|: x_o . x_i
+        G_S = X[S] @ X[out].T  # |S| x |out|: x_o . x_i
         delta = (m[out][None, :] - G_S) - (m[S][:, None] - 1.0)
         o_idx, i_idx = np.unravel_index(int(np.argmin(delta)), delta.shape)
         if delta[o_idx, i_idx] >= -1e-12:
@@ -119,6 +125,11 @@ def diversity_report(X: np.ndarray, chosen: list[int], *, seed: int = 0, draws: 
     rng = np.random.default_rng(seed + 1)
     k = len(chosen)
     rand = [mean_pairwise_similarity(X, rng.choice(X.shape[0], size=k, replace=False)) for _ in range(draws)]
-    return {"candidates": int(X.shape[0]), "selected": k, "diverse_mean_similarity": round(mean_pairwise_similarity(X, chosen), 4),
-            "random_mean_similarity": round(float(np.mean(rand)), 4), "random_std": round(float(np.std(rand)), 4),
-            "random_draws": draws}
+    return {
+        "candidates": int(X.shape[0]),
+        "selected": k,
+        "diverse_mean_similarity": round(mean_pairwise_similarity(X, chosen), 4),
+        "random_mean_similarity": round(float(np.mean(rand)), 4),
+        "random_std": round(float(np.std(rand)), 4),
+        "random_draws": draws,
+    }

@@ -36,13 +36,27 @@ class Session:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "Session":
-        turns = [Turn(kind=t["kind"], content=t["content"], max_tokens=int(t["max_tokens"]),
-                      think_time_s=float(t["think_time_s"]), paraphrased=bool(t.get("paraphrased", False)))
-                 for t in d["turns"]]
-        return cls(session_id=d["session_id"], family=d["family"], app=d["app"], system_prompt=d["system_prompt"],
-                   tools=list(d.get("tools") or []), turns=turns, footprint_tokens=int(d["footprint_tokens"]),
-                   source=d["source"])
+    def from_json(cls, d: dict) -> Session:
+        turns = [
+            Turn(
+                kind=t["kind"],
+                content=t["content"],
+                max_tokens=int(t["max_tokens"]),
+                think_time_s=float(t["think_time_s"]),
+                paraphrased=bool(t.get("paraphrased", False)),
+            )
+            for t in d["turns"]
+        ]
+        return cls(
+            session_id=d["session_id"],
+            family=d["family"],
+            app=d["app"],
+            system_prompt=d["system_prompt"],
+            tools=list(d.get("tools") or []),
+            turns=turns,
+            footprint_tokens=int(d["footprint_tokens"]),
+            source=d["source"],
+        )
 
 
 @dataclass(frozen=True)

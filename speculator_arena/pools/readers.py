@@ -37,7 +37,9 @@ class SourceFormatError(ValueError):
         super().__init__(path, where, why)
 
     def __str__(self) -> str:
-        return f"{self.path}: {self.where}: {self.why} ({len(self.partial)} records read before it are kept in .partial)"
+        return (
+            f"{self.path}: {self.where}: {self.why} ({len(self.partial)} records read before it are kept in .partial)"
+        )
 
 
 @dataclass
@@ -81,8 +83,11 @@ def parse_record(path: Path, raw: bytes, where, rid: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise SourceFormatError(path, f"{where(len(text[:exc.pos].encode()))}, record {rid}",
-                                f"not JSON ({exc.msg}); a cut or broken record") from None
+        raise SourceFormatError(
+            path,
+            f"{where(len(text[: exc.pos].encode()))}, record {rid}",
+            f"not JSON ({exc.msg}); a cut or broken record",
+        ) from None
 
 
 def iter_jsonl(path: Path | str):
@@ -100,11 +105,16 @@ def iter_jsonl(path: Path | str):
                 return
             start, offset = offset, offset + len(line)
             if len(line) > limit and not line.endswith(b"\n"):
-                raise SourceFormatError(path, f"line {lineno} (byte {start}), record {record_id(line)}",
-                                        f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read")
+                raise SourceFormatError(
+                    path,
+                    f"line {lineno} (byte {start}), record {record_id(line)}",
+                    f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read",
+                )
             if not line.strip():
                 continue
-            obj = parse_record(path, line, lambda off: f"line {lineno} (byte {start + off})", record_id(line))
+            obj = parse_record(
+                path, line, lambda off, n=lineno, at=start: f"line {n} (byte {at + off})", record_id(line)
+            )
             yield lineno, start, obj
 
 
@@ -115,8 +125,12 @@ def _jsonl(path: Path, check) -> ReadResult:
             try:
                 records.append(check(obj))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                rid = obj.get("instance_id", obj.get("question_id", obj.get("id", "?"))) if isinstance(obj, dict) else "?"
-                raise SourceFormatError(path, f"line {lineno} (byte {start}), record {rid}", f"bad record: {exc!r}") from exc
+                rid = (
+                    obj.get("instance_id", obj.get("question_id", obj.get("id", "?"))) if isinstance(obj, dict) else "?"
+                )
+                raise SourceFormatError(
+                    path, f"line {lineno} (byte {start}), record {rid}", f"bad record: {exc!r}"
+                ) from exc
     except SourceFormatError as exc:
         exc.partial = records
         raise
@@ -147,8 +161,13 @@ def _trajectory(obj: dict) -> dict:
     rid = obj.get("instance_id") or (obj.get("info") or {}).get("instance_id")
     if not rid:
         raise KeyError("instance_id")
-    return {"id": str(rid), "messages": out, "model": obj.get("model", ""), "agent": obj.get("agent", ""),
-            "tool_messages": tools}
+    return {
+        "id": str(rid),
+        "messages": out,
+        "model": obj.get("model", ""),
+        "agent": obj.get("agent", ""),
+        "tool_messages": tools,
+    }
 
 
 def text_content(content) -> str | None:
@@ -183,9 +202,18 @@ def _cc_requests(reqs: list, depth: int = 0) -> list[dict]:
         for k in _CC_REQUEST_KEYS:
             if k not in r:
                 raise KeyError(k)
-        out.append({"t": float(r["t"]), "in": int(r["in"]), "out": int(r["out"]),
-                    "hash_ids": list(r.get("hash_ids") or []), "think_time": float(r.get("think_time") or 0.0),
-                    "api_time": float(r.get("api_time") or 0.0), "type": r.get("type", ""), "depth": depth})
+        out.append(
+            {
+                "t": float(r["t"]),
+                "in": int(r["in"]),
+                "out": int(r["out"]),
+                "hash_ids": list(r.get("hash_ids") or []),
+                "think_time": float(r.get("think_time") or 0.0),
+                "api_time": float(r.get("api_time") or 0.0),
+                "type": r.get("type", ""),
+                "depth": depth,
+            }
+        )
         if isinstance(r.get("requests"), list):
             out.extend(_cc_requests(r["requests"], depth + 1))
     return out
@@ -195,9 +223,13 @@ def _cc_trace(obj: dict) -> dict:
     reqs = obj["requests"]
     if not isinstance(reqs, list):
         raise TypeError("requests must be a list")
-    return {"id": str(obj["id"]), "block_size": int(obj.get("block_size") or 0),
-            "system_tokens": int(obj.get("system_tokens") or 0), "tool_tokens": int(obj.get("tool_tokens") or 0),
-            "requests": _cc_requests(reqs)}
+    return {
+        "id": str(obj["id"]),
+        "block_size": int(obj.get("block_size") or 0),
+        "system_tokens": int(obj.get("system_tokens") or 0),
+        "tool_tokens": int(obj.get("tool_tokens") or 0),
+        "requests": _cc_requests(reqs),
+    }
 
 
 def read_cc_traces(path: Path) -> ReadResult:
@@ -212,8 +244,11 @@ def read_cc_traces(path: Path) -> ReadResult:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SourceFormatError(path, f"byte {exc.start}, record {record_id(raw[max(exc.start - 4096, 0):exc.start])}",
-                                f"not UTF-8 ({exc.reason})") from None
+        raise SourceFormatError(
+            path,
+            f"byte {exc.start}, record {record_id(raw[max(exc.start - 4096, 0) : exc.start])}",
+            f"not UTF-8 ({exc.reason})",
+        ) from None
     if text.lstrip().startswith("["):
         records: list = []
         try:
@@ -231,8 +266,12 @@ def read_cc_traces(path: Path) -> ReadResult:
 
 # ---- serving traces ---------------------------------------------------------------------------
 def _mooncake(obj: dict) -> dict:
-    return {"timestamp_ms": float(obj["timestamp"]), "input_length": int(obj["input_length"]),
-            "output_length": int(obj["output_length"]), "hash_ids": [int(h) for h in obj["hash_ids"]]}
+    return {
+        "timestamp_ms": float(obj["timestamp"]),
+        "input_length": int(obj["input_length"]),
+        "output_length": int(obj["output_length"]),
+        "hash_ids": [int(h) for h in obj["hash_ids"]],
+    }
 
 
 def read_mooncake(path: Path) -> ReadResult:
@@ -256,21 +295,36 @@ def read_azure_csv(path: Path) -> ReadResult:
             except StopIteration:
                 break
             except UnicodeDecodeError as exc:
-                raise SourceFormatError(path, f"after line {len(records) + 1}", f"not UTF-8 ({exc.reason})", records) from None
+                raise SourceFormatError(
+                    path, f"after line {len(records) + 1}", f"not UTF-8 ({exc.reason})", records
+                ) from None
             try:
                 ts = row["TIMESTAMP"]
                 main, _, frac = ts.partition(".")
                 t = datetime.strptime(main, "%Y-%m-%d %H:%M:%S").timestamp() + (float("0." + frac) if frac else 0.0)
-                records.append({"t": t, "context_tokens": int(row["ContextTokens"]),
-                                "generated_tokens": int(row["GeneratedTokens"])})
+                records.append(
+                    {
+                        "t": t,
+                        "context_tokens": int(row["ContextTokens"]),
+                        "generated_tokens": int(row["GeneratedTokens"]),
+                    }
+                )
             except (TypeError, ValueError) as exc:
                 raise SourceFormatError(path, f"line {lineno}", f"bad row: {exc}", records) from exc
     return ReadResult(str(path), records)
 
 
 # ---- chat conversations (ShareGPT) ---------------------------------------------------------------
-_ROLE = {"human": "user", "user": "user", "gpt": "assistant", "chatgpt": "assistant", "bing": "assistant",
-         "bard": "assistant", "assistant": "assistant", "system": "system"}
+_ROLE = {
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "chatgpt": "assistant",
+    "bing": "assistant",
+    "bard": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+}
 
 
 def normalize_conversation(cid: str, turns: list[dict]) -> dict:
@@ -304,9 +358,9 @@ def read_sharegpt_json(path: Path) -> ReadResult:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.start < len(raw) - 4:   # invalid bytes inside the file: broken, not merely cut
+        if exc.start < len(raw) - 4:  # invalid bytes inside the file: broken, not merely cut
             raise SourceFormatError(path, f"byte {exc.start}", "not UTF-8") from exc
-        text = raw[: exc.start].decode("utf-8")   # a cut through a multi-byte character at the end
+        text = raw[: exc.start].decode("utf-8")  # a cut through a multi-byte character at the end
     dec = json.JSONDecoder()
     pos = 0
     n = len(text)
@@ -321,8 +375,10 @@ def read_sharegpt_json(path: Path) -> ReadResult:
         while pos < n and text[pos] in " \t\r\n,":
             pos += 1
         if pos >= n:
-            truncation = (f"file ends after {len(segments)} complete records without closing the list "
-                          f"(at byte offset ~{pos}); the complete records were kept")
+            truncation = (
+                f"file ends after {len(segments)} complete records without closing the list "
+                f"(at byte offset ~{pos}); the complete records were kept"
+            )
             break
         if text[pos] == "]":
             break
@@ -330,11 +386,14 @@ def read_sharegpt_json(path: Path) -> ReadResult:
             obj, end = dec.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             if _looks_cut(text, pos, dec):
-                truncation = (f"file cut mid-record at char {pos} of {n} after {len(segments)} complete "
-                              f"records ({exc.msg}); the complete records were kept")
+                truncation = (
+                    f"file cut mid-record at char {pos} of {n} after {len(segments)} complete "
+                    f"records ({exc.msg}); the complete records were kept"
+                )
                 break
-            raise SourceFormatError(path, f"char {pos}", f"broken record ({exc.msg})",
-                                    _merge_segments(segments)) from exc
+            raise SourceFormatError(
+                path, f"char {pos}", f"broken record ({exc.msg})", _merge_segments(segments)
+            ) from exc
         pos = end
         if not isinstance(obj, dict) or "conversations" not in obj:
             raise SourceFormatError(path, f"record {len(segments)}", "no `conversations`", _merge_segments(segments))
@@ -439,9 +498,16 @@ def _swe_tool_schemas(tools_dir: Path) -> list[dict]:
                 props[arg["name"]] = {"type": arg.get("type", "string"), "description": arg.get("description", "")}
                 if arg.get("required"):
                     required.append(arg["name"])
-            tools.append({"type": "function", "function": {
-                "name": name, "description": spec.get("docstring", "") or spec.get("signature", ""),
-                "parameters": {"type": "object", "properties": props, "required": required}}})
+            tools.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "description": spec.get("docstring", "") or spec.get("signature", ""),
+                        "parameters": {"type": "object", "properties": props, "required": required},
+                    },
+                }
+            )
     return tools
 
 
@@ -458,26 +524,65 @@ def read_apps(apps_dir: Path) -> ReadResult:
 
     p = apps_dir / "mini-swe-agent/src/minisweagent/config/default.yaml"
     if p.is_file():
-        apps.append(App("mini-swe-agent", "agent", _strip_jinja(load_yaml(p)["agent"]["system_template"]), [],
-                        str(p.relative_to(apps_dir)), _license_of(apps_dir / "mini-swe-agent")))
+        apps.append(
+            App(
+                "mini-swe-agent",
+                "agent",
+                _strip_jinja(load_yaml(p)["agent"]["system_template"]),
+                [],
+                str(p.relative_to(apps_dir)),
+                _license_of(apps_dir / "mini-swe-agent"),
+            )
+        )
     p = apps_dir / "swe-agent/config/default.yaml"
     if p.is_file():
-        apps.append(App("swe-agent", "agent", _strip_jinja(load_yaml(p)["agent"]["templates"]["system_template"]),
-                        _swe_tool_schemas(apps_dir / "swe-agent/tools"), str(p.relative_to(apps_dir)),
-                        _license_of(apps_dir / "swe-agent")))
+        apps.append(
+            App(
+                "swe-agent",
+                "agent",
+                _strip_jinja(load_yaml(p)["agent"]["templates"]["system_template"]),
+                _swe_tool_schemas(apps_dir / "swe-agent/tools"),
+                str(p.relative_to(apps_dir)),
+                _license_of(apps_dir / "swe-agent"),
+            )
+        )
     p = apps_dir / "openhands/openhands/agenthub/codeact_agent/prompts/system_prompt.j2"
     if p.is_file():
-        apps.append(App("openhands", "agent", _strip_jinja(p.read_text(encoding="utf-8")), [],
-                        str(p.relative_to(apps_dir)), _license_of(apps_dir / "openhands")))
+        apps.append(
+            App(
+                "openhands",
+                "agent",
+                _strip_jinja(p.read_text(encoding="utf-8")),
+                [],
+                str(p.relative_to(apps_dir)),
+                _license_of(apps_dir / "openhands"),
+            )
+        )
     p = apps_dir / "smolagents/src/smolagents/prompts/toolcalling_agent.yaml"
     if p.is_file():
-        apps.append(App("smolagents", "agent", _strip_jinja(load_yaml(p)["system_prompt"]), [],
-                        str(p.relative_to(apps_dir)), _license_of(apps_dir / "smolagents")))
+        apps.append(
+            App(
+                "smolagents",
+                "agent",
+                _strip_jinja(load_yaml(p)["system_prompt"]),
+                [],
+                str(p.relative_to(apps_dir)),
+                _license_of(apps_dir / "smolagents"),
+            )
+        )
     for env in ("airline", "retail"):
         p = apps_dir / f"tau-bench/tau_bench/envs/{env}/wiki.md"
         if p.is_file():
-            apps.append(App(f"tau-bench-{env}", "chat", p.read_text(encoding="utf-8").strip(), [],
-                            str(p.relative_to(apps_dir)), _license_of(apps_dir / "tau-bench")))
+            apps.append(
+                App(
+                    f"tau-bench-{env}",
+                    "chat",
+                    p.read_text(encoding="utf-8").strip(),
+                    [],
+                    str(p.relative_to(apps_dir)),
+                    _license_of(apps_dir / "tau-bench"),
+                )
+            )
     if not apps:
         raise SourceFormatError(apps_dir, "folder", "no known app prompt files found")
     return ReadResult(str(apps_dir), apps)

@@ -16,16 +16,16 @@ from speculator_arena.protocol import TaskProtocol
 @dataclass(frozen=True)
 class PoolSettings:
     family_mix: dict = field(default_factory=lambda: {"agent": 0.3, "chat": 0.7})  # share of timed sessions
-    reserve_share: float = 0.5        # sources a public hash reserves for the hidden pool
-    sessions_per_live_slot: int = 4   # timed sessions per pass per live session (lanes x interleave)
-    warmup_factor: float = 1.5        # warm-up sessions per live session of every workload
+    reserve_share: float = 0.5  # sources a public hash reserves for the hidden pool
+    sessions_per_live_slot: int = 4  # timed sessions per pass per live session (lanes x interleave)
+    warmup_factor: float = 1.5  # warm-up sessions per live session of every workload
     diverse_candidates_factor: int = 4
-    system_share: float = 0.25        # of the per-turn budget, at most, for system prompt + tools
-    first_turn_share: float = 0.35    # of the per-turn budget, at most, for the first user turn
+    system_share: float = 0.25  # of the per-turn budget, at most, for system prompt + tools
+    first_turn_share: float = 0.35  # of the per-turn budget, at most, for the first user turn
     min_turn_tokens: int = 8
-    salt_reserve_tokens: int = 32     # room kept in every turn's budget for the per-pass salt line
-    fidelity_factor: int = 2          # fidelity texts stored per text a gate needs
-    returning_history_cached_target: float = 0.5   # proposal; no public source states one
+    salt_reserve_tokens: int = 32  # room kept in every turn's budget for the per-pass salt line
+    fidelity_factor: int = 2  # fidelity texts stored per text a gate needs
+    returning_history_cached_target: float = 0.5  # proposal; no public source states one
 
 
 def pool_settings(task: TaskProtocol) -> PoolSettings:

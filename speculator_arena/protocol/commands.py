@@ -7,13 +7,21 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("protocol", help="print a protocol version (what GET /api/protocol serves); publish a candidate")
-    p.add_argument("action", nargs="?", choices=("show", "publish", "candidates"), default="show",
-                   help="publish: make a calibration's candidate the version in force (an operator's action); "
-                        "candidates: list the calibration candidates of this ARENA_HOME")
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=("show", "publish", "candidates"),
+        default="show",
+        help="publish: make a calibration's candidate the version in force (an operator's action); "
+        "candidates: list the calibration candidates of this ARENA_HOME",
+    )
     p.add_argument("--task", default=None, help="publish: the calibrated task")
     p.add_argument("--candidate", type=int, default=None, help="publish: the candidate's version number")
-    p.add_argument("--override", action="store_true",
-                   help="publish a candidate whose evidence says a control passes (recorded with the version)")
+    p.add_argument(
+        "--override",
+        action="store_true",
+        help="publish a candidate whose evidence says a control passes (recorded with the version)",
+    )
     p.add_argument("--by", default=None, help="who publishes (default: ARENA_OPERATOR or the login name)")
     p.add_argument("--version", type=int, default=None, help="protocol version (default: latest)")
     p.add_argument("--json", action="store_true", help="print the whole document as JSON")
@@ -60,6 +68,9 @@ def _candidates(args: argparse.Namespace) -> int:
     from speculator_arena.calibration.publish import publish
 
     rec = publish(wh.home, args.task, args.candidate, override=args.override, by=args.by, progress=print)
-    print(f"protocol v{rec['version']} is in force (published by {rec['published_by']} at {rec['published_at']}"
-          + ("; OVERRIDE of: " + "; ".join(rec["problems"]) if rec["override"] else "") + ")")
+    print(
+        f"protocol v{rec['version']} is in force (published by {rec['published_by']} at {rec['published_at']}"
+        + ("; OVERRIDE of: " + "; ".join(rec["problems"]) if rec["override"] else "")
+        + ")"
+    )
     return 0

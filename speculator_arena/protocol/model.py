@@ -84,7 +84,7 @@ class FirstChoice(_Strict):
 
 
 class LengthGate(_Strict):
-    bound: float = Field(gt=0)       # |CI(delta)| beyond this fails
+    bound: float = Field(gt=0)  # |CI(delta)| beyond this fails
 
 
 class MemoryGate(_Strict):
@@ -124,8 +124,8 @@ class Contention(_Strict):
     """Host contention (SCORING.md "Host contention"): what else may use the machine during a
     timed pass before the pass is contended and the evaluation void. Absent in v1 (not judged)."""
 
-    max_foreign_cpu_share: float = Field(gt=0)   # of one core, averaged over the pass
-    max_steal_share: float = Field(gt=0, lt=1)   # of all CPU time over the pass
+    max_foreign_cpu_share: float = Field(gt=0)  # of one core, averaged over the pass
+    max_steal_share: float = Field(gt=0, lt=1)  # of all CPU time over the pass
     sample_interval_seconds: float = Field(gt=0)
 
 
@@ -202,7 +202,7 @@ class Task(_Strict):
     dev_test_gap: float | None = Field(default=None, ge=0, lt=1)
 
     @model_validator(mode="after")
-    def _every_workload_has_lanes(self) -> "Task":
+    def _every_workload_has_lanes(self) -> Task:
         if set(self.lanes) != set(WORKLOADS):
             raise ValueError(f"lanes must name exactly {WORKLOADS}, got {sorted(self.lanes)}")
         return self
@@ -233,12 +233,12 @@ class Protocol(_Strict):
     tasks: dict[str, Task]
 
     @model_validator(mode="after")
-    def _workloads_complete(self) -> "Protocol":
+    def _workloads_complete(self) -> Protocol:
         if set(self.workloads) != set(WORKLOADS):
             raise ValueError(f"workloads must be exactly {WORKLOADS}, got {sorted(self.workloads)}")
         return self
 
-    def task(self, task_id: str) -> "TaskProtocol":
+    def task(self, task_id: str) -> TaskProtocol:
         if task_id not in self.tasks:
             raise KeyError(f"protocol v{self.version} has no task {task_id!r}; tasks: {sorted(self.tasks)}")
         return TaskProtocol.resolve(self, task_id)
@@ -285,13 +285,16 @@ class TaskProtocol(_Strict):
     contention: Contention | None
 
     @classmethod
-    def resolve(cls, p: Protocol, task_id: str) -> "TaskProtocol":
+    def resolve(cls, p: Protocol, task_id: str) -> TaskProtocol:
         t = p.tasks[task_id]
         gates = p.gates
         if t.gates is not None:
             gates = gates.model_copy(
-                update={k: getattr(t.gates, k) for k in ("greedy_agreement", "sampled_likelihood", "target_fidelity")
-                        if getattr(t.gates, k) is not None}
+                update={
+                    k: getattr(t.gates, k)
+                    for k in ("greedy_agreement", "sampled_likelihood", "target_fidelity")
+                    if getattr(t.gates, k) is not None
+                }
             )
             # model_copy(update=) keeps plain dicts; re-validate so nested models are models.
             gates = Gates.model_validate(gates.model_dump())

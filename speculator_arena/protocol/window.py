@@ -20,7 +20,7 @@ class WindowRule:
     cut_to_fraction: float
 
     @classmethod
-    def of(cls, task) -> "WindowRule":
+    def of(cls, task) -> WindowRule:
         """The rule of a `TaskProtocol`."""
         w = task.window
         return cls(task.task.max_model_len, w.overhead_fraction, w.overhead_tokens, w.cut_to_fraction)
@@ -40,4 +40,6 @@ class WindowRule:
 
     def room_after_cut(self, max_tokens: int) -> float:
         """Content tokens a prompt may hold in a cut-down window beside its reply budget."""
-        return (self.max_model_len * self.cut_to_fraction - self.overhead_tokens - max_tokens) / (1.0 + self.overhead_fraction)
+        return (self.max_model_len * self.cut_to_fraction - self.overhead_tokens - max_tokens) / (
+            1.0 + self.overhead_fraction
+        )

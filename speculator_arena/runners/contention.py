@@ -38,7 +38,7 @@ def _total(t) -> float:
 @dataclass
 class _Snapshot:
     at: float
-    cpu: object                                   # psutil's system-wide cpu_times
+    cpu: object  # psutil's system-wide cpu_times
     procs: dict[int, tuple[float, int, float, float]]  # pid -> (create_time, ppid, self cpu, reaped children cpu)
     own: set[int]
 
@@ -64,8 +64,12 @@ def snapshot(root_pid: int, extra_pids=()) -> _Snapshot:
         ct = info.get("cpu_times")
         if ct is None or info.get("create_time") is None:
             continue
-        procs[p.pid] = (info["create_time"], info["ppid"] or 0, ct.user + ct.system,
-                        getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0))
+        procs[p.pid] = (
+            info["create_time"],
+            info["ppid"] or 0,
+            ct.user + ct.system,
+            getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0),
+        )
     return _Snapshot(time.time(), psutil.cpu_times(), procs, _own_tree(procs, root_pid, set(extra_pids)))
 
 
@@ -89,17 +93,26 @@ def interval_row(a: _Snapshot, b: _Snapshot) -> dict:
     cpu = _busy(b.cpu) - _busy(a.cpu)
     own = own_cpu_between(a, b)
     return {
-        "started_at": a.at, "ended_at": b.at, "cpu_seconds": cpu, "own_cpu_seconds": own,
+        "started_at": a.at,
+        "ended_at": b.at,
+        "cpu_seconds": cpu,
+        "own_cpu_seconds": own,
         "foreign_cpu_seconds": max(0.0, cpu - own),
         "steal_seconds": getattr(b.cpu, "steal", 0.0) - getattr(a.cpu, "steal", 0.0),
-        "total_cpu_seconds": _total(b.cpu) - _total(a.cpu), "cpus": psutil.cpu_count() or 1,
+        "total_cpu_seconds": _total(b.cpu) - _total(a.cpu),
+        "cpus": psutil.cpu_count() or 1,
     }
 
 
 def gpu_row(device, own: set[int]) -> dict:
     """Foreign processes on the device, its utilization and throttle reasons (nulls without one)."""
-    out = {"foreign_gpu_processes": None, "foreign_gpu_bytes": None, "foreign_gpu_pids": None,
-           "gpu_utilization": None, "throttle_reasons": None}
+    out = {
+        "foreign_gpu_processes": None,
+        "foreign_gpu_bytes": None,
+        "foreign_gpu_pids": None,
+        "gpu_utilization": None,
+        "throttle_reasons": None,
+    }
     if device is None or not device.available:
         return out
     import pynvml
@@ -110,11 +123,16 @@ def gpu_row(device, own: set[int]) -> dict:
     except pynvml.NVMLError:
         pass
     foreign = {p.pid: int(p.usedGpuMemory or 0) for p in procs if p.pid not in own}
-    out.update(foreign_gpu_processes=len(foreign), foreign_gpu_bytes=sum(foreign.values()),
-               foreign_gpu_pids=json.dumps(sorted(foreign)),
-               gpu_utilization=float(pynvml.nvmlDeviceGetUtilizationRates(device.handle).gpu))
-    reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    out.update(
+        foreign_gpu_processes=len(foreign),
+        foreign_gpu_bytes=sum(foreign.values()),
+        foreign_gpu_pids=json.dumps(sorted(foreign)),
+        gpu_utilization=float(pynvml.nvmlDeviceGetUtilizationRates(device.handle).gpu),
+    )
+    reasons = (
+        getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
     try:
         out["throttle_reasons"] = int(reasons(device.handle))
     except pynvml.NVMLError:
@@ -127,8 +145,8 @@ class ContentionSampler:
     """Records one contention row per interval in a thread while a timed pass runs."""
 
     interval_s: float
-    pids_fn: object = None          # callable: the engine's pids now
-    device: object = None           # runners.memory.Device (or None)
+    pids_fn: object = None  # callable: the engine's pids now
+    device: object = None  # runners.memory.Device (or None)
     rows: list[dict] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -137,7 +155,7 @@ class ContentionSampler:
         extra = set(self.pids_fn()) if self.pids_fn else set()
         return snapshot(os.getpid(), extra)
 
-    def start(self) -> "ContentionSampler":
+    def start(self) -> ContentionSampler:
         self._stop.clear()
         self._last = self._take()
         self._thread = threading.Thread(target=self._run, name="contention-sampler", daemon=True)

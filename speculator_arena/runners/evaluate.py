@@ -28,8 +28,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=None, help="prepared target directory (default: prepare the task's)")
     p.add_argument("--evaluation-id", default=None)
     p.add_argument("--home", default=None, help="ARENA_HOME (default: $ARENA_HOME or ./arena_home)")
-    p.add_argument("--resume", metavar="EVALUATION_ID", default=None,
-                   help="a `running` evaluation whose runner died: clean up and mark it void")
+    p.add_argument(
+        "--resume",
+        metavar="EVALUATION_ID",
+        default=None,
+        help="a `running` evaluation whose runner died: clean up and mark it void",
+    )
 
 
 def spec_from_args(args):
@@ -37,10 +41,19 @@ def spec_from_args(args):
 
     if not args.task or not args.engine:
         raise ValueError("--task and --engine are required (or --resume ID)")
-    return EvaluationSpec(task_id=args.task, engine=args.engine, split=args.split,
-                          evaluation_id=args.evaluation_id or "", stock_engine=args.stock_engine,
-                          label=args.label, account_id=args.account, is_reference=args.reference,
-                          solution_kind=args.kind, speculator=args.speculator, target=args.target)
+    return EvaluationSpec(
+        task_id=args.task,
+        engine=args.engine,
+        split=args.split,
+        evaluation_id=args.evaluation_id or "",
+        stock_engine=args.stock_engine,
+        label=args.label,
+        account_id=args.account,
+        is_reference=args.reference,
+        solution_kind=args.kind,
+        speculator=args.speculator,
+        target=args.target,
+    )
 
 
 def summary(home, evaluation_id: str) -> dict:
@@ -51,13 +64,22 @@ def summary(home, evaluation_id: str) -> dict:
     wh = Warehouse(home)
     row = current_row(wh, evaluation_id) or {}
     counts = {t: wh.read_table(t, evaluation_id).num_rows for t in TABLES}
-    return {"evaluation_id": evaluation_id, "status": row.get("status"), "void_reason": row.get("void_reason"),
-            "failure_reason": row.get("failure_reason"), "rows": counts, "home": str(wh.home)}
+    return {
+        "evaluation_id": evaluation_id,
+        "status": row.get("status"),
+        "void_reason": row.get("void_reason"),
+        "failure_reason": row.get("failure_reason"),
+        "rows": counts,
+        "home": str(wh.home),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m speculator_arena.runners.evaluate", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m speculator_arena.runners.evaluate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(p)
     args = p.parse_args(argv)
     from speculator_arena.runners.harness import Evaluation, resume_dead

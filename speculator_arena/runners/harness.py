@@ -32,16 +32,24 @@ from speculator_arena import settings
 from speculator_arena.frontdoor.seal import sealed_provenance, verify_sealed_inputs
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.protocol.window import WindowRule
 from speculator_arena.runners import probes as probes_mod
 from speculator_arena.runners.contention import ContentionSampler
 from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, free_port
 from speculator_arena.runners.memory import Device, MemorySampler
 from speculator_arena.runners.metrics import scrape
 from speculator_arena.runners.status import (
-    FINAL, EvaluationStateError, current_row, own_identity, read_state, runner_alive, runs_dir,
-    write_state, write_status)
+    FINAL,
+    EvaluationStateError,
+    current_row,
+    own_identity,
+    read_state,
+    runner_alive,
+    runs_dir,
+    write_state,
+    write_status,
+)
 from speculator_arena.runners.tokens import load_tokenizer
-from speculator_arena.protocol.window import WindowRule
 from speculator_arena.runners.workload import ClientConfig, RequestRecord, record_rows, run_lanes
 from speculator_arena.scoring.answering import over_limit
 from speculator_arena.scoring.contention import pass_rows_contended
@@ -82,7 +90,7 @@ class EvaluationSpec:
     is_reference: bool = False
     solution_kind: str = "other"
     speculator: str | None = None
-    target: str | None = None          # a prepared target directory (default: prepare_checkpoint)
+    target: str | None = None  # a prepared target directory (default: prepare_checkpoint)
     protocol_version: int | None = None
 
     def __post_init__(self):
@@ -183,10 +191,14 @@ class Evaluation:
     def set_phase(self, phase: str) -> None:
         self.phase = phase
         eng = self.current_engine
-        write_state(self.wh, self.eid, phase=phase,
-                    engine_pgid=eng.proc.pid if eng and eng.proc else None,
-                    engine_uid=eng.uid if eng and eng.unprivileged else None,
-                    engine_workspace=str(eng.workspace) if eng and eng.workspace else None)
+        write_state(
+            self.wh,
+            self.eid,
+            phase=phase,
+            engine_pgid=eng.proc.pid if eng and eng.proc else None,
+            engine_uid=eng.uid if eng and eng.unprivileged else None,
+            engine_workspace=str(eng.workspace) if eng and eng.workspace else None,
+        )
 
     def preflight(self) -> None:
         """Bad input fails here, with a clear error, before anything is stored."""
@@ -211,12 +223,21 @@ class Evaluation:
         s = self.spec
         now = time.time()
         row = {
-            "evaluation_id": self.eid, "task_id": s.task_id, "split": s.split,
-            "protocol_version": self.proto.version, "submission_id": s.submission_id or self.eid,
-            "account_id": s.account_id, "is_reference": s.is_reference,
-            "label": s.label or Path(s.engine).name, "solution_kind": s.solution_kind,
-            "status": "queued", "void_reason": None, "failure_reason": None,
-            "created_at": now, "updated_at": now, "provenance": json.dumps(self._provenance(), sort_keys=True),
+            "evaluation_id": self.eid,
+            "task_id": s.task_id,
+            "split": s.split,
+            "protocol_version": self.proto.version,
+            "submission_id": s.submission_id or self.eid,
+            "account_id": s.account_id,
+            "is_reference": s.is_reference,
+            "label": s.label or Path(s.engine).name,
+            "solution_kind": s.solution_kind,
+            "status": "queued",
+            "void_reason": None,
+            "failure_reason": None,
+            "created_at": now,
+            "updated_at": now,
+            "provenance": json.dumps(self._provenance(), sort_keys=True),
         }
         self.wh.write_rows("evaluations", self.eid, [row], part="evaluation", replace=True)
         self.row = row
@@ -227,19 +248,34 @@ class Evaluation:
         eng = resolve_engine_path(s.engine)
         stock = resolve_engine_path(s.stock_engine or default_stock_engine(s.task_id, s.protocol_version))
         return {
-            "engine_path": str(eng), "engine_digest": tree_digest(eng),
-            "stock_engine_path": str(stock), "stock_engine_digest": tree_digest(stock),
-            "speculator": s.speculator, **sealed_provenance(s.engine, s.speculator, self.wh.home),
-            "host": socket.gethostname(), "code_commit": code_commit(),
-            "runner_user": os.environ.get("USER") or str(os.geteuid()), "runner_is_root": os.geteuid() == 0,
-            "device": {"nvml": self.device.available, "reason": self.device.reason,
-                       "name": self.device.name, "total_bytes": self.device.total_bytes},
+            "engine_path": str(eng),
+            "engine_digest": tree_digest(eng),
+            "stock_engine_path": str(stock),
+            "stock_engine_digest": tree_digest(stock),
+            "speculator": s.speculator,
+            **sealed_provenance(s.engine, s.speculator, self.wh.home),
+            "host": socket.gethostname(),
+            "code_commit": code_commit(),
+            "runner_user": os.environ.get("USER") or str(os.geteuid()),
+            "runner_is_root": os.geteuid() == 0,
+            "device": {
+                "nvml": self.device.available,
+                "reason": self.device.reason,
+                "name": self.device.name,
+                "total_bytes": self.device.total_bytes,
+            },
             "pass_order": "per workload (solo, team, busy): one warm-up wave, then its passes in order",
         }
 
     def finish(self, status: str, *, void_reason=None, failure_reason=None) -> str:
-        self.row = write_status(self.wh, self.row, status, void_reason=void_reason, failure_reason=failure_reason,
-                                provenance={"rows_written": self.rows_written, "last_phase": self.phase})
+        self.row = write_status(
+            self.wh,
+            self.row,
+            status,
+            void_reason=void_reason,
+            failure_reason=failure_reason,
+            provenance={"rows_written": self.rows_written, "last_phase": self.phase},
+        )
         write_state(self.wh, self.eid, phase=f"finished: {status}", engine_pgid=None, engine_uid=None)
         reason = void_reason or failure_reason
         self.say(f"{status}" + (f": {reason}" if reason else ""))
@@ -266,7 +302,9 @@ class Evaluation:
             return self.finish("void", void_reason=f"runner interrupted ({exc}) during {self.phase}")
         except Exception as exc:
             self._stop_current()
-            return self.finish("void", void_reason=f"runner error during {self.phase}: {type(exc).__name__}: {exc}"[:500])
+            return self.finish(
+                "void", void_reason=f"runner error during {self.phase}: {type(exc).__name__}: {exc}"[:500]
+            )
         finally:
             self._restore_signals(old)
 
@@ -352,14 +390,23 @@ class Evaluation:
             speculator = str(empty)
         py = sys.executable
         env = {
-            "TARGET": str(self.target), "ARTIFACT": str(self.target), "SPECULATOR": speculator,
-            "TOKENIZER": str(self.target), "GENERATION_CONFIG": str(self.target),
-            "SERVED_NAME": t.task.model, "MAX_MODEL_LEN": str(t.task.max_model_len),
-            "MAX_NUM_SEQS": str(t.max_num_seqs), "GPU_MEMORY_UTILIZATION": f"{gpu_util:.2f}",
+            "TARGET": str(self.target),
+            "ARTIFACT": str(self.target),
+            "SPECULATOR": speculator,
+            "TOKENIZER": str(self.target),
+            "GENERATION_CONFIG": str(self.target),
+            "SERVED_NAME": t.task.model,
+            "MAX_MODEL_LEN": str(t.task.max_model_len),
+            "MAX_NUM_SEQS": str(t.max_num_seqs),
+            "GPU_MEMORY_UTILIZATION": f"{gpu_util:.2f}",
             "PREFIX_CACHING": str(t.engine_environment.prefix_caching),
             "PATH": f"{Path(py).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "PYTHONPATH": str(REPO), "ARENA_PYTHON": py, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-            "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(REPO),
+            "ARENA_PYTHON": py,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
         }
         if t.task.language_model_only:
             env["LANGUAGE_MODEL_ONLY"] = "1"
@@ -371,14 +418,24 @@ class Evaluation:
     def _readable(self) -> list[Path]:
         import speculator_arena
 
-        return [Path(sys.executable).resolve(), Path(speculator_arena.__file__).parent,
-                Path(sysconfig.get_paths()["purelib"])]
+        return [
+            Path(sys.executable).resolve(),
+            Path(speculator_arena.__file__).parent,
+            Path(sysconfig.get_paths()["purelib"]),
+        ]
 
     def _start(self, name: str, src: Path, purpose: str, gpu_util: float) -> EngineRun:
         self.start_counter += 1
-        er = EngineRun(engine=name, purpose=purpose, start_index=self.start_counter, src=src,
-                       env_vars=self._env(gpu_util), port=free_port(), private_root=runs_dir(self.wh, self.eid),
-                       drop_privileges=not settings.flag("ARENA_NO_PRIVILEGE_DROP"))
+        er = EngineRun(
+            engine=name,
+            purpose=purpose,
+            start_index=self.start_counter,
+            src=src,
+            env_vars=self._env(gpu_util),
+            port=free_port(),
+            private_root=runs_dir(self.wh, self.eid),
+            drop_privileges=not settings.flag("ARENA_NO_PRIVILEGE_DROP"),
+        )
         self.current_engine = er
         self.say(f"starting {name} engine ({purpose}, utilization {gpu_util:.2f})")
         try:
@@ -390,13 +447,18 @@ class Evaluation:
             raise EngineFailure(f"{name} engine cannot start: {exc}") from exc
         self.set_phase(f"{name} {purpose}: waiting for /health")
         if not er.wait_healthy(self.task.start_stop.health_timeout_seconds):
-            why = ("exited before answering /health" if er.died else
-                   f"did not answer /health within {self.task.start_stop.health_timeout_seconds:g} s")
+            why = (
+                "exited before answering /health"
+                if er.died
+                else f"did not answer /health within {self.task.start_stop.health_timeout_seconds:g} s"
+            )
             er.died = False  # not serving yet: a failed start, not a death
             self._stop_engine(er, record=True)
             raise EngineFailure(f"{name} engine {why}")
-        self.say(f"{name} engine healthy after {er.healthy_at - er.started_at:.1f} s"
-                 + ("" if er.unprivileged else f" (not unprivileged: {er.privilege_note})"))
+        self.say(
+            f"{name} engine healthy after {er.healthy_at - er.started_at:.1f} s"
+            + ("" if er.unprivileged else f" (not unprivileged: {er.privilege_note})")
+        )
         return er
 
     def _stop_engine(self, er: EngineRun, *, record: bool) -> None:
@@ -404,8 +466,13 @@ class Evaluation:
         di = self.task.device_idle
         ok, secs = self.device.wait_idle(di.max_gib, di.within_seconds)
         self._idle_ok = ok is not False
-        self._idle_reason = None if self._idle_ok else (
-            f"device held {di.max_gib:g} GiB or more {di.within_seconds:g} s after the {er.engine} engine stopped")
+        self._idle_reason = (
+            None
+            if self._idle_ok
+            else (
+                f"device held {di.max_gib:g} GiB or more {di.within_seconds:g} s after the {er.engine} engine stopped"
+            )
+        )
         if record:
             self.write("engine_starts", [er.row(self.eid, idle_ok=ok, idle_s=secs)])
         self.current_engine = None
@@ -415,11 +482,17 @@ class Evaluation:
     def client_config(self, engine: str, er: EngineRun) -> ClientConfig:
         t = self.task
         return ClientConfig(
-            base_url=er.base_url, served_name=t.task.model, evaluation_id=self.eid, engine=engine,
+            base_url=er.base_url,
+            served_name=t.task.model,
+            evaluation_id=self.eid,
+            engine=engine,
             sampling={"temperature": t.sampling.temperature, "top_p": t.sampling.top_p, "top_k": t.sampling.top_k},
             window=WindowRule.of(t),
-            think_cap_s=t.think_time.cap_seconds, think_scale=t.think_time.scale_c,
-            max_tokens_cap=t.max_tokens_cap, tokenizer=self.tokenizer)
+            think_cap_s=t.think_time.cap_seconds,
+            think_scale=t.think_time.scale_c,
+            max_tokens_cap=t.max_tokens_cap,
+            tokenizer=self.tokenizer,
+        )
 
     def _timed(self, engine: str, src: Path) -> None:
         self._idle_ok, self._idle_reason = True, None
@@ -472,14 +545,18 @@ class Evaluation:
         sessions = self.pool.passes(self.eid, w, i, self._pass_size(w, i, L, wl))
         metrics_before = scrape(er.base_url, evaluation_id=self.eid, pass_id=pass_id, engine=engine, phase="before")
         sampler = MemorySampler(self.device, t.device_idle.memory_sample_interval_seconds, er.pids).start()
-        contention = (ContentionSampler(t.contention.sample_interval_seconds, er.pids, self.device).start()
-                      if t.contention is not None else None)
+        contention = (
+            ContentionSampler(t.contention.sample_interval_seconds, er.pids, self.device).start()
+            if t.contention is not None
+            else None
+        )
         started = time.time()
         ends, grace_ends = started + wl.pass_seconds, started + wl.pass_seconds + t.grace_seconds
         error = None
         try:
-            records = asyncio.run(run_lanes(cfg, sessions, L, wl.interleave, pass_id, ends, grace_ends,
-                                            stop_check=lambda: not er.alive()))
+            records = asyncio.run(
+                run_lanes(cfg, sessions, L, wl.interleave, pass_id, ends, grace_ends, stop_check=lambda: not er.alive())
+            )
         finally:
             samples = sampler.stop()
             host = contention.stop() if contention is not None else []
@@ -488,37 +565,63 @@ class Evaluation:
         if died:
             er.died = True
             error = f"{engine} engine died during the pass"
-        metrics_after = [] if died else scrape(er.base_url, evaluation_id=self.eid, pass_id=pass_id,
-                                               engine=engine, phase="after")
+        metrics_after = (
+            [] if died else scrape(er.base_url, evaluation_id=self.eid, pass_id=pass_id, engine=engine, phase="after")
+        )
         req_rows, reply_rows = [], []
         for r in records:
-            a, b = record_rows(r, evaluation_id=self.eid, engine=engine, pass_id=pass_id, workload=w,
-                               pass_index=i, tokenizer=self.tokenizer)
+            a, b = record_rows(
+                r,
+                evaluation_id=self.eid,
+                engine=engine,
+                pass_id=pass_id,
+                workload=w,
+                pass_index=i,
+                tokenizer=self.tokenizer,
+            )
             req_rows.append(a)
             reply_rows.append(b)
-        is_counted = [counted_row(row, slack=t.count_slack_tokens, ends_at=ends, grace_ends_at=grace_ends)
-                      for row in req_rows]
+        is_counted = [
+            counted_row(row, slack=t.count_slack_tokens, ends_at=ends, grace_ends_at=grace_ends) for row in req_rows
+        ]
         self.records[engine].extend(r for r, c in zip(records, is_counted) if c)
         self.write("requests", req_rows)
         self.write("replies", reply_rows)
         self.write("memory", [dict(s, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for s in samples])
         self.write("contention", [dict(h, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for h in host])
         self.write("metrics", metrics_before + metrics_after)
-        self.write("passes", [{
-            "evaluation_id": self.eid, "pass_id": pass_id, "engine": engine, "workload": w, "pass_index": i,
-            "lanes": L, "interleave": wl.interleave, "started_at": started, "ends_at": ends,
-            "grace_ends_at": grace_ends, "finished_at": finished, "status": "aborted" if died else "complete",
-            "error": error, "memory_status": "sampled" if self.device.available else "unavailable",
-            "memory_note": None if self.device.available else self.device.reason,
-            "device_total_bytes": self.device.total_bytes,
-            "gpu_memory_utilization": t.engine_environment.gpu_memory_utilization,
-        }])
+        self.write(
+            "passes",
+            [
+                {
+                    "evaluation_id": self.eid,
+                    "pass_id": pass_id,
+                    "engine": engine,
+                    "workload": w,
+                    "pass_index": i,
+                    "lanes": L,
+                    "interleave": wl.interleave,
+                    "started_at": started,
+                    "ends_at": ends,
+                    "grace_ends_at": grace_ends,
+                    "finished_at": finished,
+                    "status": "aborted" if died else "complete",
+                    "error": error,
+                    "memory_status": "sampled" if self.device.available else "unavailable",
+                    "memory_note": None if self.device.available else self.device.reason,
+                    "device_total_bytes": self.device.total_bytes,
+                    "gpu_memory_utilization": t.engine_environment.gpu_memory_utilization,
+                }
+            ],
+        )
         toks = sum(r["output_tokens"] for r, c in zip(req_rows, is_counted) if c)
         peak = max((s["used_bytes"] for s in samples if s["used_bytes"] is not None), default=None)
         foreign = sum(h.get("foreign_cpu_seconds") or 0.0 for h in host) / max(finished - started, 1e-9)
-        self.say(f"{engine} {pass_id}: {sum(is_counted)}/{len(req_rows)} requests counted, {toks} tokens"
-                 + (f", peak device memory {peak / 2**30:.2f} GiB" if peak is not None else "")
-                 + (f", foreign CPU {foreign:.2f} cores" if host else ""))
+        self.say(
+            f"{engine} {pass_id}: {sum(is_counted)}/{len(req_rows)} requests counted, {toks} tokens"
+            + (f", peak device memory {peak / 2**30:.2f} GiB" if peak is not None else "")
+            + (f", foreign CPU {foreign:.2f} cores" if host else "")
+        )
         if died:
             self._stop_engine(er, record=True)
             raise EngineFailure(f"{engine} engine died during {pass_id}")
@@ -533,8 +636,10 @@ class Evaluation:
         g = self.task.gates
         greedy = self.pool.greedy_prompts(g.greedy_agreement.prompts)
         texts = self.pool.fidelity_texts(g.target_fidelity.texts)
-        samples = {e: probes_mod.sample_replies(self.records[e], g.sampled_likelihood.replies, self.eid)
-                   for e in ("candidate", "stock")}
+        samples = {
+            e: probes_mod.sample_replies(self.records[e], g.sampled_likelihood.replies, self.eid)
+            for e in ("candidate", "stock")
+        }
         runner = probes_mod.ProbeRunner(self.eid, self.tokenizer, self.task, self.say)
 
         # Candidate: its greedy replies and fidelity scores.
@@ -597,8 +702,7 @@ def resume_dead(wh: Warehouse, evaluation_id: str, progress=None) -> str:
         raise EvaluationStateError(f"evaluation {evaluation_id} is queued, not started: run it instead of resuming")
     _kill_leftovers(state)
     phase = state.get("phase") or "an unknown phase"
-    write_status(wh, row, "void", void_reason=f"runner died during {phase}",
-                 provenance={"resumed_by": own_identity()})
+    write_status(wh, row, "void", void_reason=f"runner died during {phase}", provenance={"resumed_by": own_identity()})
     write_state(wh, evaluation_id, phase="finished: void (runner died)", engine_pgid=None, engine_workspace=None)
     say(f"[evaluate {evaluation_id}] void: runner died during {phase}; stored rows kept")
     return "void"

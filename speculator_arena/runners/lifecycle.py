@@ -108,8 +108,11 @@ def ensure_engine_user(name: str = ENGINE_USER) -> pwd.struct_passwd:
         return pwd.getpwnam(name)
     except KeyError:
         pass
-    r = subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                        "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)
+    r = subprocess.run(
+        ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode not in (0, 9):  # 9: exists (a concurrent runner made it)
         raise RuntimeError(f"useradd {name} failed: {r.stderr.strip()}")
     return pwd.getpwnam(name)
@@ -170,13 +173,13 @@ def _proc_pids(pgid: int | None = None, uid: int | None = None) -> list[int]:
 class EngineRun:
     """One start of an engine: its process, workspace, log, and what its stop found."""
 
-    engine: str                   # candidate | stock
-    purpose: str                  # timed | probe
+    engine: str  # candidate | stock
+    purpose: str  # timed | probe
     start_index: int
     src: Path
     env_vars: dict[str, str]
     port: int
-    private_root: Path            # where the runner keeps the log (not readable by the engine)
+    private_root: Path  # where the runner keeps the log (not readable by the engine)
     drop_privileges: bool = True
     proc: subprocess.Popen | None = None
     workspace: Path | None = None
@@ -235,8 +238,9 @@ class EngineRun:
             needed = [p for p in readable if p] + [Path(env[k]) for k in ("TARGET", "SPECULATOR") if env.get(k)]
             missing = user_can_read(self.user, needed)
             if missing:
-                self.privilege_note = (f"{self.user} cannot read {', '.join(map(str, missing))}; "
-                                       "the engine ran as the runner's user")
+                self.privilege_note = (
+                    f"{self.user} cannot read {', '.join(map(str, missing))}; the engine ran as the runner's user"
+                )
                 root_mode = False
                 self.user, self.uid = pwd.getpwuid(os.geteuid()).pw_name, os.geteuid()
             else:
@@ -244,8 +248,9 @@ class EngineRun:
                 self.unprivileged = True
         else:
             self.user, self.uid = pwd.getpwuid(os.geteuid()).pw_name, os.geteuid()
-            self.privilege_note = ("the runner is not root and cannot switch users" if os.geteuid() != 0
-                                   else "privilege drop disabled")
+            self.privilege_note = (
+                "the runner is not root and cannot switch users" if os.geteuid() != 0 else "privilege drop disabled"
+            )
         self.log_path = self.private_root / f"engine-{self.engine}-{self.purpose}-{self.start_index}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
@@ -253,9 +258,15 @@ class EngineRun:
         self.started_at = time.time()
         try:
             self.proc = subprocess.Popen(
-                ["/bin/bash", str(engine_dir / "launch.sh"), "serve"], cwd=str(engine_dir), env=env,
-                stdin=subprocess.DEVNULL, stdout=log_fh, stderr=subprocess.STDOUT,
-                start_new_session=True, **kwargs)
+                ["/bin/bash", str(engine_dir / "launch.sh"), "serve"],
+                cwd=str(engine_dir),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **kwargs,
+            )
         finally:
             log_fh.close()
 
@@ -343,12 +354,23 @@ class EngineRun:
         if self.privilege_note:
             log = f"[arena] {self.privilege_note}\n" + log
         return {
-            "evaluation_id": evaluation_id, "engine": self.engine, "purpose": self.purpose,
-            "start_index": self.start_index, "started_at": self.started_at, "healthy_at": self.healthy_at,
-            "stopped_at": self.stopped_at, "exit_code": self.exit_code, "stop_signal": self.stop_signal,
-            "run_as_user": self.user, "unprivileged": self.unprivileged, "offload_detected": offload,
-            "offload_evidence": evidence, "died": self.died, "device_idle_seconds": idle_s,
-            "device_idle_ok": idle_ok, "log_text": log,
+            "evaluation_id": evaluation_id,
+            "engine": self.engine,
+            "purpose": self.purpose,
+            "start_index": self.start_index,
+            "started_at": self.started_at,
+            "healthy_at": self.healthy_at,
+            "stopped_at": self.stopped_at,
+            "exit_code": self.exit_code,
+            "stop_signal": self.stop_signal,
+            "run_as_user": self.user,
+            "unprivileged": self.unprivileged,
+            "offload_detected": offload,
+            "offload_evidence": evidence,
+            "died": self.died,
+            "device_idle_seconds": idle_s,
+            "device_idle_ok": idle_ok,
+            "log_text": log,
         }
 
 
@@ -372,7 +394,7 @@ def _shm_in_use() -> set[str]:
             for line in Path(f"/proc/{entry}/maps").read_text().splitlines():
                 i = line.find("/dev/shm/")
                 if i >= 0:
-                    used.add(line[i + 9:].split("/")[0].split(" ")[0])
+                    used.add(line[i + 9 :].split("/")[0].split(" ")[0])
             for fd in os.listdir(f"/proc/{entry}/fd"):
                 target = os.readlink(f"/proc/{entry}/fd/{fd}")
                 if target.startswith("/dev/shm/"):

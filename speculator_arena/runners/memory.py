@@ -27,7 +27,7 @@ class Device:
     name: str | None = None
 
     @classmethod
-    def open(cls) -> "Device":
+    def open(cls) -> Device:
         if settings.flag("ARENA_NO_NVML"):
             return cls(False, "NVML disabled by ARENA_NO_NVML")
         try:
@@ -95,7 +95,7 @@ class MemorySampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def start(self) -> "MemorySampler":
+    def start(self) -> MemorySampler:
         if not self.device.available:
             return self
         self._stop.clear()
@@ -108,16 +108,25 @@ class MemorySampler:
         while not self._stop.is_set():
             try:
                 pids = set(self.pids_fn()) if self.pids_fn else set()
-                self.samples.append({
-                    "sampled_at": time.time(),
-                    "used_bytes": self.device.used_bytes(),
-                    "total_bytes": self.device.total_bytes,
-                    "engine_bytes": self.device.process_bytes(pids) if pids else None,
-                    "error": None,
-                })
+                self.samples.append(
+                    {
+                        "sampled_at": time.time(),
+                        "used_bytes": self.device.used_bytes(),
+                        "total_bytes": self.device.total_bytes,
+                        "engine_bytes": self.device.process_bytes(pids) if pids else None,
+                        "error": None,
+                    }
+                )
             except Exception as exc:  # a failed read is a row that says why, never a zero
-                self.samples.append({"sampled_at": time.time(), "used_bytes": None, "total_bytes": self.device.total_bytes,
-                                     "engine_bytes": None, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                self.samples.append(
+                    {
+                        "sampled_at": time.time(),
+                        "used_bytes": None,
+                        "total_bytes": self.device.total_bytes,
+                        "engine_bytes": None,
+                        "error": f"{type(exc).__name__}: {exc}"[:300],
+                    }
+                )
             next_t += self.interval_s
             self._stop.wait(max(0.0, next_t - time.time()))
 

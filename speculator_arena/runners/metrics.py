@@ -14,8 +14,9 @@ import time
 import httpx
 
 
-def scrape(base_url: str, *, evaluation_id: str, pass_id: str, engine: str, phase: str,
-           timeout: float = 10.0) -> list[dict]:
+def scrape(
+    base_url: str, *, evaluation_id: str, pass_id: str, engine: str, phase: str, timeout: float = 10.0
+) -> list[dict]:
     """Every sample of `/metrics` as raw rows; an engine without `/metrics` gives no rows."""
     taken_at = time.time()
     try:
@@ -29,10 +30,18 @@ def scrape(base_url: str, *, evaluation_id: str, pass_id: str, engine: str, phas
         for name, labels, value in samples(resp.text):
             if math.isnan(value):
                 continue
-            rows.append({
-                "evaluation_id": evaluation_id, "pass_id": pass_id, "engine": engine, "phase": phase,
-                "taken_at": taken_at, "name": name, "labels": json.dumps(labels, sort_keys=True), "value": value,
-            })
+            rows.append(
+                {
+                    "evaluation_id": evaluation_id,
+                    "pass_id": pass_id,
+                    "engine": engine,
+                    "phase": phase,
+                    "taken_at": taken_at,
+                    "name": name,
+                    "labels": json.dumps(labels, sort_keys=True),
+                    "value": value,
+                }
+            )
     except ValueError:  # not Prometheus text: nothing the arena can read, and nothing scored needs it
         return []
     return rows
@@ -55,7 +64,7 @@ def samples(text: str):
                 yield s.name, dict(s.labels), float(s.value)
 
 
-_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$')
+_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 

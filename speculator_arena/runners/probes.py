@@ -42,9 +42,9 @@ def sample_replies(records: list[RequestRecord], n: int, evaluation_id: str) -> 
 
 def scoring_context(rec: RequestRecord, tokenizer, context_tokens: int) -> list[dict]:
     """System prompt + the conversation's last `context_tokens` tokens (led by a user message)."""
-    msgs = rec.messages[:rec.n_messages]
+    msgs = rec.messages[: rec.n_messages]
     system = [msgs[0]] if msgs and msgs[0]["role"] == "system" else []
-    conv = msgs[len(system):]
+    conv = msgs[len(system) :]
     kept: list[dict] = []
     budget = context_tokens
     for m in reversed(conv):
@@ -81,7 +81,7 @@ def parse_prompt_logprobs(resp: dict, token_ids: list[int]) -> tuple[list[float]
     if n > len(pl):
         raise ValueError(f"prompt_logprobs has {len(pl)} positions, the reply alone has {n} tokens")
     lps, ranks = [], []
-    for k, (tid, entry) in enumerate(zip(token_ids, pl[len(pl) - n:])):
+    for k, (tid, entry) in enumerate(zip(token_ids, pl[len(pl) - n :])):
         info = entry.get(str(tid)) if isinstance(entry, dict) else None
         if not isinstance(info, dict) or "logprob" not in info:
             raise ValueError(f"prompt_logprobs do not cover the arena's token {tid} at reply position {k}")
@@ -101,8 +101,9 @@ def scored_reply_ids(tokenizer, messages: list[dict]) -> list[int]:
     if not reply:
         return []
     try:
-        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False,
-                                             continue_final_message=True, enable_thinking=False)
+        text = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=False, continue_final_message=True, enable_thinking=False
+        )
     except Exception:
         text = None
     if not isinstance(text, str) or not text.endswith(reply):
@@ -132,21 +133,35 @@ class ProbeRunner:
         rows = []
         async with httpx.AsyncClient(timeout=httpx.Timeout(None, connect=30.0), trust_env=False) as client:
             for i, p in enumerate(prompts):
-                row = {"evaluation_id": self.eid, "engine": engine, "prompt_id": p.prompt_id, "prompt_index": i,
-                       "token_ids": None, "text": None, "answered": False, "error": None}
+                row = {
+                    "evaluation_id": self.eid,
+                    "engine": engine,
+                    "prompt_id": p.prompt_id,
+                    "prompt_index": i,
+                    "token_ids": None,
+                    "text": None,
+                    "answered": False,
+                    "error": None,
+                }
                 if not alive():
                     row["error"] = "engine not running"
                     rows.append(row)
                     continue
                 body = {
-                    "model": self.served_name, "messages": p.messages, "stream": True,
-                    "stream_options": {"include_usage": True}, "max_tokens": g.max_tokens,
-                    "temperature": g.temperature, "top_p": s.top_p, "top_k": s.top_k,
+                    "model": self.served_name,
+                    "messages": p.messages,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                    "max_tokens": g.max_tokens,
+                    "temperature": g.temperature,
+                    "top_p": s.top_p,
+                    "top_k": s.top_k,
                     "seed": request_seed(self.eid, p.prompt_id, 0),
                     "chat_template_kwargs": {"enable_thinking": False},
                 }
-                res = await stream_chat(client, base_url + "/v1/chat/completions", body,
-                                        deadline=time.time() + PROBE_REQUEST_TIMEOUT_S)
+                res = await stream_chat(
+                    client, base_url + "/v1/chat/completions", body, deadline=time.time() + PROBE_REQUEST_TIMEOUT_S
+                )
                 if res.done and res.error is None:
                     row.update(text=res.text, token_ids=token_ids(self.tok, res.text), answered=True)
                 else:
@@ -156,16 +171,32 @@ class ProbeRunner:
         return rows
 
     def unanswered_greedy(self, engine: str, prompts, reason: str) -> list[dict]:
-        return [{"evaluation_id": self.eid, "engine": engine, "prompt_id": p.prompt_id, "prompt_index": i,
-                 "token_ids": None, "text": None, "answered": False, "error": reason} for i, p in enumerate(prompts)]
+        return [
+            {
+                "evaluation_id": self.eid,
+                "engine": engine,
+                "prompt_id": p.prompt_id,
+                "prompt_index": i,
+                "token_ids": None,
+                "text": None,
+                "answered": False,
+                "error": reason,
+            }
+            for i, p in enumerate(prompts)
+        ]
 
     # ---- prompt_logprobs ---------------------------------------------------------------
     def _score_body(self, messages: list[dict], reply: str, seed: int) -> dict:
         return {
             "model": self.served_name,
             "messages": list(messages) + [{"role": "assistant", "content": reply}],
-            "stream": False, "max_tokens": 1, "temperature": 0.0, "seed": seed,
-            "prompt_logprobs": 1, "add_generation_prompt": False, "continue_final_message": True,
+            "stream": False,
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "seed": seed,
+            "prompt_logprobs": 1,
+            "add_generation_prompt": False,
+            "continue_final_message": True,
             "chat_template_kwargs": {"enable_thinking": False},
         }
 
@@ -174,8 +205,9 @@ class ProbeRunner:
         has nothing to score: it is answered with no tokens (it shifts no statistic and is never
         charged to the engine asked)."""
         out = []
-        async with httpx.AsyncClient(timeout=httpx.Timeout(PROBE_REQUEST_TIMEOUT_S, connect=30.0),
-                                     trust_env=False) as client:
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(PROBE_REQUEST_TIMEOUT_S, connect=30.0), trust_env=False
+        ) as client:
             for messages, reply, seed in items:
                 body = self._score_body(messages, reply, seed)
                 digest, ids = context_digest(body["messages"]), scored_reply_ids(self.tok, body["messages"])
@@ -185,8 +217,9 @@ class ProbeRunner:
                 if not alive():
                     out.append((ids, None, None, digest, "engine not running"))
                     continue
-                resp, err = await post_json(client, base_url + "/v1/chat/completions", body,
-                                            timeout=PROBE_REQUEST_TIMEOUT_S)
+                resp, err = await post_json(
+                    client, base_url + "/v1/chat/completions", body, timeout=PROBE_REQUEST_TIMEOUT_S
+                )
                 if err:
                     out.append((ids, None, None, digest, err))
                     continue
@@ -203,29 +236,57 @@ class ProbeRunner:
         results = asyncio.run(self._score_all(base_url, items, alive))
         rows = []
         for t, (ids, lps, _, _, err) in zip(texts, results):
-            rows.append({"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id, "token_ids": ids,
-                         "token_logprobs": lps, "answered": err is None, "error": err})
+            rows.append(
+                {
+                    "evaluation_id": self.eid,
+                    "engine": engine,
+                    "text_id": t.text_id,
+                    "token_ids": ids,
+                    "token_logprobs": lps,
+                    "answered": err is None,
+                    "error": err,
+                }
+            )
         self.say(f"{engine} fidelity probes: {sum(r['answered'] for r in rows)}/{len(rows)} answered")
         return rows
 
     def unanswered_fidelity(self, engine: str, texts, reason: str) -> list[dict]:
-        return [{"evaluation_id": self.eid, "engine": engine, "text_id": t.text_id,
-                 "token_ids": scored_reply_ids(self.tok, list(t.messages) + [{"role": "assistant", "content": t.reply}]),
-                 "token_logprobs": None, "answered": False,
-                 "error": reason} for t in texts]
+        return [
+            {
+                "evaluation_id": self.eid,
+                "engine": engine,
+                "text_id": t.text_id,
+                "token_ids": scored_reply_ids(self.tok, list(t.messages) + [{"role": "assistant", "content": t.reply}]),
+                "token_logprobs": None,
+                "answered": False,
+                "error": reason,
+            }
+            for t in texts
+        ]
 
     def scored(self, reply_engine: str, base_url: str, sampled: list[RequestRecord], alive) -> list[dict]:
         sl = self.task.gates.sampled_likelihood
         items = []
         for rec in sampled:
             ctx = scoring_context(rec, self.tok, sl.context_tokens)
-            items.append((ctx, rec.result.text[:sl.reply_chars], rec.seed))
+            items.append((ctx, rec.result.text[: sl.reply_chars], rec.seed))
         results = asyncio.run(self._score_all(base_url, items, alive))
         rows = []
         for k, (rec, (ids, lps, ranks, digest, err)) in enumerate(zip(sampled, results)):
-            rows.append({"evaluation_id": self.eid, "reply_engine": reply_engine, "scorer_engine": "stock",
-                         "request_id": rec.request_id, "sample_index": k, "token_ids": ids,
-                         "context_sha256": digest, "token_logprobs": lps, "token_ranks": ranks,
-                         "answered": err is None, "error": err})
+            rows.append(
+                {
+                    "evaluation_id": self.eid,
+                    "reply_engine": reply_engine,
+                    "scorer_engine": "stock",
+                    "request_id": rec.request_id,
+                    "sample_index": k,
+                    "token_ids": ids,
+                    "context_sha256": digest,
+                    "token_logprobs": lps,
+                    "token_ranks": ranks,
+                    "answered": err is None,
+                    "error": err,
+                }
+            )
         self.say(f"stock scored {sum(r['answered'] for r in rows)}/{len(rows)} sampled {reply_engine} replies")
         return rows

@@ -60,8 +60,15 @@ def current_row(wh: Warehouse, evaluation_id: str) -> dict | None:
     return max(rows, key=lambda r: r["updated_at"] or 0)
 
 
-def write_status(wh: Warehouse, row: dict, status: str, *, void_reason: str | None = None,
-                 failure_reason: str | None = None, provenance: dict | None = None) -> dict:
+def write_status(
+    wh: Warehouse,
+    row: dict,
+    status: str,
+    *,
+    void_reason: str | None = None,
+    failure_reason: str | None = None,
+    provenance: dict | None = None,
+) -> dict:
     """Rewrite the evaluation's one row with a new status (replace semantics, atomic)."""
     if status not in STATUSES:
         raise ValueError(f"unknown status {status!r}; statuses: {STATUSES}")

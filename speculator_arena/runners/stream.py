@@ -34,10 +34,10 @@ from urllib.parse import urlsplit
 import httpx
 
 DONE = "[DONE]"
-PARSE_SLICE = 64           # payloads decoded between two yields to the event loop
-ERROR_BODY_KEPT = 4096     # bytes of a non-200 body kept for the error text (300 are shown)
-MAX_HEAD_BYTES = 65536     # a response head (or one chunk-size line) longer than this is refused
-READ_BUFFER = 65536        # bytes one read may take (more waits for the next loop turn)
+PARSE_SLICE = 64  # payloads decoded between two yields to the event loop
+ERROR_BODY_KEPT = 4096  # bytes of a non-200 body kept for the error text (300 are shown)
+MAX_HEAD_BYTES = 65536  # a response head (or one chunk-size line) longer than this is refused
+READ_BUFFER = 65536  # bytes one read may take (more waits for the next loop turn)
 _clock = time.time
 
 
@@ -126,7 +126,7 @@ def _template(s: str, obj: Any) -> tuple[str, str] | None:
             except ValueError:
                 val = None
             if val == delta["content"]:
-                pre, suf = s[:j + 1], s[end:]
+                pre, suf = s[: j + 1], s[end:]
                 try:
                     probe = json.loads(pre + _PROBE + '"' + suf)
                     expect = json.loads(s)
@@ -165,7 +165,7 @@ class StreamResult:
     def parse(self) -> StreamResult:
         """Decode the kept payloads: texts of chunks that carry text, finish reason, usage."""
         for i in range(0, len(self.lines), PARSE_SLICE):
-            self._parse_slice(self.lines[i:i + PARSE_SLICE])
+            self._parse_slice(self.lines[i : i + PARSE_SLICE])
         return self
 
     async def parse_yielding(self) -> StreamResult:
@@ -173,7 +173,7 @@ class StreamResult:
         for i in range(0, len(self.lines), PARSE_SLICE):
             if i:
                 await asyncio.sleep(0)
-            self._parse_slice(self.lines[i:i + PARSE_SLICE])
+            self._parse_slice(self.lines[i : i + PARSE_SLICE])
         return self
 
     def _parse_slice(self, lines: list[tuple[float, bytes]]) -> None:
@@ -264,14 +264,14 @@ class _Connection(asyncio.BufferedProtocol):
         self._lines: list | None = None
         self._waiter: asyncio.Future | None = None
         self._mode = _HEAD
-        self._buf = b""           # an incomplete head, chunk-size line or trailer section
-        self._left = 0            # bytes still to come: chunk payload + its CRLF, or Content-Length body
-        self._sse = b""           # an incomplete SSE line
-        self._ok = False          # status 200: the body is SSE
-        self._stop = False        # [DONE] seen: later body bytes are framing to get through
+        self._buf = b""  # an incomplete head, chunk-size line or trailer section
+        self._left = 0  # bytes still to come: chunk payload + its CRLF, or Content-Length body
+        self._sse = b""  # an incomplete SSE line
+        self._ok = False  # status 200: the body is SSE
+        self._stop = False  # [DONE] seen: later body bytes are framing to get through
         self._keep_alive = False
-        self._ended = False       # the whole response has arrived
-        self._released = False    # stream_chat is finished with it
+        self._ended = False  # the whole response has arrived
+        self._released = False  # stream_chat is finished with it
         self._error_body = bytearray()
 
     # asyncio.Protocol
@@ -289,8 +289,12 @@ class _Connection(asyncio.BufferedProtocol):
         elif self._mode == _HEAD and not self._buf:
             self._fail(RemoteProtocolError("server disconnected without sending a response"))
         else:
-            why = {_HEAD: "incomplete response head", _CHUNKED: "incomplete chunked read",
-                   _TRAILERS: "incomplete chunked trailer", _LENGTH: "incomplete body"}[self._mode]
+            why = {
+                _HEAD: "incomplete response head",
+                _CHUNKED: "incomplete chunked read",
+                _TRAILERS: "incomplete chunked trailer",
+                _LENGTH: "incomplete body",
+            }[self._mode]
             self._fail(RemoteProtocolError(f"peer closed connection without sending complete message body ({why})"))
 
     def eof_received(self):
@@ -363,7 +367,7 @@ class _Connection(asyncio.BufferedProtocol):
             return
         self._buf = b""
         status_line, *header_lines = buf[:i].decode("latin-1").split("\r\n")
-        rest = buf[i + 4:]
+        rest = buf[i + 4 :]
         version, _, tail = status_line.partition(" ")
         if not version.startswith("HTTP/1."):
             raise ValueError(f"not an HTTP/1.x status line: {status_line[:80]!r}")
@@ -439,7 +443,7 @@ class _Connection(asyncio.BufferedProtocol):
                     self._left = left - (n - pos)
                     return
             take = min(left, n - pos)  # the CRLF that closes the chunk, maybe split
-            if data[pos:pos + take] != b"\r\n"[2 - left:2 - left + take]:
+            if data[pos : pos + take] != b"\r\n"[2 - left : 2 - left + take]:
                 raise ValueError("chunk not followed by CRLF")
             pos += take
             self._left = left - take
@@ -457,7 +461,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._buf = buf
             return
         self._buf = b""
-        self._end(extra=buf[i + 4:])
+        self._end(extra=buf[i + 4 :])
 
     def _length(self, data: bytes, t: float) -> None:
         left, n = self._left, len(data)
@@ -572,8 +576,10 @@ class SSEClient:
             path = (u.path or "/") + (f"?{u.query}" if u.query else "")
             host = u.netloc.rpartition("@")[2]
             try:
-                head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: speculator-arena\r\n"
-                        f"Accept: text/event-stream\r\nContent-Type: application/json\r\n").encode("ascii")
+                head = (
+                    f"POST {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: speculator-arena\r\n"
+                    f"Accept: text/event-stream\r\nContent-Type: application/json\r\n"
+                ).encode("ascii")
             except UnicodeEncodeError:
                 raise ConnectError(f"URL {url!r} is not ASCII") from None
             got = self._targets[url] = ((u.scheme, u.hostname, port), head)
@@ -611,8 +617,9 @@ class SSEClient:
             idle.append(conn)
 
 
-async def stream_chat(client: SSEClient | httpx.AsyncClient, url: str, body: dict, *,
-                      deadline: float | None) -> StreamResult:
+async def stream_chat(
+    client: SSEClient | httpx.AsyncClient, url: str, body: dict, *, deadline: float | None
+) -> StreamResult:
     """POST a streamed chat completion; stop reading at `deadline` (epoch seconds) if given.
 
     A stream cut at the deadline keeps what it received and is not `done`: it is a failure
@@ -661,7 +668,9 @@ async def stream_chat(client: SSEClient | httpx.AsyncClient, url: str, body: dic
     return await res.parse_yielding()
 
 
-async def post_json(client: httpx.AsyncClient, url: str, body: dict, *, timeout: float) -> tuple[dict | None, str | None]:
+async def post_json(
+    client: httpx.AsyncClient, url: str, body: dict, *, timeout: float
+) -> tuple[dict | None, str | None]:
     """A non-streamed request (probes that need `prompt_logprobs`): (response, error)."""
     try:
         resp = await client.post(url, json=body, timeout=timeout)

@@ -61,8 +61,8 @@ class RequestRecord:
     prompt_tokens: int
     window_cut: bool
     result: StreamResult
-    messages: list[dict]          # the history object sent (shared, not copied)
-    n_messages: int               # how many of `messages` were sent
+    messages: list[dict]  # the history object sent (shared, not copied)
+    n_messages: int  # how many of `messages` were sent
     system_prompt: str | None
 
 
@@ -72,7 +72,7 @@ class ClientConfig:
     served_name: str
     evaluation_id: str
     engine: str
-    sampling: dict                # temperature, top_p, top_k
+    sampling: dict  # temperature, top_p, top_k
     window: WindowRule
     think_cap_s: float
     think_scale: float
@@ -84,8 +84,9 @@ class ClientConfig:
         return self.base_url.rstrip("/") + "/v1/chat/completions"
 
 
-def request_body(cfg: ClientConfig, messages: list[dict], *, tools, max_tokens: int, seed: int,
-                 sampling: dict | None = None) -> dict:
+def request_body(
+    cfg: ClientConfig, messages: list[dict], *, tools, max_tokens: int, seed: int, sampling: dict | None = None
+) -> dict:
     """A timed request; probes use the same builder so that they look alike (section 9)."""
     s = cfg.sampling if sampling is None else sampling
     body = {
@@ -107,8 +108,16 @@ def request_body(cfg: ClientConfig, messages: list[dict], *, tools, max_tokens: 
 
 
 class Lane:
-    def __init__(self, cfg: ClientConfig, client: SSEClient, lane: int, sessions: list, m: int,
-                 pass_id: str, records: list[RequestRecord]):
+    def __init__(
+        self,
+        cfg: ClientConfig,
+        client: SSEClient,
+        lane: int,
+        sessions: list,
+        m: int,
+        pass_id: str,
+        records: list[RequestRecord],
+    ):
         self.cfg, self.client, self.lane, self.m = cfg, client, lane, m
         self.queue = list(sessions)
         self.live: list[SessionState] = []
@@ -124,7 +133,8 @@ class Lane:
                 st.counts.append(await asyncio.to_thread(count_tokens, self.cfg.tokenizer, s.system_prompt))
             if getattr(s, "tools", None):
                 st.tools_tokens = await asyncio.to_thread(
-                    count_tokens, self.cfg.tokenizer, json.dumps(s.tools, ensure_ascii=False))
+                    count_tokens, self.cfg.tokenizer, json.dumps(s.tools, ensure_ascii=False)
+                )
             self.live.append(st)
 
     def _cut(self, st: SessionState, max_tokens: int) -> None:
@@ -135,14 +145,12 @@ class Lane:
         # A cut history is a new list from here on: earlier records keep the one they sent.
         st.messages = list(st.messages)
         st.counts = list(st.counts)
-        while (len(st.messages) > keep_head + 1
-               and w.estimate(sum(st.counts) + st.tools_tokens) > target):
+        while len(st.messages) > keep_head + 1 and w.estimate(sum(st.counts) + st.tools_tokens) > target:
             del st.messages[keep_head]
             del st.counts[keep_head]
         st.cut = True
 
-    async def run(self, ends_at: float, grace_ends_at: float, max_requests: int | None = None,
-                  stop_check=None) -> None:
+    async def run(self, ends_at: float, grace_ends_at: float, max_requests: int | None = None, stop_check=None) -> None:
         cfg = self.cfg
         sent = 0
         await self._admit(time.time())
@@ -180,10 +188,18 @@ class Lane:
             result = await stream_chat(self.client, cfg.url, body, deadline=grace_ends_at)
             rec = RequestRecord(
                 request_id=f"{cfg.engine}:{self.pass_id}:{s.session_id}:{turn_index}",
-                lane=self.lane, session_id=s.session_id, turn=turn_index, seed=seed,
-                max_tokens=max_tokens, prompt_tokens=prompt_tokens, window_cut=cut, result=result,
-                messages=st.messages, n_messages=len(st.messages),
-                system_prompt=getattr(s, "system_prompt", None))
+                lane=self.lane,
+                session_id=s.session_id,
+                turn=turn_index,
+                seed=seed,
+                max_tokens=max_tokens,
+                prompt_tokens=prompt_tokens,
+                window_cut=cut,
+                result=result,
+                messages=st.messages,
+                n_messages=len(st.messages),
+                system_prompt=getattr(s, "system_prompt", None),
+            )
             self.records.append(rec)
             st.next_turn += 1
             if result.done:
@@ -200,9 +216,18 @@ class Lane:
             st.ready_at = result.ended_at + think
 
 
-async def run_lanes(cfg: ClientConfig, sessions: list, lanes: int, interleave: int, pass_id: str,
-                    ends_at: float, grace_ends_at: float, client: SSEClient | None = None,
-                    max_requests_per_lane: int | None = None, stop_check=None) -> list[RequestRecord]:
+async def run_lanes(
+    cfg: ClientConfig,
+    sessions: list,
+    lanes: int,
+    interleave: int,
+    pass_id: str,
+    ends_at: float,
+    grace_ends_at: float,
+    client: SSEClient | None = None,
+    max_requests_per_lane: int | None = None,
+    stop_check=None,
+) -> list[RequestRecord]:
     """Run one pass (or a warm-up wave: one request per lane) and return every request it sent.
 
     `stop_check` (the engine died) ends every lane before its next request.
@@ -227,8 +252,16 @@ def make_client(lanes: int) -> SSEClient:
     return SSEClient(max_idle=lanes + 4, connect_timeout=30.0)
 
 
-def record_rows(rec: RequestRecord, *, evaluation_id: str, engine: str, pass_id: str, workload: str,
-                pass_index: int | None, tokenizer) -> tuple[dict, dict]:
+def record_rows(
+    rec: RequestRecord,
+    *,
+    evaluation_id: str,
+    engine: str,
+    pass_id: str,
+    workload: str,
+    pass_index: int | None,
+    tokenizer,
+) -> tuple[dict, dict]:
     """The raw `requests` row and `replies` row of one request (tokens counted from its text)."""
     from speculator_arena.runners.tokens import attribute_chunks
 
@@ -238,19 +271,33 @@ def record_rows(rec: RequestRecord, *, evaluation_id: str, engine: str, pass_id:
     # scoring/counted.py, applied to these columns (raw rows are the truth, rules are views).
     error = r.error
     row = {
-        "evaluation_id": evaluation_id, "pass_id": pass_id, "engine": engine, "workload": workload,
-        "pass_index": pass_index, "request_id": rec.request_id, "lane": rec.lane,
-        "session_id": rec.session_id, "turn": rec.turn, "seed": rec.seed, "sent_at": r.sent_at,
+        "evaluation_id": evaluation_id,
+        "pass_id": pass_id,
+        "engine": engine,
+        "workload": workload,
+        "pass_index": pass_index,
+        "request_id": rec.request_id,
+        "lane": rec.lane,
+        "session_id": rec.session_id,
+        "turn": rec.turn,
+        "seed": rec.seed,
+        "sent_at": r.sent_at,
         "first_token_at": r.chunk_times[0] if r.chunk_times else None,
         "last_token_at": r.chunk_times[-1] if r.chunk_times else None,
-        "ended_at": r.ended_at, "prompt_tokens": rec.prompt_tokens,
-        "usage_prompt_tokens": r.usage_prompt_tokens, "cached_tokens": r.cached_tokens,
-        "output_tokens": output_tokens, "usage_completion_tokens": r.usage_completion_tokens,
-        "max_tokens": rec.max_tokens, "done": r.done, "finish_reason": r.finish_reason,
-        "error": error, "window_cut": rec.window_cut,
-        "chunk_times": list(r.chunk_times), "chunk_tokens": chunk_tokens,
+        "ended_at": r.ended_at,
+        "prompt_tokens": rec.prompt_tokens,
+        "usage_prompt_tokens": r.usage_prompt_tokens,
+        "cached_tokens": r.cached_tokens,
+        "output_tokens": output_tokens,
+        "usage_completion_tokens": r.usage_completion_tokens,
+        "max_tokens": rec.max_tokens,
+        "done": r.done,
+        "finish_reason": r.finish_reason,
+        "error": error,
+        "window_cut": rec.window_cut,
+        "chunk_times": list(r.chunk_times),
+        "chunk_tokens": chunk_tokens,
         "chunk_chars": [len(c) for c in r.chunk_texts],
     }
     reply = {"evaluation_id": evaluation_id, "request_id": rec.request_id, "engine": engine, "text": r.text}
     return row, reply
-

@@ -33,9 +33,15 @@ from speculator_arena.scoring.statistics import cluster_ratio, two_sided_fails
 def _gate(n: int, limit, verdict, detail, statistic=None, se=None, low=None, high=None) -> dict:
     """One gate's columns for every evaluation row (NaN where a statistic is not given)."""
     blank = np.full(n, np.nan)
-    return {"statistic": blank if statistic is None else statistic, "se": blank if se is None else se,
-            "ci_low": blank if low is None else low, "ci_high": blank if high is None else high,
-            "limit": limit, "verdict": verdict, "detail": detail}
+    return {
+        "statistic": blank if statistic is None else statistic,
+        "se": blank if se is None else se,
+        "ci_low": blank if low is None else low,
+        "ci_high": blank if high is None else high,
+        "limit": limit,
+        "verdict": verdict,
+        "detail": detail,
+    }
 
 
 def _incomplete_reasons(ev: pd.DataFrame, passes: pd.DataFrame, version: int) -> pd.Series:
@@ -50,8 +56,11 @@ def _incomplete_reasons(ev: pd.DataFrame, passes: pd.DataFrame, version: int) ->
     running_text, missing_text = frames.objects(n), frames.objects(n)
     running_text[running] = [f"incomplete: evaluation is {s}" for s in ev["status"].to_numpy()[running]]
     missing_text[has_missing] = [f"incomplete: passes missing or aborted ({m})" for m in listed[has_missing]]
-    reasons = np.select([~ev["in_protocol"].to_numpy(), running, has_missing],
-                        [frames.objects(n, f"task not in protocol v{version}"), running_text, missing_text], None)
+    reasons = np.select(
+        [~ev["in_protocol"].to_numpy(), running, has_missing],
+        [frames.objects(n, f"task not in protocol v{version}"), running_text, missing_text],
+        None,
+    )
     return pd.Series(reasons, index=ev.index, dtype=object)
 
 
@@ -62,8 +71,10 @@ def _workload_ratios(ev: pd.DataFrame, passes: pd.DataFrame) -> None:
         wr = pd.DataFrame({"median": g["ratio"].median(), "n": g["ratio"].size(), "valid": g["ratio"].count()})
         wr["reason"] = _blank_ratio_reasons(passes, wr)
     else:
-        wr = pd.DataFrame(columns=["median", "n", "valid", "reason"],
-                          index=pd.MultiIndex.from_tuples([], names=["evaluation_id", "workload"]))
+        wr = pd.DataFrame(
+            columns=["median", "n", "valid", "reason"],
+            index=pd.MultiIndex.from_tuples([], names=["evaluation_id", "workload"]),
+        )
     for w in WORKLOADS:
         sub = wr.xs(w, level="workload") if len(wr) else wr.iloc[:0]
         ok = sub["valid"] == sub["n"]
@@ -114,8 +125,10 @@ def _gate_greedy(greedy: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim
         greedy = greedy[answered | worst.astype(bool)]
         longer = np.maximum(greedy["len_candidate"], greedy["len_stock"])
         a = (greedy["common_prefix"] / longer.where(longer > 0)).fillna(0.0)
-        greedy = greedy.assign(a=a.where(greedy["candidate_answered"].to_numpy(dtype=bool), 0.0),
-                               skipped=~greedy["candidate_answered"].to_numpy(dtype=bool))
+        greedy = greedy.assign(
+            a=a.where(greedy["candidate_answered"].to_numpy(dtype=bool), 0.0),
+            skipped=~greedy["candidate_answered"].to_numpy(dtype=bool),
+        )
         ga = greedy.groupby("evaluation_id").agg(mean=("a", "mean"), size=("a", "size"), skipped=("skipped", "sum"))
         pos = ga.index.get_indexer(uniques)[codes]
         found = pos >= 0
@@ -124,15 +137,23 @@ def _gate_greedy(greedy: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim
         unanswered[found] = ga["skipped"].to_numpy()[pos[found]]
     no_floor = pd.isna(floor)
     ok = stat >= floor_f
-    verdict = np.select([~found, no_floor | ok], [frames.objects(n, "not measured"), frames.objects(n, "pass")],
-                        frames.objects(n, "fail"))
+    verdict = np.select(
+        [~found, no_floor | ok],
+        [frames.objects(n, "not measured"), frames.objects(n, "pass")],
+        frames.objects(n, "fail"),
+    )
     detail = frames.objects(n, "no greedy probe prompt answered by the stock engine")
     if found.any():
         skipped = unanswered[found]
-        detail[found] = [(f"{k} prompts; no floor in this task" if nf else
-                          f"{k} prompts; mean agreement {'>=' if o else '<'} floor {f}")
-                         + (f"; {u} left unanswered by the candidate, counted as 0" if u else "")
-                         for k, nf, o, f, u in zip(size, no_floor[found], ok[found], floor[found], skipped)]
+        detail[found] = [
+            (
+                f"{k} prompts; no floor in this task"
+                if nf
+                else f"{k} prompts; mean agreement {'>=' if o else '<'} floor {f}"
+            )
+            + (f"; {u} left unanswered by the candidate, counted as 0" if u else "")
+            for k, nf, o, f, u in zip(size, no_floor[found], ok[found], floor[found], skipped)
+        ]
     return _gate(n, floor_f, verdict, detail, statistic=stat)
 
 
@@ -169,7 +190,9 @@ def _gates_replies(scored: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, l
             stock_r[ps_all >= 0] = stats["stock"]["R"].to_numpy()[ps_all[ps_all >= 0]]
         cand_short = stock_r >= 2
         verdict[cand_short] = "fail"
-        detail[cand_short] = "the candidate has fewer than 2 scored replies with tokens (its timed replies failed or were empty)"
+        detail[cand_short] = (
+            "the candidate has fewer than 2 scored replies with tokens (its timed replies failed or were empty)"
+        )
         if both.any():
             c, st = stats["candidate"], stats["stock"]
             c_est, s_est = c[est].to_numpy()[pc[both]], st[est].to_numpy()[ps[both]]
@@ -183,13 +206,20 @@ def _gates_replies(scored: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, l
             low[both] = np.where(measured, lo, np.nan)
             high[both] = np.where(measured, hi, np.nan)
             s_ok = ~np.isnan(st[se_col].to_numpy()[ps[both]])
-            verdict[both] = np.where(measured, np.where(fails, "fail", "pass"),
-                                     np.where(s_ok, "fail", "not measured")).astype(object)
-            detail[both] = [f"candidate {ce:.5f} ({int(cr)} replies), stock {se_:.5f} ({int(sr)} replies); "
-                            f"fails when CI lies beyond +-{b}" if m else
-                            ("the candidate has fewer than 2 scored replies with tokens" if so else
-                             "the stock engine has fewer than 2 scored replies with tokens")
-                            for ce, cr, se_, sr, b, m, so in zip(c_est, c_r, s_est, s_r, bound[both], measured, s_ok)]
+            verdict[both] = np.where(
+                measured, np.where(fails, "fail", "pass"), np.where(s_ok, "fail", "not measured")
+            ).astype(object)
+            detail[both] = [
+                f"candidate {ce:.5f} ({int(cr)} replies), stock {se_:.5f} ({int(sr)} replies); "
+                f"fails when CI lies beyond +-{b}"
+                if m
+                else (
+                    "the candidate has fewer than 2 scored replies with tokens"
+                    if so
+                    else "the stock engine has fewer than 2 scored replies with tokens"
+                )
+                for ce, cr, se_, sr, b, m, so in zip(c_est, c_r, s_est, s_r, bound[both], measured, s_ok)
+            ]
         blocks.append(_gate(n, frames.floats(lim_e[bound_col]), verdict, detail, stat, se, low, high))
     return blocks
 
@@ -213,33 +243,57 @@ def _gate_fidelity(fidelity: pd.DataFrame, uniques: pd.Index, codes: np.ndarray,
     good = fidelity["candidate_answered"].to_numpy(dtype=bool) & fidelity["aligned"].fillna(False).to_numpy(dtype=bool)
     f = fidelity.assign(good=good, worst_rule=worst_rule, min_nats=min_nats)
     f = f[good | worst_rule | fidelity["candidate_answered"].to_numpy(dtype=bool)]
-    f = f.assign(good_diff=f["abs_diff"].where(f["good"], 0.0), good_max=f["max_diff"].where(f["good"]),
-                 bad_n=f["n"].where(~f["good"], 0), good_n=f["n"].where(f["good"], 0),
-                 misaligned=(~f["good"] & ~f["worst_rule"]).astype(int), skipped=(~f["good"]).astype(int))
-    fa = f.groupby("evaluation_id").agg(abs_diff=("good_diff", "sum"), worst_seen=("good_max", "max"),
-                                        bad_n=("bad_n", "sum"), n=("n", "sum"), texts=("n", "size"),
-                                        misaligned=("misaligned", "sum"), skipped=("skipped", "sum"),
-                                        worst_rule=("worst_rule", "first"), min_nats=("min_nats", "first"))
+    f = f.assign(
+        good_diff=f["abs_diff"].where(f["good"], 0.0),
+        good_max=f["max_diff"].where(f["good"]),
+        bad_n=f["n"].where(~f["good"], 0),
+        good_n=f["n"].where(f["good"], 0),
+        misaligned=(~f["good"] & ~f["worst_rule"]).astype(int),
+        skipped=(~f["good"]).astype(int),
+    )
+    fa = f.groupby("evaluation_id").agg(
+        abs_diff=("good_diff", "sum"),
+        worst_seen=("good_max", "max"),
+        bad_n=("bad_n", "sum"),
+        n=("n", "sum"),
+        texts=("n", "size"),
+        misaligned=("misaligned", "sum"),
+        skipped=("skipped", "sum"),
+        worst_rule=("worst_rule", "first"),
+        min_nats=("min_nats", "first"),
+    )
     worst = np.fmax(fa["worst_seen"].fillna(0.0).to_numpy(), fa["min_nats"].to_numpy())
-    value = (fa["abs_diff"].to_numpy() + fa["bad_n"].to_numpy() * np.where(fa["worst_rule"], worst, 0.0)) \
-        / fa["n"].where(fa["n"] > 0).to_numpy()
+    value = (fa["abs_diff"].to_numpy() + fa["bad_n"].to_numpy() * np.where(fa["worst_rule"], worst, 0.0)) / fa[
+        "n"
+    ].where(fa["n"] > 0).to_numpy()
     pos = fa.index.get_indexer(uniques)[codes]
     rows = np.flatnonzero(pos >= 0)
     p = pos[rows]
     measured = (fa["misaligned"].to_numpy()[p] == 0) & ~np.isnan(value[p])
     stat[rows[measured]] = value[p][measured]
     verdict[rows[measured]] = np.where(value[p][measured] <= ceil[rows[measured]], "pass", "fail").astype(object)
-    detail[rows] = [(f"{int(k)} tokens of {int(t)} texts" + (f"; {int(u)} unanswered by the candidate, scored at "
-                                                              f"{w:.4g} nats per token" if u else "")) if m else
-                    (f"{int(b)} texts tokenized differently by the two engines" if b else "no tokens to score")
-                    for k, t, u, w, m, b in zip(fa["n"].to_numpy()[p], fa["texts"].to_numpy()[p],
-                                                fa["skipped"].to_numpy()[p], worst[p], measured,
-                                                fa["misaligned"].to_numpy()[p])]
+    detail[rows] = [
+        (
+            f"{int(k)} tokens of {int(t)} texts"
+            + (f"; {int(u)} unanswered by the candidate, scored at {w:.4g} nats per token" if u else "")
+        )
+        if m
+        else (f"{int(b)} texts tokenized differently by the two engines" if b else "no tokens to score")
+        for k, t, u, w, m, b in zip(
+            fa["n"].to_numpy()[p],
+            fa["texts"].to_numpy()[p],
+            fa["skipped"].to_numpy()[p],
+            worst[p],
+            measured,
+            fa["misaligned"].to_numpy()[p],
+        )
+    ]
     return _gate(n, ceil, verdict, detail, statistic=stat)
 
 
-def _gate_length(length: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim_e: pd.DataFrame,
-                 incomplete: np.ndarray) -> dict:
+def _gate_length(
+    length: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim_e: pd.DataFrame, incomplete: np.ndarray
+) -> dict:
     """Length: candidate over stock reply length minus 1 (delta method, pairs as clusters); only
     on complete evaluations (the others' rows are never read)."""
     n = len(codes)
@@ -258,8 +312,10 @@ def _gate_length(length: pd.DataFrame, uniques: pd.Index, codes: np.ndarray, lim
         # the stock engine counted enough requests: too few pairs is the candidate's failure
         short = ~enough & (r["stock_counted"].to_numpy() >= 2)
         verdict[rows[short]] = "fail"
-        detail[rows[short]] = [f"the candidate answered and counted {int(p)} of the stock engine's {int(k)} counted "
-                               "requests" for p, k in zip(r["pairs"].to_numpy()[short], r["stock_counted"].to_numpy()[short])]
+        detail[rows[short]] = [
+            f"the candidate answered and counted {int(p)} of the stock engine's {int(k)} counted requests"
+            for p, k in zip(r["pairs"].to_numpy()[short], r["stock_counted"].to_numpy()[short])
+        ]
         rows, r = rows[enough], r[enough]
     if len(rows):
         ratio, e = cluster_ratio(r.sum_c, r.sum_s, r.sum_cc, r.sum_cs, r.sum_ss, r.pairs)
@@ -297,12 +353,21 @@ def _gate_memory(memory: pd.DataFrame, mem_pos: np.ndarray, lim_e: pd.DataFrame,
         gap = m["max_gap"].to_numpy(dtype=float)
         judged = ~np.isnan(max_gap[rows])
         uncovered = judged & ((failed > 0) | ~(gap <= max_gap[rows]))
-        verdict[rows] = np.where(over, "fail", np.where(uncovered | np.isnan(peak), "not measured", "pass")).astype(object)
-        detail[rows] = [f"peak {p / 2**30:.2f} GiB of {a / 2**30:.2f} GiB allowed ({uu} x {t / 2**30:.2f} GiB + "
-                        f"{ss / 2**30:.1f} GiB)" + (f"; samples do not cover the timed passes ({int(fr)} failed reads, "
-                                                   f"largest gap {g:.2f} s over {mg:g} s)" if unc and not o else "")
-                        for p, a, uu, t, ss, unc, o, fr, g, mg in zip(peak, allowed, u, total, s, uncovered, over,
-                                                                      failed, gap, max_gap[rows])]
+        verdict[rows] = np.where(over, "fail", np.where(uncovered | np.isnan(peak), "not measured", "pass")).astype(
+            object
+        )
+        detail[rows] = [
+            f"peak {p / 2**30:.2f} GiB of {a / 2**30:.2f} GiB allowed ({uu} x {t / 2**30:.2f} GiB + "
+            f"{ss / 2**30:.1f} GiB)"
+            + (
+                f"; samples do not cover the timed passes ({int(fr)} failed reads, largest gap {g:.2f} s over {mg:g} s)"
+                if unc and not o
+                else ""
+            )
+            for p, a, uu, t, ss, unc, o, fr, g, mg in zip(
+                peak, allowed, u, total, s, uncovered, over, failed, gap, max_gap[rows]
+            )
+        ]
     return _gate(n, limit, verdict, detail, statistic=stat)
 
 
@@ -319,7 +384,8 @@ def _gate_answering(answering: pd.DataFrame, eids: pd.Series, lim_e: pd.DataFram
         ans = answering.assign(share=answering["unanswered"] / answering["requests"].where(answering["requests"] > 0))
         # each evaluation row with its answering rows, in their order
         m = pd.DataFrame({"evaluation_id": eids.to_numpy(), "_row": np.arange(n)}).merge(
-            ans.assign(_order=np.arange(len(ans))), on="evaluation_id")
+            ans.assign(_order=np.arange(len(ans))), on="evaluation_id"
+        )
         m = m.iloc[np.lexsort((m["_order"].to_numpy(), m["_row"].to_numpy()))]
         row, engine, share = m["_row"].to_numpy(), m["engine"].to_numpy(), m["share"].to_numpy(dtype=float)
         checks = m["probe_check"].to_numpy()
@@ -327,18 +393,32 @@ def _gate_answering(answering: pd.DataFrame, eids: pd.Series, lim_e: pd.DataFram
         over = over_limit(m["unanswered"].to_numpy(), m["requests"].to_numpy(), mx[row])
         stock, cand = engine == "stock", engine == "candidate"
         bad = np.flatnonzero(stock & over)
-        stock_text = frames.texts_by_row(n, frames.by_row(row[bad], [parts[i] for i in bad]),
-                                   lambda ps: "stock engine left " + ", ".join(ps) + " unanswered")
+        stock_text = frames.texts_by_row(
+            n,
+            frames.by_row(row[bad], [parts[i] for i in bad]),
+            lambda ps: "stock engine left " + ", ".join(ps) + " unanswered",
+        )
         bad = np.flatnonzero(cand & over)
-        cand_text = frames.texts_by_row(n, frames.by_row(row[bad], [parts[i] for i in bad]),
-                                  lambda ps: "candidate left " + ", ".join(ps) + " unanswered")
-        seen_text = frames.texts_by_row(n, frames.by_row(row[cand], checks[cand]),
-                                  lambda cs: "worst candidate share unanswered over " + ", ".join(sorted(set(cs))))
-        np.fmax.at(stat, row[cand], share[cand])      # the worst share; NaN where no candidate row
+        cand_text = frames.texts_by_row(
+            n,
+            frames.by_row(row[bad], [parts[i] for i in bad]),
+            lambda ps: "candidate left " + ", ".join(ps) + " unanswered",
+        )
+        seen_text = frames.texts_by_row(
+            n,
+            frames.by_row(row[cand], checks[cand]),
+            lambda cs: "worst candidate share unanswered over " + ", ".join(sorted(set(cs))),
+        )
+        np.fmax.at(stat, row[cand], share[cand])  # the worst share; NaN where no candidate row
         has_rows, failed, asked = np.bincount(row, minlength=n) > 0, pd.notna(cand_text), pd.notna(seen_text)
-        verdict = np.select([~has_rows, failed, ~asked], [verdict, frames.objects(n, "fail"), verdict], frames.objects(n, "pass"))
-        detail = np.select([~has_rows, failed, ~asked],
-                           [detail, cand_text, frames.objects(n, "no probe check asked the candidate")], seen_text)
+        verdict = np.select(
+            [~has_rows, failed, ~asked], [verdict, frames.objects(n, "fail"), verdict], frames.objects(n, "pass")
+        )
+        detail = np.select(
+            [~has_rows, failed, ~asked],
+            [detail, cand_text, frames.objects(n, "no probe check asked the candidate")],
+            seen_text,
+        )
     return _gate(n, frames.floats(lim_e["max_unanswered_share"]), verdict, detail, statistic=stat), stock_text
 
 
@@ -361,8 +441,26 @@ def _prefixed(prefix: str, texts: np.ndarray) -> np.ndarray:
     return out
 
 
-def assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length, memory, answering, starts,
-              fig_req, fig_wall, fig_acc, engine_passes, contention, timed_passes) -> Scores:
+def assemble(
+    proto,
+    digest,
+    limits,
+    ev,
+    passes,
+    greedy,
+    scored,
+    fidelity,
+    length,
+    memory,
+    answering,
+    starts,
+    fig_req,
+    fig_wall,
+    fig_acc,
+    engine_passes,
+    contention,
+    timed_passes,
+) -> Scores:
     """The query results made into the scorer's frames, every evaluation at once.
 
     Why whole frames: this runs on the web page's first render (a 2-second budget); the former
@@ -391,29 +489,49 @@ def assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length
     public = np.array([bool(x) for x in lim_e["public"].to_numpy()], dtype=bool)
     mem_pos = frames.positions(memory, ["evaluation_id", "engine"], (uniques, ENGINES))[codes]
     answering_gate, stock_text = _gate_answering(answering, ev["evaluation_id"], lim_e)
-    blocks = [_gate_greedy(greedy, uniques, codes, lim_e), *_gates_replies(scored, uniques, codes, lim_e),
-              _gate_fidelity(fidelity, uniques, codes, lim_e), _gate_length(length, uniques, codes, lim_e, incomplete),
-              _gate_memory(memory, mem_pos, lim_e, public), answering_gate]
+    blocks = [
+        _gate_greedy(greedy, uniques, codes, lim_e),
+        *_gates_replies(scored, uniques, codes, lim_e),
+        _gate_fidelity(fidelity, uniques, codes, lim_e),
+        _gate_length(length, uniques, codes, lim_e, incomplete),
+        _gate_memory(memory, mem_pos, lim_e, public),
+        answering_gate,
+    ]
     gates_df = _gates_frame(ev["evaluation_id"], blocks)
 
     # ---- void, candidate failures, SpecScore ----------------------------------------------------
-    verdicts = np.stack([b["verdict"] for b in blocks])[:, first]      # a repeated id: its first row's
+    verdicts = np.stack([b["verdict"] for b in blocks])[:, first]  # a repeated id: its first row's
     fails, unmeasured = verdicts == "fail", verdicts == "not measured"
     blocking = unmeasured.copy()
     blocking[GATES.index("memory")] &= public | ~in_protocol
     start_pos = frames.positions(starts, ["evaluation_id", "engine"], (uniques, ("candidate",)))[codes, 0]
     host = contention_void_reasons(ev, contention, timed_passes, lim_e, _run_records_contention(ev))
-    void_reason = _void_reasons(ev, codes, stock_text, _start_flags(starts, start_pos, "device_not_idle"), host,
-                                _stock_without_speed(ev, passes))
+    void_reason = _void_reasons(
+        ev,
+        codes,
+        stock_text,
+        _start_flags(starts, start_pos, "device_not_idle"),
+        host,
+        _stock_without_speed(ev, passes),
+    )
     cand_fail = _candidate_failures(ev, starts, start_pos)
 
     # the precedence of the module docstring: the first case that applies decides
     rs = np.stack([ev[f"r_{w}"].to_numpy(dtype=float) for w in WORKLOADS])
     ratio_blank = np.isnan(rs).any(axis=0)
     void, failed, unfinished, gate_failed, gate_unmeasured, ratio_unmeasured, scored = range(7)
-    case = np.select([pd.notna(void_reason), pd.notna(cand_fail), pd.notna(incomplete), fails.any(axis=0),
-                      blocking.any(axis=0), ratio_blank],
-                     [void, failed, unfinished, gate_failed, gate_unmeasured, ratio_unmeasured], scored)
+    case = np.select(
+        [
+            pd.notna(void_reason),
+            pd.notna(cand_fail),
+            pd.notna(incomplete),
+            fails.any(axis=0),
+            blocking.any(axis=0),
+            ratio_blank,
+        ],
+        [void, failed, unfinished, gate_failed, gate_unmeasured, ratio_unmeasured],
+        scored,
+    )
     specscore = np.where((case == failed) | (case == gate_failed), 0.0, np.nan)
     scoring = np.flatnonzero(case == scored)
     specscore[scoring] = [float(p) ** (1.0 / 3.0) for p in np.prod(rs, axis=0)[scoring]]  # Python's pow, as before
@@ -423,15 +541,28 @@ def assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length
     blank_rows = np.flatnonzero(case == ratio_unmeasured)
     if len(blank_rows):
         why = np.stack([ev[f"r_{w}_reason"].to_numpy(dtype=object) for w in WORKLOADS])
-        ratio_text[blank_rows] = ["ratios not measured: " + "; ".join(f"r_{w}: {why[k, i]}" for k, w in enumerate(WORKLOADS)
-                                                                  if np.isnan(rs[k, i])) for i in blank_rows]
-    unmeasured_text = _prefixed("gate not measured: ", np.array(frames.joined_names(blocking, GATES, ", "), dtype=object))
-    void_reason = np.select([case == void, case == gate_unmeasured, case == ratio_unmeasured],
-                            [void_reason, unmeasured_text, ratio_text], None)
-    reason = np.select([case == k for k in (failed, unfinished, gate_failed)],
-                       [_prefixed("candidate failed: ", cand_fail), incomplete,
-                        _prefixed("gate failed: ", np.array(frames.joined_names(fails, GATES, ", "), dtype=object))],
-                       _prefixed("void: ", void_reason))
+        ratio_text[blank_rows] = [
+            "ratios not measured: "
+            + "; ".join(f"r_{w}: {why[k, i]}" for k, w in enumerate(WORKLOADS) if np.isnan(rs[k, i]))
+            for i in blank_rows
+        ]
+    unmeasured_text = _prefixed(
+        "gate not measured: ", np.array(frames.joined_names(blocking, GATES, ", "), dtype=object)
+    )
+    void_reason = np.select(
+        [case == void, case == gate_unmeasured, case == ratio_unmeasured],
+        [void_reason, unmeasured_text, ratio_text],
+        None,
+    )
+    reason = np.select(
+        [case == k for k in (failed, unfinished, gate_failed)],
+        [
+            _prefixed("candidate failed: ", cand_fail),
+            incomplete,
+            _prefixed("gate failed: ", np.array(frames.joined_names(fails, GATES, ", "), dtype=object)),
+        ],
+        _prefixed("void: ", void_reason),
+    )
     ev["void"] = pd.notna(void_reason).tolist()
     ev["void_reason"] = [x if x is not None else y for x, y in zip(void_reason, ev["void_reason"].to_numpy())]
     ev["specscore"] = pd.array(specscore, dtype=float)
@@ -457,8 +588,10 @@ def _gates_frame(eids: pd.Series, blocks: list) -> pd.DataFrame:
         for col in ("statistic", "se", "ci_low", "ci_high", "limit"):
             gates_df[col] = pd.to_numeric(gates_df[col], errors="coerce")
         return gates_df
-    data = {"evaluation_id": frames.inferred(eids.to_numpy()).take(np.tile(np.arange(n), len(blocks))),
-            "gate": frames.inferred(GATES).take(np.repeat(np.arange(len(blocks)), n))}
+    data = {
+        "evaluation_id": frames.inferred(eids.to_numpy()).take(np.tile(np.arange(n), len(blocks))),
+        "gate": frames.inferred(GATES).take(np.repeat(np.arange(len(blocks)), n)),
+    }
     for col in ("statistic", "se", "ci_low", "ci_high", "limit"):
         data[col] = np.concatenate([np.asarray(b[col], dtype=float) for b in blocks])
     for col in ("verdict", "detail"):
@@ -485,8 +618,11 @@ def _stock_without_speed(ev: pd.DataFrame, passes: pd.DataFrame) -> np.ndarray:
     out = frames.objects(len(ev))
     if not len(passes):
         return out
-    bad = passes["missing_reason"].isna() & ~passes["zeroed_by_failure_rule"].fillna(False).astype(bool) \
+    bad = (
+        passes["missing_reason"].isna()
+        & ~passes["zeroed_by_failure_rule"].fillna(False).astype(bool)
         & ~(passes["stock_speed"] > 0)
+    )
     listed = passes[bad].groupby("evaluation_id")["pass_id"].apply(lambda s: ", ".join(s))
     hit = ev["evaluation_id"].map(listed).to_numpy(dtype=object)
     has = pd.notna(hit)
@@ -494,8 +630,14 @@ def _stock_without_speed(ev: pd.DataFrame, passes: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _void_reasons(ev: pd.DataFrame, codes: np.ndarray, stock_text: np.ndarray, not_idle: np.ndarray,
-                  host: np.ndarray, stock_speed: np.ndarray) -> np.ndarray:
+def _void_reasons(
+    ev: pd.DataFrame,
+    codes: np.ndarray,
+    stock_text: np.ndarray,
+    not_idle: np.ndarray,
+    host: np.ndarray,
+    stock_speed: np.ndarray,
+) -> np.ndarray:
     """Why each evaluation is void (None where it is not): the runner voided it, the stock engine
     left probe requests unanswered (the last row of a repeated id that did decides), the device
     did not come back idle before the stock engine, the host was contended, or the stock engine
@@ -507,9 +649,17 @@ def _void_reasons(ev: pd.DataFrame, codes: np.ndarray, stock_text: np.ndarray, n
     runner_text[runner] = [x if isinstance(x, str) and x else "voided by the runner" for x in given[runner]]
     by_id = {int(codes[i]): stock_text[i] for i in np.flatnonzero(pd.notna(stock_text))}
     stock = np.array([by_id.get(c) for c in codes.tolist()], dtype=object) if by_id else frames.objects(n)
-    return np.select([runner, pd.notna(stock), not_idle, pd.notna(host), pd.notna(stock_speed)],
-                     [runner_text, stock, frames.objects(n, "device did not come back idle before the stock engine"),
-                      host, stock_speed], None)
+    return np.select(
+        [runner, pd.notna(stock), not_idle, pd.notna(host), pd.notna(stock_speed)],
+        [
+            runner_text,
+            stock,
+            frames.objects(n, "device did not come back idle before the stock engine"),
+            host,
+            stock_speed,
+        ],
+        None,
+    )
 
 
 def _candidate_failures(ev: pd.DataFrame, starts: pd.DataFrame, start_pos: np.ndarray) -> np.ndarray:
@@ -523,8 +673,11 @@ def _candidate_failures(ev: pd.DataFrame, starts: pd.DataFrame, start_pos: np.nd
     if offload.any():
         evidence = starts["offload_evidence"].to_numpy(dtype=object)[start_pos[offload]]
         offload_text[offload] = ["offload in the candidate's start-up log (" + str(x) + ")" for x in evidence]
-    return np.select([stated, _start_flags(starts, start_pos, "died"), offload],
-                     [given, frames.objects(n, "candidate engine died"), offload_text], None)
+    return np.select(
+        [stated, _start_flags(starts, start_pos, "died"), offload],
+        [given, frames.objects(n, "candidate engine died"), offload_text],
+        None,
+    )
 
 
 def gap_flags(ev: pd.DataFrame, lim_e: pd.DataFrame) -> None:
@@ -541,7 +694,7 @@ def gap_flags(ev: pd.DataFrame, lim_e: pd.DataFrame) -> None:
         return
     scored = ev.iloc[rows]
     group = scored.groupby(["task_id", "account_id"], sort=False).ngroup().to_numpy()
-    first = np.unique(group, return_index=True)[1]          # each group's first scored row
+    first = np.unique(group, return_index=True)[1]  # each group's first scored row
     keys, first_row = scored[["task_id", "account_id"]].iloc[first], rows[first]
     dev, test = (_last_scores(scored, group, split) for split in ("dev", "test"))
     both = np.flatnonzero(pd.notna(dev) & pd.notna(test))
@@ -573,8 +726,9 @@ def _last_scores(scored: pd.DataFrame, group: np.ndarray, split: str) -> np.ndar
     created = sub["created_at"]
     latest = created.groupby(g).transform("max")
     at_latest = (created == latest).to_numpy()
-    clear = (pd.Series(at_latest).groupby(g).transform("sum").to_numpy() == 1) \
-        & ~created.isna().groupby(g).transform("any").to_numpy()
+    clear = (pd.Series(at_latest).groupby(g).transform("sum").to_numpy() == 1) & ~created.isna().groupby(g).transform(
+        "any"
+    ).to_numpy()
     take = clear & at_latest
     out[g[take]] = sub["specscore"].to_numpy(dtype=float)[take]
     for k in np.unique(g[~clear]):

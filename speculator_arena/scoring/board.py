@@ -28,10 +28,35 @@ from speculator_arena.scoring.result import Scores
 # The account a calibration's evaluations are made under (calibration/plan.py runs them).
 CALIBRATION_ACCOUNT = "arena-calibration"
 
-COLUMNS = ["section", "rank", "tie", "evaluation_id", "account_id", "label", "is_reference", "split", "status",
-           "specscore", "interval_low", "interval_high", "specscore_reason", "r_solo", "r_team", "r_busy", "gates_pass",
-           "failed_gates", "not_measured_gates", "gap_flag", "created_at", "candidate_ttft_p50", "candidate_tpot_p50", "candidate_cache_hit_tokens",
-           "candidate_mean_acceptance_length", "ranked", "aa_flag"]
+COLUMNS = [
+    "section",
+    "rank",
+    "tie",
+    "evaluation_id",
+    "account_id",
+    "label",
+    "is_reference",
+    "split",
+    "status",
+    "specscore",
+    "interval_low",
+    "interval_high",
+    "specscore_reason",
+    "r_solo",
+    "r_team",
+    "r_busy",
+    "gates_pass",
+    "failed_gates",
+    "not_measured_gates",
+    "gap_flag",
+    "created_at",
+    "candidate_ttft_p50",
+    "candidate_tpot_p50",
+    "candidate_cache_hit_tokens",
+    "candidate_mean_acceptance_length",
+    "ranked",
+    "aa_flag",
+]
 
 
 def shared_ranks(low, high) -> np.ndarray:
@@ -70,14 +95,28 @@ def board_noise(protocol_version: int, task_id: str, rows: pd.DataFrame) -> dict
     outside it (`aa_flag`: True, False, or None when not calibrated or not measured)."""
     e = max_abs_error(protocol_version, task_id)
     names = aa_reference_names(protocol_version, task_id)
-    refs = rows[(rows["section"] == "references") & rows["label"].isin(names) & rows["specscore"].notna()] \
-        if len(rows) else rows
+    refs = (
+        rows[(rows["section"] == "references") & rows["label"].isin(names) & rows["specscore"].notna()]
+        if len(rows)
+        else rows
+    )
     aa = refs.iloc[0] if len(refs) else None
-    out = {"calibrated": e is not None, "max_abs_error": e, "aa_reference": names[0] if names else None,
-           "aa_evaluation_id": None, "aa_specscore": None, "aa_error": None, "aa_flag": None}
+    out = {
+        "calibrated": e is not None,
+        "max_abs_error": e,
+        "aa_reference": names[0] if names else None,
+        "aa_evaluation_id": None,
+        "aa_specscore": None,
+        "aa_error": None,
+        "aa_flag": None,
+    }
     if aa is not None:
-        out.update(aa_reference=str(aa["label"]), aa_evaluation_id=str(aa["evaluation_id"]),
-                   aa_specscore=float(aa["specscore"]), aa_error=abs(float(aa["specscore"]) - 1.0))
+        out.update(
+            aa_reference=str(aa["label"]),
+            aa_evaluation_id=str(aa["evaluation_id"]),
+            aa_specscore=float(aa["specscore"]),
+            aa_error=abs(float(aa["specscore"]) - 1.0),
+        )
         if e is not None:
             out["aa_flag"] = bool(out["aa_error"] > e)
     out["note"] = _noise_note(protocol_version, task_id, out)
@@ -86,18 +125,24 @@ def board_noise(protocol_version: int, task_id: str, rows: pd.DataFrame) -> dict
 
 def _noise_note(protocol_version: int, task_id: str, n: dict) -> str:
     if not n["calibrated"]:
-        return (f"not calibrated: protocol v{protocol_version} sets no max A/A error for {task_id}, so each "
-                "interval is the bootstrap's alone and the A/A reference is not checked")
+        return (
+            f"not calibrated: protocol v{protocol_version} sets no max A/A error for {task_id}, so each "
+            "interval is the bootstrap's alone and the A/A reference is not checked"
+        )
     e = n["max_abs_error"]
     if n["aa_flag"] is None:
         who = n["aa_reference"] or "the A/A reference"
         return f"max A/A error {e:.3f} (protocol v{protocol_version}); {who} is not measured on this board"
     if n["aa_flag"]:
-        return (f"FLAGGED: A/A reference {n['aa_reference']} scored {n['aa_specscore']:.4f}, |SpecScore − 1| = "
-                f"{n['aa_error']:.3f} > max A/A error {e:.3f} (protocol v{protocol_version}): the measurements "
-                "are noisier than calibrated")
-    return (f"A/A reference {n['aa_reference']} scored {n['aa_specscore']:.4f}, within the max A/A error "
-            f"{e:.3f} (protocol v{protocol_version})")
+        return (
+            f"FLAGGED: A/A reference {n['aa_reference']} scored {n['aa_specscore']:.4f}, |SpecScore − 1| = "
+            f"{n['aa_error']:.3f} > max A/A error {e:.3f} (protocol v{protocol_version}): the measurements "
+            "are noisier than calibrated"
+        )
+    return (
+        f"A/A reference {n['aa_reference']} scored {n['aa_specscore']:.4f}, within the max A/A error "
+        f"{e:.3f} (protocol v{protocol_version})"
+    )
 
 
 def board_rows(scores: Scores, task_id: str, split: str = "test") -> pd.DataFrame:
@@ -123,8 +168,9 @@ def board_rows(scores: Scores, task_id: str, split: str = "test") -> pd.DataFram
     out["rank"] = out["rank"].astype("Int64")
     out["tie"] = out["tie"].astype(bool)
     noise = board_noise(scores.protocol_version, task_id, out)
-    out["aa_flag"] = pd.array([noise["aa_flag"] if r else None for r in out["section"] == "references"],
-                              dtype="boolean")
+    out["aa_flag"] = pd.array(
+        [noise["aa_flag"] if r else None for r in out["section"] == "references"], dtype="boolean"
+    )
     return out[COLUMNS + [c for c in out.columns if c not in COLUMNS]].reset_index(drop=True)
 
 
@@ -154,8 +200,10 @@ def board_text(scores: Scores, split: str = "test", task_ids=None) -> str:
     if task_ids is None:
         task_ids = ev["task_id"].dropna().unique() if "task_id" in ev else []
     tasks = sorted(task_ids)
-    lines = [f"SpeculatorArena board, split {split}, scored under protocol v{scores.protocol_version} "
-             f"(digest {scores.protocol_digest[:12]})"]
+    lines = [
+        f"SpeculatorArena board, split {split}, scored under protocol v{scores.protocol_version} "
+        f"(digest {scores.protocol_digest[:12]})"
+    ]
     if not tasks:
         lines.append("  (no evaluations stored)")
     for task in tasks:
@@ -166,24 +214,30 @@ def board_text(scores: Scores, split: str = "test", task_ids=None) -> str:
             lines.append(f"  (no {split} evaluations)")
             continue
         noise = board_noise(scores.protocol_version, task, rows)
-        lines.append("  SpecScore [95% interval]: bootstrap over the passes, widened by the max A/A error"
-                     + (f" {noise['max_abs_error']:.3f}" if noise["calibrated"] else " (not calibrated)")
-                     + "; entries whose intervals overlap share a rank (2=)")
+        lines.append(
+            "  SpecScore [95% interval]: bootstrap over the passes, widened by the max A/A error"
+            + (f" {noise['max_abs_error']:.3f}" if noise["calibrated"] else " (not calibrated)")
+            + "; entries whose intervals overlap share a rank (2=)"
+        )
         for section in ("participants", "references"):
             sec = rows[rows["section"] == section]
             lines.append(f"  {section}:")
             if sec.empty:
                 lines.append("    (none)")
                 continue
-            lines.append(f"    {'#':>4}  {'label':<24} {'account':<16} {'SpecScore [95% interval]':<24} "
-                         f"{'solo':>6} {'team':>6} {'busy':>6}  note")
+            lines.append(
+                f"    {'#':>4}  {'label':<24} {'account':<16} {'SpecScore [95% interval]':<24} "
+                f"{'solo':>6} {'team':>6} {'busy':>6}  note"
+            )
             for r in sec.itertuples():
                 note = r.specscore_reason if isinstance(r.specscore_reason, str) else ""
                 if r.gap_flag is True or (not pd.isna(r.gap_flag) and bool(r.gap_flag)):
                     note = (note + "; " if note else "") + "dev/test gap flagged"
                 score = f"{_fmt(r.specscore, 4)} {interval_label(r.interval_low, r.interval_high)}".rstrip()
-                lines.append(f"    {rank_label(r.rank, r.tie):>4}  {str(r.label)[:24]:<24} {str(r.account_id)[:16]:<16} "
-                             f"{score:<24} {_fmt(r.r_solo):>6} {_fmt(r.r_team):>6} {_fmt(r.r_busy):>6}  {note}")
+                lines.append(
+                    f"    {rank_label(r.rank, r.tie):>4}  {str(r.label)[:24]:<24} {str(r.account_id)[:16]:<16} "
+                    f"{score:<24} {_fmt(r.r_solo):>6} {_fmt(r.r_team):>6} {_fmt(r.r_busy):>6}  {note}"
+                )
             if section == "references":
                 lines.append(f"    A/A check: {noise['note']}")
     return "\n".join(lines)

@@ -24,8 +24,15 @@ import pyarrow.compute as pc
 COLUMNS = ["evaluation_id", "pass_id", "engine", "busy_seconds", "busy_tokens"]
 
 
-def pass_windows(req_group: np.ndarray, sent: np.ndarray, end: np.ndarray, lanes: np.ndarray,
-                 chunk_group: np.ndarray, times: np.ndarray, toks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pass_windows(
+    req_group: np.ndarray,
+    sent: np.ndarray,
+    end: np.ndarray,
+    lanes: np.ndarray,
+    chunk_group: np.ndarray,
+    times: np.ndarray,
+    toks: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """(busy seconds, busy tokens) of every pass and engine at once: `lanes[g]` of group g.
 
     `req_group`, `sent`, `end`: each request's group and its start and end (+inf both when
@@ -53,7 +60,7 @@ def pass_windows(req_group: np.ndarray, sent: np.ndarray, end: np.ndarray, lanes
         new_group = np.empty(n, dtype=bool)
         new_group[0] = True
         new_group[1:] = g[1:] != g[:-1]
-        before = np.zeros(n_groups, np.int64)   # running count before each group's first event
+        before = np.zeros(n_groups, np.int64)  # running count before each group's first event
         first = np.flatnonzero(new_group)
         before[g[first]] = running[first] - step[first]
         new_run = new_group.copy()
@@ -66,13 +73,15 @@ def pass_windows(req_group: np.ndarray, sent: np.ndarray, end: np.ndarray, lanes
             take = (inflight >= lanes[g]) & np.isfinite(seg) & ~last_of_group
         sel_seg, sel_g = seg[take], g[take]
         cuts = np.searchsorted(sel_g, np.arange(n_groups + 1))
-        secs = np.array([sel_seg[cuts[k]:cuts[k + 1]].sum() for k in range(n_groups)], dtype=float)
+        secs = np.array([sel_seg[cuts[k] : cuts[k + 1]].sum() for k in range(n_groups)], dtype=float)
     tokens = np.zeros(n_groups, dtype=np.int64)
     if len(times):
         # -- tokens: the chunks that arrive while >= lanes are in flight
         vals = np.concatenate([sent, times, end])
         grp = np.concatenate([req_group, chunk_group, req_group])
-        kind = np.concatenate([np.zeros(len(sent), np.int8), np.ones(len(times), np.int8), np.full(len(end), 2, np.int8)])
+        kind = np.concatenate(
+            [np.zeros(len(sent), np.int8), np.ones(len(times), np.int8), np.full(len(end), 2, np.int8)]
+        )
         order = np.lexsort((kind, vals, grp))
         kind_s, g = kind[order], grp[order]
         running = np.cumsum(np.where(kind_s == 0, 1, np.where(kind_s == 2, -1, 0)))
@@ -86,7 +95,9 @@ def pass_windows(req_group: np.ndarray, sent: np.ndarray, end: np.ndarray, lanes
         chunk_g = g[is_chunk]
         count = running[is_chunk] - before[chunk_g]
         busy = count >= lanes[chunk_g]
-        chunk_toks = np.concatenate([np.zeros(len(sent), toks.dtype), toks, np.zeros(len(end), toks.dtype)])[order][is_chunk]
+        chunk_toks = np.concatenate([np.zeros(len(sent), toks.dtype), toks, np.zeros(len(end), toks.dtype)])[order][
+            is_chunk
+        ]
         tokens = np.bincount(chunk_g[busy], weights=chunk_toks[busy], minlength=n_groups).astype(np.int64)
     return secs, tokens
 
@@ -133,16 +144,19 @@ def busy_windows(table: pa.Table) -> pd.DataFrame:
         toks = toks[gather]
         del gather
     req_group = np.repeat(np.arange(len(starts_idx)), stops_idx - starts_idx)
-    sec_out, tok_out = pass_windows(req_group, sent, end, lanes[starts_idx], np.repeat(req_group, np.diff(new_off)),
-                                    times, toks)
+    sec_out, tok_out = pass_windows(
+        req_group, sent, end, lanes[starts_idx], np.repeat(req_group, np.diff(new_off)), times, toks
+    )
     first = pa.array(perm[starts_idx])
-    return pd.DataFrame({
-        "evaluation_id": table["evaluation_id"].take(first).to_pylist(),
-        "pass_id": table["pass_id"].take(first).to_pylist(),
-        "engine": table["engine"].take(first).to_pylist(),
-        "busy_seconds": sec_out,
-        "busy_tokens": tok_out,
-    })
+    return pd.DataFrame(
+        {
+            "evaluation_id": table["evaluation_id"].take(first).to_pylist(),
+            "pass_id": table["pass_id"].take(first).to_pylist(),
+            "engine": table["engine"].take(first).to_pylist(),
+            "busy_seconds": sec_out,
+            "busy_tokens": tok_out,
+        }
+    )
 
 
 def request_bounds(sent_at, end_at) -> tuple[np.ndarray, np.ndarray]:

@@ -32,20 +32,49 @@ from speculator_arena.scoring.counted import counted as counted_rule
 from speculator_arena.warehouse import parts
 from speculator_arena.warehouse.schema import TABLES
 
-REQUEST_COLUMNS = ("pass_id", "engine", "sent_at", "last_token_at", "ended_at", "done", "output_tokens",
-                    "max_tokens", "chunk_times", "chunk_tokens", "workload", "session_id", "turn", "first_token_at",
-                    "usage_prompt_tokens", "cached_tokens")
+REQUEST_COLUMNS = (
+    "pass_id",
+    "engine",
+    "sent_at",
+    "last_token_at",
+    "ended_at",
+    "done",
+    "output_tokens",
+    "max_tokens",
+    "chunk_times",
+    "chunk_tokens",
+    "workload",
+    "session_id",
+    "turn",
+    "first_token_at",
+    "usage_prompt_tokens",
+    "cached_tokens",
+)
 
 READ_COLUMNS = ["evaluation_id", *REQUEST_COLUMNS]  # what a batch reader returns
 
 # The scalar columns of the staged requests the scorer's queries use, in the order and types
 # of sql/staged_requests_cached.sql: built here from the same read, so the requests' Parquet
 # is decoded once for the busy windows and every other query.
-STAGED = pa.schema([("evaluation_id", pa.string()), ("pass_id", pa.string()), ("engine", pa.string()),
-                    ("workload", pa.string()), ("session_id", pa.string()), ("turn", pa.int64()),
-                    ("sent_at", pa.float64()), ("first_token_at", pa.float64()), ("last_token_at", pa.float64()),
-                    ("ended_at", pa.float64()), ("usage_prompt_tokens", pa.int64()), ("cached_tokens", pa.int64()),
-                    ("output_tokens", pa.int64()), ("chunks", pa.int64()), ("counted", pa.bool_())])
+STAGED = pa.schema(
+    [
+        ("evaluation_id", pa.string()),
+        ("pass_id", pa.string()),
+        ("engine", pa.string()),
+        ("workload", pa.string()),
+        ("session_id", pa.string()),
+        ("turn", pa.int64()),
+        ("sent_at", pa.float64()),
+        ("first_token_at", pa.float64()),
+        ("last_token_at", pa.float64()),
+        ("ended_at", pa.float64()),
+        ("usage_prompt_tokens", pa.int64()),
+        ("cached_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("chunks", pa.int64()),
+        ("counted", pa.bool_()),
+    ]
+)
 
 
 def _floats(col) -> np.ndarray:
@@ -91,8 +120,11 @@ def _batch(t: pa.Table, passes: pa.Table, pass_index: dict):
     # combinations, not on every row; warm-up and unmatched rows get -1 (dropped, as by the join)
     key = pc.binary_join_element_wise(t["evaluation_id"], t["pass_id"], t["engine"], "\x1f")
     enc = (key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key).dictionary_encode()
-    lookup = np.array([pass_index.get(tuple(k.split("\x1f")), -1) if k is not None else -1
-                       for k in enc.dictionary.to_pylist()] + [-1], dtype=np.int64)
+    lookup = np.array(
+        [pass_index.get(tuple(k.split("\x1f")), -1) if k is not None else -1 for k in enc.dictionary.to_pylist()]
+        + [-1],
+        dtype=np.int64,
+    )
     codes = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
     rows = lookup[codes]
     keep = rows >= 0
@@ -104,16 +136,29 @@ def _batch(t: pa.Table, passes: pa.Table, pass_index: dict):
     ended = np.asarray(t["ended_at"].to_numpy(zero_copy_only=False), dtype=float)
     safe = np.where(keep, rows, 0)
     slack = np.asarray(passes["count_slack_tokens"].to_numpy(zero_copy_only=False), dtype=float)
-    counted = counted_rule(_definitely(t["done"]), _floats(t["output_tokens"]), _floats(t["max_tokens"]), slack[safe],
-                           sent, np.where(keep, ends[safe], np.nan), ended, grace[safe])
+    counted = counted_rule(
+        _definitely(t["done"]),
+        _floats(t["output_tokens"]),
+        _floats(t["max_tokens"]),
+        slack[safe],
+        sent,
+        np.where(keep, ends[safe], np.nan),
+        ended,
+        grace[safe],
+    )
     end = np.where(np.isnan(last), ended, last)
     ct, ck = t["chunk_times"], t["chunk_tokens"]
     lengths = pc.list_value_length(ct).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
     times = pc.list_flatten(ct).to_numpy(zero_copy_only=False)
     toks = pc.list_flatten(ck).to_numpy(zero_copy_only=False)
     mask = pa.array(keep)
-    staged = pa.table({name: (t[name].filter(mask) if name not in ("counted", "chunks") else None)
-                       for name in STAGED.names if name not in ("counted", "chunks")})
+    staged = pa.table(
+        {
+            name: (t[name].filter(mask) if name not in ("counted", "chunks") else None)
+            for name in STAGED.names
+            if name not in ("counted", "chunks")
+        }
+    )
     staged = staged.append_column("chunks", pc.list_value_length(ct).cast(pa.int64()).filter(mask))  # len(NULL) is NULL
     staged = staged.append_column("counted", pa.array(counted[keep])).select(STAGED.names).cast(STAGED)
     if not keep.all():
@@ -129,11 +174,18 @@ def _batch(t: pa.Table, passes: pa.Table, pass_index: dict):
     toks = toks * np.repeat(counted, lengths)
     # one group per pass row, in the pass rows' order (the kernel sorts each group's events itself)
     g_rows, req_group = np.unique(rows, return_inverse=True)
-    secs, tokens = pass_windows(req_group.ravel(), sent, end, lanes[g_rows], np.repeat(req_group.ravel(), lengths),
-                                times, toks)
+    secs, tokens = pass_windows(
+        req_group.ravel(), sent, end, lanes[g_rows], np.repeat(req_group.ravel(), lengths), times, toks
+    )
     pick = pa.array(g_rows)
-    return (passes["evaluation_id"].take(pick).to_pylist(), passes["pass_id"].take(pick).to_pylist(),
-            passes["engine"].take(pick).to_pylist(), secs, tokens, staged)
+    return (
+        passes["evaluation_id"].take(pick).to_pylist(),
+        passes["pass_id"].take(pick).to_pylist(),
+        passes["engine"].take(pick).to_pylist(),
+        secs,
+        tokens,
+        staged,
+    )
 
 
 def busy_windows_from_batches(batches, passes: pa.Table, threads: int = 2, progress=None, staged: bool = False):
@@ -153,7 +205,7 @@ def busy_windows_from_batches(batches, passes: pa.Table, threads: int = 2, progr
     for i, k in enumerate(keys):
         if None in k:
             continue
-        if k in pass_index:      # two pass rows for one pass: the join would repeat requests
+        if k in pass_index:  # two pass rows for one pass: the join would repeat requests
             dup.add(k[0])
         pass_index[k] = i
 
@@ -176,21 +228,26 @@ def busy_windows_from_batches(batches, passes: pa.Table, threads: int = 2, progr
             if progress is not None:
                 progress(n, len(batches))
     staged_table = pa.concat_tables(staged_parts) if staged_parts else None
-    frame = pd.DataFrame({
-        "evaluation_id": [x for r in out for x in r[0]],
-        "pass_id": [x for r in out for x in r[1]],
-        "engine": [x for r in out for x in r[2]],
-        "busy_seconds": np.concatenate([r[3] for r in out]) if out else np.zeros(0),
-        "busy_tokens": np.concatenate([r[4] for r in out]) if out else np.zeros(0, dtype=np.int64),
-    }, columns=COLUMNS)
+    frame = pd.DataFrame(
+        {
+            "evaluation_id": [x for r in out for x in r[0]],
+            "pass_id": [x for r in out for x in r[1]],
+            "engine": [x for r in out for x in r[2]],
+            "busy_seconds": np.concatenate([r[3] for r in out]) if out else np.zeros(0),
+            "busy_tokens": np.concatenate([r[4] for r in out]) if out else np.zeros(0, dtype=np.int64),
+        },
+        columns=COLUMNS,
+    )
     frame = frame.sort_values(["evaluation_id"], kind="stable").reset_index(drop=True)
     return (frame, sorted(to_sql), staged_table) if staged else (frame, sorted(to_sql))
 
 
-def busy_windows_from_parquet(partitions: dict, passes: pa.Table, threads: int = 2, progress=None,
-                              staged: bool = False):
+def busy_windows_from_parquet(
+    partitions: dict, passes: pa.Table, threads: int = 2, progress=None, staged: bool = False
+):
     """Busy windows of the evaluations in `partitions` ({evaluation_id: [request Parquet files]}),
     one evaluation per batch (see `busy_windows_from_batches`)."""
+
     def reader(eid, files):
         def read():
             tables = []
@@ -200,7 +257,9 @@ def busy_windows_from_parquet(partitions: dict, passes: pa.Table, threads: int =
                 t = t.append_column("evaluation_id", pa.array([eid] * t.num_rows, pa.string()))
                 tables.append(parts.conform(t, TABLES["requests"], READ_COLUMNS))
             return pa.concat_tables(tables) if tables else TABLES["requests"].empty_table().select(READ_COLUMNS)
+
         return read
 
-    return busy_windows_from_batches([reader(e, partitions[e]) for e in sorted(partitions)], passes, threads,
-                                     progress, staged)
+    return busy_windows_from_batches(
+        [reader(e, partitions[e]) for e in sorted(partitions)], passes, threads, progress, staged
+    )

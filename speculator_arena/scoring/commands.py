@@ -27,20 +27,42 @@ def run(args: argparse.Namespace) -> int:
     scores = score_and_record(wh, args.protocol, args.evaluation)
     ev = scores.evaluations
     if args.json:
-        cols = ["evaluation_id", "task_id", "split", "label", "account_id", "is_reference", "status", "specscore",
-                "specscore_reason", "r_solo", "r_team", "r_busy", "gates_pass", "failed_gates", "not_measured_gates",
-                "gap_flag"]
+        cols = [
+            "evaluation_id",
+            "task_id",
+            "split",
+            "label",
+            "account_id",
+            "is_reference",
+            "status",
+            "specscore",
+            "specscore_reason",
+            "r_solo",
+            "r_team",
+            "r_busy",
+            "gates_pass",
+            "failed_gates",
+            "not_measured_gates",
+            "gap_flag",
+        ]
 
-        print_json({"protocol_version": scores.protocol_version, "protocol_digest": scores.protocol_digest,
-                    "evaluations": [{c: json_cell(r[c]) for c in cols} for _, r in ev.iterrows()]})
+        print_json(
+            {
+                "protocol_version": scores.protocol_version,
+                "protocol_digest": scores.protocol_digest,
+                "evaluations": [{c: json_cell(r[c]) for c in cols} for _, r in ev.iterrows()],
+            }
+        )
         return 0
     if args.board:
         print(board_text(scores, split=args.split))
         return 0
     n = len(ev)
     scored = int(ev["specscore"].notna().sum())
-    print(f"scored {n} evaluations under protocol v{scores.protocol_version} (digest {scores.protocol_digest[:12]}): "
-          f"{scored} with a SpecScore, {n - scored} blank with a reason")
+    print(
+        f"scored {n} evaluations under protocol v{scores.protocol_version} (digest {scores.protocol_digest[:12]}): "
+        f"{scored} with a SpecScore, {n - scored} blank with a reason"
+    )
     for r in ev.itertuples():
         val = "-" if math.isnan(r.specscore) else f"{r.specscore:.4f}"
         why = f"  ({r.specscore_reason})" if isinstance(r.specscore_reason, str) else ""

@@ -29,13 +29,23 @@ def pass_contention(contention: pd.DataFrame) -> pd.DataFrame:
     return c
 
 
-def why_contended(foreign_cpu_share: float, steal_share: float, foreign_gpu_processes: float,
-                  max_foreign_cpu_share: float, max_steal_share: float) -> str | None:
+def why_contended(
+    foreign_cpu_share: float,
+    steal_share: float,
+    foreign_gpu_processes: float,
+    max_foreign_cpu_share: float,
+    max_steal_share: float,
+) -> str | None:
     """The rule for one pass: why it is contended, or None. NaN shares (nothing sampled) judge nothing."""
-    why = [text for text, on in ((f"foreign CPU {foreign_cpu_share:.2f} of a core", foreign_cpu_share > max_foreign_cpu_share),
-                                 (f"steal {steal_share:.1%}", steal_share > max_steal_share),
-                                 (f"{int(foreign_gpu_processes)} other process(es) on the device",
-                                  foreign_gpu_processes > 0)) if on]
+    why = [
+        text
+        for text, on in (
+            (f"foreign CPU {foreign_cpu_share:.2f} of a core", foreign_cpu_share > max_foreign_cpu_share),
+            (f"steal {steal_share:.1%}", steal_share > max_steal_share),
+            (f"{int(foreign_gpu_processes)} other process(es) on the device", foreign_gpu_processes > 0),
+        )
+        if on
+    ]
     return ", ".join(why) or None
 
 
@@ -55,15 +65,23 @@ def pass_rows_contended(rows: list[dict], rule) -> str | None:
 
 def _judged_passes(contention: pd.DataFrame, lim: pd.DataFrame) -> pd.DataFrame:
     c = pass_contention(contention).merge(lim, on="evaluation_id")
-    c["why"] = [why_contended(f, s, g, mf, ms) for f, s, g, mf, ms in zip(
-        c["foreign_cpu_share"].to_numpy(dtype=float), c["steal_share"].to_numpy(dtype=float),
-        c["foreign_gpu_processes"].fillna(0).to_numpy(dtype=float), c["max_foreign_cpu_share"], c["max_steal_share"])]
+    c["why"] = [
+        why_contended(f, s, g, mf, ms)
+        for f, s, g, mf, ms in zip(
+            c["foreign_cpu_share"].to_numpy(dtype=float),
+            c["steal_share"].to_numpy(dtype=float),
+            c["foreign_gpu_processes"].fillna(0).to_numpy(dtype=float),
+            c["max_foreign_cpu_share"],
+            c["max_steal_share"],
+        )
+    ]
     c["contended"] = c["why"].notna()
     return c
 
 
-def contention_void_reasons(ev: pd.DataFrame, contention: pd.DataFrame, timed_passes: pd.DataFrame,
-                            lim_e: pd.DataFrame, run_records: np.ndarray) -> np.ndarray:
+def contention_void_reasons(
+    ev: pd.DataFrame, contention: pd.DataFrame, timed_passes: pd.DataFrame, lim_e: pd.DataFrame, run_records: np.ndarray
+) -> np.ndarray:
     """Per evaluation row: why it is void for host contention (None where it is not).
 
     `contention`: sql/contention_passes.sql rows; `timed_passes`: (evaluation_id, pass_id, engine)
@@ -77,12 +95,19 @@ def contention_void_reasons(ev: pd.DataFrame, contention: pd.DataFrame, timed_pa
     if not judged.any():
         return out
     ids = ev["evaluation_id"].to_numpy()
-    lim = pd.DataFrame({"evaluation_id": ids, "max_foreign_cpu_share": lim_e["max_foreign_cpu_share"].to_numpy(),
-                        "max_steal_share": lim_e["max_steal_share"].to_numpy()}).drop_duplicates("evaluation_id")
+    lim = pd.DataFrame(
+        {
+            "evaluation_id": ids,
+            "max_foreign_cpu_share": lim_e["max_foreign_cpu_share"].to_numpy(),
+            "max_steal_share": lim_e["max_steal_share"].to_numpy(),
+        }
+    ).drop_duplicates("evaluation_id")
     texts: dict[str, list[str]] = {}
     if len(contention):
         c = _judged_passes(contention[contention["intervals"] > 0], lim)
-        for eid, pid, eng, why in c.loc[c["contended"], ["evaluation_id", "pass_id", "engine", "why"]].itertuples(index=False):
+        for eid, pid, eng, why in c.loc[c["contended"], ["evaluation_id", "pass_id", "engine", "why"]].itertuples(
+            index=False
+        ):
             texts.setdefault(eid, []).append(f"{eng} {pid}: {why}")
     recorded = set()
     if len(contention):

@@ -29,7 +29,11 @@ def counted(done, output_tokens, max_tokens, slack, sent_at, ends_at, ended_at, 
     coalesce(<rule>, false)).
     """
     done = np.atleast_1d(done)
-    d = done if done.dtype == bool else np.array([isinstance(v, (bool, np.bool_)) and bool(v) for v in done], dtype=bool)
+    d = (
+        done
+        if done.dtype == bool
+        else np.array([isinstance(v, (bool, np.bool_)) and bool(v) for v in done], dtype=bool)
+    )
     out, mx, sl = _floats(output_tokens), _floats(max_tokens), _floats(slack)
     sent, ends, ended, grace = _floats(sent_at), _floats(ends_at), _floats(ended_at), _floats(grace_ends_at)
     with np.errstate(invalid="ignore"):
@@ -38,5 +42,15 @@ def counted(done, output_tokens, max_tokens, slack, sent_at, ends_at, ended_at, 
 
 def counted_row(row: dict, *, slack: int, ends_at: float, grace_ends_at: float) -> bool:
     """The rule for one raw `requests` row of a pass that ends at `ends_at` (grace: `grace_ends_at`)."""
-    return bool(counted(row.get("done") is True, row.get("output_tokens"), row.get("max_tokens"), slack,
-                        row.get("sent_at"), ends_at, row.get("ended_at"), grace_ends_at)[0])
+    return bool(
+        counted(
+            row.get("done") is True,
+            row.get("output_tokens"),
+            row.get("max_tokens"),
+            slack,
+            row.get("sent_at"),
+            ends_at,
+            row.get("ended_at"),
+            grace_ends_at,
+        )[0]
+    )

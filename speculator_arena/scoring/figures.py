@@ -10,11 +10,28 @@ from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.scoring import frames
 from speculator_arena.scoring.result import ENGINES, KEY_FIGURES
 
-_REQUEST_FIGURES = ("ttft_p50", "ttft_p90", "ttft_p99", "tpot_p50", "tpot_p90", "tpot_p99", "latency_mean",
-                    "latency_p50", "latency_p95", "generated_tokens", "cache_hit_tokens", "cache_hit_mean",
-                    "tokens_per_chunk")
-_ENGINE_FIGURES = ("wall_seconds", "output_tokens_per_second", "mean_acceptance_length", "draft_acceptance_rate",
-                   "memory_peak_bytes")
+_REQUEST_FIGURES = (
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "tpot_p50",
+    "tpot_p90",
+    "tpot_p99",
+    "latency_mean",
+    "latency_p50",
+    "latency_p95",
+    "generated_tokens",
+    "cache_hit_tokens",
+    "cache_hit_mean",
+    "tokens_per_chunk",
+)
+_ENGINE_FIGURES = (
+    "wall_seconds",
+    "output_tokens_per_second",
+    "mean_acceptance_length",
+    "draft_acceptance_rate",
+    "memory_peak_bytes",
+)
 _COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
 
 
@@ -29,28 +46,37 @@ def figures_frame(ev, incomplete_reason, fig_req, fig_wall, fig_acc, engine_pass
     if n == 0:
         return pd.DataFrame([], columns=columns)
     codes, uniques, _, last = frames.eval_keys(ev["evaluation_id"])
-    why_all, why = _figure_blanks(incomplete_reason.to_numpy()[last], lim_e["passes"].to_numpy()[last],
-                                  engine_passes, uniques, codes)
+    why_all, why = _figure_blanks(
+        incomplete_reason.to_numpy()[last], lim_e["passes"].to_numpy()[last], engine_passes, uniques, codes
+    )
     req_value, req_reason, generated = _request_figures(fig_req, uniques, codes, why)
-    eng_value, eng_reason = _engine_figures(fig_wall, fig_acc, memory, uniques, codes, why_all, generated,
-                                            lim_e["passes"].to_numpy()[last])
+    eng_value, eng_reason = _engine_figures(
+        fig_wall, fig_acc, memory, uniques, codes, why_all, generated, lim_e["passes"].to_numpy()[last]
+    )
     engines = len(ENGINES)
     value = np.concatenate([req_value.reshape(n, engines, -1), eng_value], axis=2).reshape(-1)
     reason = np.concatenate([req_reason.reshape(n, engines, -1), eng_reason], axis=2).reshape(-1)
     workloads = (*WORKLOADS, "all")
     per_engine = len(workloads) * len(_REQUEST_FIGURES) + len(_ENGINE_FIGURES)
-    workload_code = np.r_[np.repeat(np.arange(len(workloads)), len(_REQUEST_FIGURES)),
-                          np.full(len(_ENGINE_FIGURES), len(workloads) - 1)]
-    figure_code = np.r_[np.tile(np.arange(len(_REQUEST_FIGURES)), len(workloads)),
-                        len(_REQUEST_FIGURES) + np.arange(len(_ENGINE_FIGURES))]
-    return pd.DataFrame({
-        "evaluation_id": frames.inferred(ev["evaluation_id"].to_numpy()).take(np.repeat(np.arange(n), engines * per_engine)),
-        "engine": frames.inferred(ENGINES).take(np.tile(np.repeat(np.arange(engines), per_engine), n)),
-        "workload": frames.inferred(workloads).take(np.tile(workload_code, engines * n)),
-        "figure": frames.inferred((*_REQUEST_FIGURES, *_ENGINE_FIGURES)).take(np.tile(figure_code, engines * n)),
-        "value": value,
-        "reason": frames.inferred(reason),
-    })
+    workload_code = np.r_[
+        np.repeat(np.arange(len(workloads)), len(_REQUEST_FIGURES)), np.full(len(_ENGINE_FIGURES), len(workloads) - 1)
+    ]
+    figure_code = np.r_[
+        np.tile(np.arange(len(_REQUEST_FIGURES)), len(workloads)),
+        len(_REQUEST_FIGURES) + np.arange(len(_ENGINE_FIGURES)),
+    ]
+    return pd.DataFrame(
+        {
+            "evaluation_id": frames.inferred(ev["evaluation_id"].to_numpy()).take(
+                np.repeat(np.arange(n), engines * per_engine)
+            ),
+            "engine": frames.inferred(ENGINES).take(np.tile(np.repeat(np.arange(engines), per_engine), n)),
+            "workload": frames.inferred(workloads).take(np.tile(workload_code, engines * n)),
+            "figure": frames.inferred((*_REQUEST_FIGURES, *_ENGINE_FIGURES)).take(np.tile(figure_code, engines * n)),
+            "value": value,
+            "reason": frames.inferred(reason),
+        }
+    )
 
 
 def _figure_blanks(inc: np.ndarray, expected, engine_passes, uniques, codes) -> tuple[np.ndarray, np.ndarray]:
@@ -59,8 +85,9 @@ def _figure_blanks(inc: np.ndarray, expected, engine_passes, uniques, codes) -> 
     the engine has fewer complete passes of the workload(s) than the task asks."""
     n = len(codes)
     expected = np.array([x or 0 for x in expected], dtype=float)
-    pos = frames.positions(engine_passes, ["evaluation_id", "engine", "workload"], (uniques, ENGINES, WORKLOADS),
-                     repeated="absent")[codes]
+    pos = frames.positions(
+        engine_passes, ["evaluation_id", "engine", "workload"], (uniques, ENGINES, WORKLOADS), repeated="absent"
+    )[codes]
     count = frames.take(engine_passes["complete"] if len(engine_passes) else [], pos, 0)
     missing = count < expected[:, None, None]
     whole = frames.objects(n)
@@ -69,9 +96,10 @@ def _figure_blanks(inc: np.ndarray, expected, engine_passes, uniques, codes) -> 
     why = np.empty((n, len(ENGINES), len(WORKLOADS) + 1), dtype=object)
     bits = (missing.astype(np.int64) << np.arange(len(WORKLOADS))).sum(axis=2)
     for e, engine in enumerate(ENGINES):
-        texts = [None] + [f"{engine} passes missing or aborted in "
-                          + ", ".join(w for k, w in enumerate(WORKLOADS) if b >> k & 1)
-                          for b in range(1, 2 ** len(WORKLOADS))]
+        texts = [None] + [
+            f"{engine} passes missing or aborted in " + ", ".join(w for k, w in enumerate(WORKLOADS) if b >> k & 1)
+            for b in range(1, 2 ** len(WORKLOADS))
+        ]
         why[:, e, -1] = np.array(texts, dtype=object)[bits[:, e]]
         for k, w in enumerate(WORKLOADS):
             why[:, e, k] = np.where(missing[:, e, k], f"{engine} passes missing or aborted in {w}", None)
@@ -99,10 +127,20 @@ def _request_figures(fig_req, uniques, codes, why) -> tuple[np.ndarray, np.ndarr
     is_timing = np.array([f.startswith(("ttft", "tpot", "latency")) for f in _REQUEST_FIGURES])
     is_cache = np.array([f.startswith("cache") for f in _REQUEST_FIGURES])
     has_why = pd.notna(why)
-    conditions = [has_why[..., None], absent[..., None], is_timing & (timing > 0)[..., None],
-                  is_cache & (usage > 0)[..., None], np.isnan(values)]
-    choices = [why[..., None], frames.objects(1, "no counted requests"), timing_text[..., None], usage_text[..., None],
-               frames.objects(1, "no request with the inputs of this figure")]
+    conditions = [
+        has_why[..., None],
+        absent[..., None],
+        is_timing & (timing > 0)[..., None],
+        is_cache & (usage > 0)[..., None],
+        np.isnan(values),
+    ]
+    choices = [
+        why[..., None],
+        frames.objects(1, "no counted requests"),
+        timing_text[..., None],
+        usage_text[..., None],
+        frames.objects(1, "no request with the inputs of this figure"),
+    ]
     conditions = [np.broadcast_to(c, shape) for c in conditions]
     reason = np.select(conditions, [np.broadcast_to(c, shape) for c in choices], None)
     value = np.where(np.logical_or.reduce(conditions), np.nan, values)
@@ -110,8 +148,9 @@ def _request_figures(fig_req, uniques, codes, why) -> tuple[np.ndarray, np.ndarr
     return value, reason, generated
 
 
-def _engine_figures(fig_wall, fig_acc, memory, uniques, codes, why, generated,
-                    expected) -> tuple[np.ndarray, np.ndarray]:
+def _engine_figures(
+    fig_wall, fig_acc, memory, uniques, codes, why, generated, expected
+) -> tuple[np.ndarray, np.ndarray]:
     """The engine-level figures (rows x engines x _ENGINE_FIGURES: values, reasons): wall time and
     output tokens per second, the speculative-decoding counters' acceptance, the memory peak."""
     n = len(codes)
@@ -130,17 +169,24 @@ def _engine_figures(fig_wall, fig_acc, memory, uniques, codes, why, generated,
     value[..., 0] = np.where(blank, np.nan, wall)
     reason[..., 0] = np.select([has_why, unfinished], [why, unfinished_text], None)
     value[..., 1] = np.where(blank, np.nan, tps)
-    reason[..., 1] = np.select([has_why, unfinished, np.isnan(tps)],
-                               [why, unfinished_text, frames.objects(1, "no counted tokens")], None)
+    reason[..., 1] = np.select(
+        [has_why, unfinished, np.isnan(tps)], [why, unfinished_text, frames.objects(1, "no counted tokens")], None
+    )
 
     total, missing_side, passes, present = _counters(fig_acc, uniques, codes)
     expected_passes = len(WORKLOADS) * np.array([x or 0 for x in expected], dtype=float)[:, None]
     drafts, draft_tokens, accepted = (total[..., k] for k in range(3))
     unread = (missing_side[..., 0] > 0) | (passes[..., 0] < expected_passes) | (passes[..., 2] < expected_passes)
-    acc_why = np.select([has_why, ~(present[..., 0] & present[..., 2]), unread, drafts <= 0],
-                        [why, frames.objects(1, "the engine reports no vllm:spec_decode_* counters"),
-                         frames.objects(1, "counters not read before and after every pass"),
-                         frames.objects(1, "no drafts were proposed")], None)
+    acc_why = np.select(
+        [has_why, ~(present[..., 0] & present[..., 2]), unread, drafts <= 0],
+        [
+            why,
+            frames.objects(1, "the engine reports no vllm:spec_decode_* counters"),
+            frames.objects(1, "counters not read before and after every pass"),
+            frames.objects(1, "no drafts were proposed"),
+        ],
+        None,
+    )
     measured = pd.isna(acc_why)
     rate = measured & present[..., 1] & (draft_tokens > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -166,8 +212,11 @@ def _counters(fig_acc, uniques, codes) -> tuple[np.ndarray, ...]:
     present = np.zeros(shape, dtype=bool)
     if len(fig_acc):
         name = fig_acc["name"]
-        counter = np.select([name.str.startswith(f"vllm:spec_decode_{c}", na=False).to_numpy(dtype=bool)
-                             for c in _COUNTERS], np.arange(len(_COUNTERS)), -1)
+        counter = np.select(
+            [name.str.startswith(f"vllm:spec_decode_{c}", na=False).to_numpy(dtype=bool) for c in _COUNTERS],
+            np.arange(len(_COUNTERS)),
+            -1,
+        )
         eid = uniques.get_indexer(fig_acc["evaluation_id"])
         engine = pd.Index(ENGINES).get_indexer(fig_acc["engine"])
         rows = np.flatnonzero((counter >= 0) & (eid >= 0) & (engine >= 0))
@@ -184,8 +233,11 @@ def key_figures(ev: pd.DataFrame, figures: pd.DataFrame) -> None:
     """Engine-level key figures as columns of the evaluations frame (`candidate_ttft_p50`, ...):
     each evaluation's first non-blank value of the figure (what a pivot with "first" gives)."""
     codes, uniques, _, _ = frames.eval_keys(ev["evaluation_id"])
-    f = figures[(figures["workload"] == "all").to_numpy(dtype=bool) & figures["figure"].isin(KEY_FIGURES).to_numpy()
-                & figures["value"].notna().to_numpy()]
+    f = figures[
+        (figures["workload"] == "all").to_numpy(dtype=bool)
+        & figures["figure"].isin(KEY_FIGURES).to_numpy()
+        & figures["value"].notna().to_numpy()
+    ]
     f = f.drop_duplicates(["evaluation_id", "engine", "figure"])
     pos = frames.positions(f, ["evaluation_id", "engine", "figure"], (uniques, ENGINES, KEY_FIGURES))[codes]
     values = frames.take(f["value"].to_numpy(dtype=float), pos)

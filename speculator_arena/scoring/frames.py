@@ -25,8 +25,10 @@ def positions(frame: pd.DataFrame, key_cols, labels, repeated: str = "raise") ->
     out = np.full(shape, -1, dtype=np.intp)
     if len(frame) == 0:
         return out
-    codes = [(lab if isinstance(lab, pd.Index) else pd.Index(lab)).get_indexer(frame[col])
-             for col, lab in zip(key_cols, labels)]
+    codes = [
+        (lab if isinstance(lab, pd.Index) else pd.Index(lab)).get_indexer(frame[col])
+        for col, lab in zip(key_cols, labels)
+    ]
     rows = np.flatnonzero(np.logical_and.reduce([c >= 0 for c in codes]))
     flat = np.ravel_multi_index(tuple(c[rows] for c in codes), shape)
     if repeated == "absent":

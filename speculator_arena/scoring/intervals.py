@@ -36,7 +36,7 @@ import pandas as pd
 from speculator_arena.protocol.model import WORKLOADS
 
 RESAMPLES = 1000
-QUANTILES = (0.025, 0.975)   # a 95% interval
+QUANTILES = (0.025, 0.975)  # a 95% interval
 COLUMNS = ["boot_low", "boot_high", "interval_low", "interval_high"]
 
 
@@ -102,7 +102,9 @@ def _middle(idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ordered[..., (n - 1) // 2], ordered[..., n // 2]
 
 
-def bootstrap_intervals(ratios: dict[str, list[np.ndarray]], resamples: int = RESAMPLES) -> dict[str, tuple[float, float]]:
+def bootstrap_intervals(
+    ratios: dict[str, list[np.ndarray]], resamples: int = RESAMPLES
+) -> dict[str, tuple[float, float]]:
     """evaluation_id -> (low, high), the bootstrap interval before widening.
 
     `ratios[eid]` holds one array of pass ratios per workload (WORKLOADS order). Each workload's
@@ -124,8 +126,8 @@ def bootstrap_intervals(ratios: dict[str, list[np.ndarray]], resamples: int = RE
         rows = np.arange(len(eids))[:, None]
         product = np.ones((len(eids), resamples))
         for k, n in enumerate(shape):
-            x = np.sort(np.stack([ratios[eid][k] for eid in eids]), axis=1)   # (E, n), ascending
-            lo, hi = _middle(np.stack(draws[k]))                              # (E, R) each
+            x = np.sort(np.stack([ratios[eid][k] for eid in eids]), axis=1)  # (E, n), ascending
+            lo, hi = _middle(np.stack(draws[k]))  # (E, R) each
             product = product * (x[rows, lo] if n % 2 else (x[rows, lo] + x[rows, hi]) / 2)
         score = product ** (1.0 / 3.0)
         lows, highs = np.quantile(score, QUANTILES, axis=1)
@@ -149,13 +151,17 @@ def specscore_intervals(evaluations: pd.DataFrame, passes: pd.DataFrame, e: floa
         for w in WORKLOADS:
             a = by_key.get((eid, w))
             if a is None or len(a) == 0 or not np.isfinite(a).all():
-                raise ValueError(f"evaluation {eid} has a SpecScore but no complete {w} pass ratios in the passes frame")
+                raise ValueError(
+                    f"evaluation {eid} has a SpecScore but no complete {w} pass ratios in the passes frame"
+                )
             arrays.append(a)
         ratios[eid] = arrays
     found = bootstrap_intervals(ratios)
     pairs = np.array([found[i] if b else (np.nan, np.nan) for i, b in zip(ids, boot)], dtype=float).reshape(-1, 2)
     lows, highs = pairs[:, 0].copy(), pairs[:, 1].copy()
-    zero = ~boot & (evaluations["specscore"].to_numpy(dtype=float, na_value=np.nan) == 0)   # 0: a gate or the candidate failed
+    zero = ~boot & (
+        evaluations["specscore"].to_numpy(dtype=float, na_value=np.nan) == 0
+    )  # 0: a gate or the candidate failed
     lows[zero], highs[zero] = 0.0, 0.0
     out["boot_low"], out["boot_high"] = lows, highs
     out["interval_low"], out["interval_high"] = widen(lows, highs, e)

@@ -19,31 +19,34 @@ def protocol_limits(proto: Protocol) -> pd.DataFrame:
     for task_id in proto.tasks:
         tp = proto.task(task_id)
         g = tp.gates
-        rows.append(dict(
-            task_id=task_id,
-            public=bool(tp.task.public),
-            z=float(g.z),
-            failure_min_excess=float(tp.failure_rule.min_excess),
-            failure_share=float(tp.failure_rule.share_of_requests),
-            likelihood_bound=float(tp.limits.likelihood_bound),
-            first_choice_bound=float(tp.limits.first_choice_bound),
-            fidelity_ceiling=float(tp.limits.fidelity_ceiling),
-            greedy_floor=(float(tp.limits.greedy_agreement_floor)
-                          if tp.limits.greedy_agreement_floor is not None else None),
-            length_bound=g.length.bound,
-            memory_slack_bytes=g.memory.slack_gib * GIB,
-            gpu_memory_utilization=float(tp.engine_environment.gpu_memory_utilization),
-            max_unanswered_share=g.answering.max_unanswered_share,
-            # SCORING.md "Probe items the candidate does not answer" (from v2): worst values
-            unanswered_worst=g.answering.unanswered_fidelity_min_nats is not None,
-            unanswered_min_nats=_or_nan(g.answering.unanswered_fidelity_min_nats),
-            max_sample_gap_seconds=_or_nan(g.memory.max_sample_gap_seconds),
-            count_slack_tokens=int(tp.count_slack_tokens),
-            max_foreign_cpu_share=float(tp.contention.max_foreign_cpu_share) if tp.contention else float("nan"),
-            max_steal_share=float(tp.contention.max_steal_share) if tp.contention else float("nan"),
-            dev_test_gap=float(tp.dev_test_gap),
-            passes=int(tp.passes_per_workload),
-        ))
+        rows.append(
+            dict(
+                task_id=task_id,
+                public=bool(tp.task.public),
+                z=float(g.z),
+                failure_min_excess=float(tp.failure_rule.min_excess),
+                failure_share=float(tp.failure_rule.share_of_requests),
+                likelihood_bound=float(tp.limits.likelihood_bound),
+                first_choice_bound=float(tp.limits.first_choice_bound),
+                fidelity_ceiling=float(tp.limits.fidelity_ceiling),
+                greedy_floor=(
+                    float(tp.limits.greedy_agreement_floor) if tp.limits.greedy_agreement_floor is not None else None
+                ),
+                length_bound=g.length.bound,
+                memory_slack_bytes=g.memory.slack_gib * GIB,
+                gpu_memory_utilization=float(tp.engine_environment.gpu_memory_utilization),
+                max_unanswered_share=g.answering.max_unanswered_share,
+                # SCORING.md "Probe items the candidate does not answer" (from v2): worst values
+                unanswered_worst=g.answering.unanswered_fidelity_min_nats is not None,
+                unanswered_min_nats=_or_nan(g.answering.unanswered_fidelity_min_nats),
+                max_sample_gap_seconds=_or_nan(g.memory.max_sample_gap_seconds),
+                count_slack_tokens=int(tp.count_slack_tokens),
+                max_foreign_cpu_share=float(tp.contention.max_foreign_cpu_share) if tp.contention else float("nan"),
+                max_steal_share=float(tp.contention.max_steal_share) if tp.contention else float("nan"),
+                dev_test_gap=float(tp.dev_test_gap),
+                passes=int(tp.passes_per_workload),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -57,8 +60,9 @@ def protocol_workloads(proto: Protocol) -> pd.DataFrame:
     for task_id in proto.tasks:
         tp = proto.task(task_id)
         for w in WORKLOADS:
-            rows.append(dict(task_id=task_id, workload=w, speed_kind=tp.workloads[w].speed,
-                             passes=int(tp.passes_per_workload)))
+            rows.append(
+                dict(task_id=task_id, workload=w, speed_kind=tp.workloads[w].speed, passes=int(tp.passes_per_workload))
+            )
     return pd.DataFrame(rows)
 
 

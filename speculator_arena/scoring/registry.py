@@ -35,7 +35,8 @@ def check_unchanged(warehouse: Warehouse, version: int) -> str:
         if recorded != digest:
             raise ProtocolChangedError(
                 f"protocol v{version} changed since it was first scored (digest {recorded[:12]} recorded at "
-                f"{pin}, now {digest[:12]}); versions are immutable once used: publish the change as a new version")
+                f"{pin}, now {digest[:12]}); versions are immutable once used: publish the change as a new version"
+            )
     return digest
 
 
@@ -45,8 +46,13 @@ def record(warehouse: Warehouse, scores) -> Path:
     check_unchanged(warehouse, scores.protocol_version)
     pin = d / "protocol.json"
     if not pin.exists():
-        write_atomic(pin, json.dumps({"version": scores.protocol_version, "digest": scores.protocol_digest,
-                                       "first_scored_at": time.time()}, indent=2).encode())
+        write_atomic(
+            pin,
+            json.dumps(
+                {"version": scores.protocol_version, "digest": scores.protocol_digest, "first_scored_at": time.time()},
+                indent=2,
+            ).encode(),
+        )
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -55,17 +61,25 @@ def record(warehouse: Warehouse, scores) -> Path:
         if frame[c].dtype == object:
             frame[c] = frame[c].map(lambda v: None if v is None or (isinstance(v, float) and v != v) else str(v))
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                           b"arena_note": b"convenience copy, not authoritative: recompute with arena score",
-                                           b"protocol_digest": scores.protocol_digest.encode()})
+    table = table.replace_schema_metadata(
+        {
+            **(table.schema.metadata or {}),
+            b"arena_note": b"convenience copy, not authoritative: recompute with arena score",
+            b"protocol_digest": scores.protocol_digest.encode(),
+        }
+    )
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     out = d / "evaluations.parquet"
     write_atomic(out, sink.getvalue().to_pybytes())
-    write_atomic(d / "README.txt", (
-        f"Scores under protocol v{scores.protocol_version} (digest {scores.protocol_digest}).\n"
-        "evaluations.parquet is a convenience copy, NOT authoritative: scores are recomputed from the raw rows\n"
-        "by `arena score --protocol N`; protocol.json pins the digest this version was first scored under.\n").encode())
+    write_atomic(
+        d / "README.txt",
+        (
+            f"Scores under protocol v{scores.protocol_version} (digest {scores.protocol_digest}).\n"
+            "evaluations.parquet is a convenience copy, NOT authoritative: scores are recomputed from the raw rows\n"
+            "by `arena score --protocol N`; protocol.json pins the digest this version was first scored under.\n"
+        ).encode(),
+    )
     return out
 
 

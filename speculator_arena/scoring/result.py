@@ -6,13 +6,23 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-GATES = ("greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "memory",
-         "answering")
+GATES = ("greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "memory", "answering")
 PROBE_CHECKS = ("greedy_agreement", "sampled_likelihood", "target_fidelity")
 ENGINES = ("candidate", "stock")
 FINISHED = ("measured", "failed", "void")
-KEY_FIGURES = ("ttft_p50", "ttft_p90", "ttft_p99", "tpot_p50", "tpot_p90", "tpot_p99", "cache_hit_tokens",
-               "cache_hit_mean", "mean_acceptance_length", "draft_acceptance_rate", "output_tokens_per_second")
+KEY_FIGURES = (
+    "ttft_p50",
+    "ttft_p90",
+    "ttft_p99",
+    "tpot_p50",
+    "tpot_p90",
+    "tpot_p99",
+    "cache_hit_tokens",
+    "cache_hit_mean",
+    "mean_acceptance_length",
+    "draft_acceptance_rate",
+    "output_tokens_per_second",
+)
 
 
 @dataclass

@@ -28,7 +28,6 @@ from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, define_scoring_rules, sql_statements
 
 
-
 def sql_text(name: str) -> str:
     """One of the scorer's queries (scoring/sql/, parameters `$ids`)."""
     return sqlfiles.read("speculator_arena.scoring", name)
@@ -60,8 +59,17 @@ def _q(con, name: str, ids, t0=None) -> pd.DataFrame:
 # scoring/busy_scan.py, which returns both the busy windows and the scalar columns of the staged
 # requests every query reads (sql/staged_requests_cached.sql is the same rows from the view
 # raw_requests, used for the evaluations the scan hands back).
-_CACHED = ("evaluations", "passes", "metrics", "memory", "contention", "probe_greedy", "probe_scored", "probe_fidelity",
-           "engine_starts")
+_CACHED = (
+    "evaluations",
+    "passes",
+    "metrics",
+    "memory",
+    "contention",
+    "probe_greedy",
+    "probe_scored",
+    "probe_fidelity",
+    "engine_starts",
+)
 # Free text no score is computed from (a greedy reply's text, an engine's start-up log): not read
 # at all, which also keeps hidden text out of the scorer's memory.
 _UNREAD = {"probe_greedy": ("text",), "engine_starts": ("log_text",)}
@@ -131,7 +139,7 @@ def _request_batches(home, resolved: packs.Resolved, batch: int = packs.GROUP_SI
             out.append(lambda pack=pack, sub=sub: packs.read_packed(pack, "requests", sub, cols))
     ids = resolved.unpacked
     for i in range(0, len(ids), batch):
-        out.append(lambda sub=ids[i:i + batch]: parts.read_parts(home, "requests", sub, cols))
+        out.append(lambda sub=ids[i : i + batch]: parts.read_parts(home, "requests", sub, cols))
     return out
 
 
@@ -149,9 +157,13 @@ def _busy_start(con, wh: Warehouse, resolved: packs.Resolved, pool: ThreadPoolEx
         if settings.flag("ARENA_SCORE_TIMING"):
             import sys
 
-            print(f"  score step (in its thread) busy-window scan of {len(batches)} batches "
-                  f"({len(resolved.packed_ids)} evaluations from packs, {len(resolved.unpacked)} from parts): "
-                  f"{time.perf_counter() - t:.2f} s", file=sys.stderr, flush=True)
+            print(
+                f"  score step (in its thread) busy-window scan of {len(batches)} batches "
+                f"({len(resolved.packed_ids)} evaluations from packs, {len(resolved.unpacked)} from parts): "
+                f"{time.perf_counter() - t:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
         return out
 
     return pool.submit(scan)
@@ -188,8 +200,9 @@ def _stage_requests(con, staged, to_sql) -> None:
     con.execute("CREATE OR REPLACE TEMP VIEW staged_requests AS " + " UNION ALL ".join(parts))
 
 
-def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_ids=None,
-                    document: dict | None = None) -> Scores:
+def score_warehouse(
+    warehouse, protocol_version: int | None = None, evaluation_ids=None, document: dict | None = None
+) -> Scores:
     """Score the stored evaluations (all, or `evaluation_ids`) under `protocol_version` (latest).
 
     `document`: a protocol document that is not (yet) a version, e.g. a calibration's candidate,
@@ -220,7 +233,9 @@ def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_i
         con.register("protocol_workloads", protocol_workloads(proto))
         ev = con.execute(
             "SELECT * FROM raw_evaluations WHERE $ids IS NULL OR list_contains($ids, evaluation_id) "
-            "ORDER BY created_at, evaluation_id", {"ids": ids}).df()
+            "ORDER BY created_at, evaluation_id",
+            {"ids": ids},
+        ).df()
         ev = ev.drop_duplicates("evaluation_id", keep="last").reset_index(drop=True)
         greedy = _q(con, "gate_greedy.sql", ids, t0)
         scored = _q(con, "gate_scored.sql", ids, t0)
@@ -235,7 +250,9 @@ def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_i
         engine_passes = con.execute(
             "SELECT evaluation_id, engine, workload, count(*) FILTER (WHERE status = 'complete') AS complete "
             "FROM raw_passes WHERE pass_id NOT LIKE 'warmup%' AND ($ids IS NULL OR list_contains($ids, evaluation_id)) "
-            "GROUP BY ALL", {"ids": ids}).df()
+            "GROUP BY ALL",
+            {"ids": ids},
+        ).df()
         _tick("remaining queries", t0)
         busy, staged, to_sql = _busy_finish(con, busy_future)
         _tick("waiting for the Parquet scan (busy windows, staged requests)", t0)
@@ -248,7 +265,25 @@ def score_warehouse(warehouse, protocol_version: int | None = None, evaluation_i
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         con.close()
-    out = assemble(proto, digest, limits, ev, passes, greedy, scored, fidelity, length, memory, answering, starts,
-                   fig_req, fig_wall, fig_acc, engine_passes, contention, timed_passes)
+    out = assemble(
+        proto,
+        digest,
+        limits,
+        ev,
+        passes,
+        greedy,
+        scored,
+        fidelity,
+        length,
+        memory,
+        answering,
+        starts,
+        fig_req,
+        fig_wall,
+        fig_acc,
+        engine_passes,
+        contention,
+        timed_passes,
+    )
     _tick("gates, figures, SpecScore (pandas)", t0)
     return out

@@ -18,8 +18,9 @@ def cluster_ratio(sum_y, sum_n, sum_yy, sum_yn, sum_nn, clusters):
     sum yy - 2 est sum yn + est^2 sum nn so whole groups are computed from sums at once.
     NaN where fewer than 2 clusters or no tokens.
     """
-    sum_y, sum_n, sum_yy, sum_yn, sum_nn, clusters = (np.asarray(a, dtype=float) for a in
-                                                      (sum_y, sum_n, sum_yy, sum_yn, sum_nn, clusters))
+    sum_y, sum_n, sum_yy, sum_yn, sum_nn, clusters = (
+        np.asarray(a, dtype=float) for a in (sum_y, sum_n, sum_yy, sum_yn, sum_nn, clusters)
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         est = np.where(sum_n > 0, sum_y / sum_n, np.nan)
         ss = sum_yy - 2 * est * sum_yn + est * est * sum_nn
@@ -61,8 +62,9 @@ def busy_window(intervals, lanes, chunks=()):
     `intervals`: (start, end) per request, closed. `chunks`: (time, tokens) of counted requests.
     Returns (window seconds, tokens whose chunk arrived inside the window).
     """
-    events = [(s, 0, 1, 0) for s, _ in intervals] + [(e, 2, -1, 0) for _, e in intervals] + \
-             [(t, 1, 0, k) for t, k in chunks]
+    events = (
+        [(s, 0, 1, 0) for s, _ in intervals] + [(e, 2, -1, 0) for _, e in intervals] + [(t, 1, 0, k) for t, k in chunks]
+    )
     events.sort(key=lambda e: (e[0], e[1]))
     in_flight = 0
     seconds = 0.0

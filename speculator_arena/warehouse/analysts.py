@@ -27,44 +27,152 @@ from speculator_arena.warehouse.store import Warehouse, arena_home
 
 FILE_NAME = "arena.duckdb"
 
-ALL, DEV = "all", "dev"   # copied for every evaluation / for dev-split evaluations only (NULL for test)
+ALL, DEV = "all", "dev"  # copied for every evaluation / for dev-split evaluations only (NULL for test)
 
 # table -> {column: ALL | DEV}. Every column not named here is left out.
 ALLOWLIST: dict[str, dict[str, str]] = {
-    "evaluations": {c: ALL for c in ("evaluation_id", "task_id", "split", "protocol_version", "submission_id",
-                                     "account_id", "is_reference", "label", "solution_kind", "status", "created_at",
-                                     "updated_at", "provenance")}
-                   | {"void_reason": DEV, "failure_reason": DEV},
-    "passes": {c: ALL for c in ("evaluation_id", "pass_id", "engine", "workload", "pass_index", "lanes", "interleave",
-                                "started_at", "ends_at", "grace_ends_at", "finished_at", "status", "memory_status",
-                                "memory_note", "device_total_bytes", "gpu_memory_utilization")}
-              | {"error": DEV},
-    "requests": {c: ALL for c in ("evaluation_id", "pass_id", "engine", "workload", "pass_index", "request_id", "lane",
-                                  "session_id", "turn", "seed", "sent_at", "first_token_at", "last_token_at", "ended_at",
-                                  "prompt_tokens", "usage_prompt_tokens", "cached_tokens", "output_tokens",
-                                  "usage_completion_tokens", "max_tokens", "done", "finish_reason", "window_cut",
-                                  "chunk_times", "chunk_tokens", "chunk_chars")}
-                | {"error": DEV},
+    "evaluations": {
+        c: ALL
+        for c in (
+            "evaluation_id",
+            "task_id",
+            "split",
+            "protocol_version",
+            "submission_id",
+            "account_id",
+            "is_reference",
+            "label",
+            "solution_kind",
+            "status",
+            "created_at",
+            "updated_at",
+            "provenance",
+        )
+    }
+    | {"void_reason": DEV, "failure_reason": DEV},
+    "passes": {
+        c: ALL
+        for c in (
+            "evaluation_id",
+            "pass_id",
+            "engine",
+            "workload",
+            "pass_index",
+            "lanes",
+            "interleave",
+            "started_at",
+            "ends_at",
+            "grace_ends_at",
+            "finished_at",
+            "status",
+            "memory_status",
+            "memory_note",
+            "device_total_bytes",
+            "gpu_memory_utilization",
+        )
+    }
+    | {"error": DEV},
+    "requests": {
+        c: ALL
+        for c in (
+            "evaluation_id",
+            "pass_id",
+            "engine",
+            "workload",
+            "pass_index",
+            "request_id",
+            "lane",
+            "session_id",
+            "turn",
+            "seed",
+            "sent_at",
+            "first_token_at",
+            "last_token_at",
+            "ended_at",
+            "prompt_tokens",
+            "usage_prompt_tokens",
+            "cached_tokens",
+            "output_tokens",
+            "usage_completion_tokens",
+            "max_tokens",
+            "done",
+            "finish_reason",
+            "window_cut",
+            "chunk_times",
+            "chunk_tokens",
+            "chunk_chars",
+        )
+    }
+    | {"error": DEV},
     "replies": {"evaluation_id": ALL, "request_id": ALL, "engine": ALL, "text": DEV},
     "metrics": {c: ALL for c in ("evaluation_id", "pass_id", "engine", "phase", "taken_at", "value")}
-               | {"name": DEV, "labels": DEV},
-    "memory": {c: ALL for c in ("evaluation_id", "pass_id", "engine", "sampled_at", "used_bytes", "total_bytes",
-                                "engine_bytes")} | {"error": DEV},
-    "contention": {c: ALL for c in ("evaluation_id", "pass_id", "engine", "started_at", "ended_at", "cpu_seconds",
-                                    "own_cpu_seconds", "foreign_cpu_seconds", "steal_seconds", "total_cpu_seconds",
-                                    "cpus", "foreign_gpu_processes", "foreign_gpu_bytes", "foreign_gpu_pids",
-                                    "gpu_utilization", "throttle_reasons")} | {"error": DEV},
+    | {"name": DEV, "labels": DEV},
+    "memory": {
+        c: ALL
+        for c in ("evaluation_id", "pass_id", "engine", "sampled_at", "used_bytes", "total_bytes", "engine_bytes")
+    }
+    | {"error": DEV},
+    "contention": {
+        c: ALL
+        for c in (
+            "evaluation_id",
+            "pass_id",
+            "engine",
+            "started_at",
+            "ended_at",
+            "cpu_seconds",
+            "own_cpu_seconds",
+            "foreign_cpu_seconds",
+            "steal_seconds",
+            "total_cpu_seconds",
+            "cpus",
+            "foreign_gpu_processes",
+            "foreign_gpu_bytes",
+            "foreign_gpu_pids",
+            "gpu_utilization",
+            "throttle_reasons",
+        )
+    }
+    | {"error": DEV},
     "probe_greedy": {c: ALL for c in ("evaluation_id", "engine", "prompt_id", "prompt_index", "answered")}
-                    | {"token_ids": DEV, "text": DEV, "error": DEV},
-    "probe_scored": {c: ALL for c in ("evaluation_id", "reply_engine", "scorer_engine", "request_id", "sample_index",
-                                      "token_logprobs", "token_ranks", "answered")}
-                    | {"token_ids": DEV, "context_sha256": DEV, "error": DEV},
+    | {"token_ids": DEV, "text": DEV, "error": DEV},
+    "probe_scored": {
+        c: ALL
+        for c in (
+            "evaluation_id",
+            "reply_engine",
+            "scorer_engine",
+            "request_id",
+            "sample_index",
+            "token_logprobs",
+            "token_ranks",
+            "answered",
+        )
+    }
+    | {"token_ids": DEV, "context_sha256": DEV, "error": DEV},
     "probe_fidelity": {c: ALL for c in ("evaluation_id", "engine", "text_id", "token_logprobs", "answered")}
-                      | {"token_ids": DEV, "error": DEV},
-    "engine_starts": {c: ALL for c in ("evaluation_id", "engine", "purpose", "start_index", "started_at", "healthy_at",
-                                       "stopped_at", "exit_code", "stop_signal", "run_as_user", "unprivileged",
-                                       "offload_detected", "died", "device_idle_seconds", "device_idle_ok")}
-                     | {"offload_evidence": DEV, "log_text": DEV},
+    | {"token_ids": DEV, "error": DEV},
+    "engine_starts": {
+        c: ALL
+        for c in (
+            "evaluation_id",
+            "engine",
+            "purpose",
+            "start_index",
+            "started_at",
+            "healthy_at",
+            "stopped_at",
+            "exit_code",
+            "stop_signal",
+            "run_as_user",
+            "unprivileged",
+            "offload_detected",
+            "died",
+            "device_idle_seconds",
+            "device_idle_ok",
+        )
+    }
+    | {"offload_evidence": DEV, "log_text": DEV},
 }
 
 
@@ -87,8 +195,10 @@ def _select(wh: Warehouse, table: str) -> str:
         if rule == ALL:
             cols.append(f'r."{f.name}"')
         elif rule == DEV:
-            cols.append(f'CASE WHEN r.evaluation_id IN (SELECT evaluation_id FROM _dev_evaluations) '
-                        f'THEN r."{f.name}" END AS "{f.name}"')
+            cols.append(
+                f"CASE WHEN r.evaluation_id IN (SELECT evaluation_id FROM _dev_evaluations) "
+                f'THEN r."{f.name}" END AS "{f.name}"'
+            )
     return f"SELECT {', '.join(cols)} FROM ({wh.raw_select(table)}) AS r"
 
 
@@ -114,8 +224,10 @@ def refresh(home: str | os.PathLike | None = None) -> Refresh:
     with atomic_path(path) as tmp:
         con = duckdb.connect(str(tmp))
         try:
-            con.execute("CREATE TEMPORARY TABLE _dev_evaluations AS SELECT DISTINCT evaluation_id "
-                        f"FROM ({wh.raw_select('evaluations')}) WHERE split = 'dev'")
+            con.execute(
+                "CREATE TEMPORARY TABLE _dev_evaluations AS SELECT DISTINCT evaluation_id "
+                f"FROM ({wh.raw_select('evaluations')}) WHERE split = 'dev'"
+            )
             for table in TABLES:
                 con.execute(f"CREATE TABLE raw_{table} AS {_select(wh, table)}")
                 rows[table] = con.execute(f"SELECT count(*) FROM raw_{table}").fetchone()[0]

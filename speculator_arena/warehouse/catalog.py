@@ -69,7 +69,7 @@ def partition_mtimes(raw_table_dir: Path) -> dict[str, int]:
         for e in entries:
             if e.name.startswith(PREFIX) and e.is_dir():
                 try:
-                    out[e.name[len(PREFIX):]] = e.stat().st_mtime_ns
+                    out[e.name[len(PREFIX) :]] = e.stat().st_mtime_ns
                 except FileNotFoundError:  # dropped while we looked
                     continue
     return out
@@ -153,7 +153,7 @@ def evaluations_table(home: str | os.PathLike) -> pa.Table:
 
 def _write(home: str | os.PathLike, table: pa.Table) -> Path:
     path = snapshot_path(home)
-    with atomic_path(path, durable=False) as tmp:   # a cache of the raw parts
+    with atomic_path(path, durable=False) as tmp:  # a cache of the raw parts
         pq.write_table(table, tmp)
     return path
 
@@ -203,8 +203,17 @@ def latest_finished(index, keep: int = 1) -> list[str]:
     if df.empty:
         return []
     ref = df["is_reference"].fillna(False).astype(bool)
-    df["group"] = (df["task_id"].fillna("") + "\x00" + df["account_id"].fillna("") + "\x00" + df["split"].fillna("")
-                   + "\x00" + ref.astype(str) + "\x00" + df["label"].where(ref, "").fillna(""))
+    df["group"] = (
+        df["task_id"].fillna("")
+        + "\x00"
+        + df["account_id"].fillna("")
+        + "\x00"
+        + df["split"].fillna("")
+        + "\x00"
+        + ref.astype(str)
+        + "\x00"
+        + df["label"].where(ref, "").fillna("")
+    )
     df = df.sort_values(["created_at", "evaluation_id"], ascending=False, na_position="last")
     return sorted(df.groupby("group", sort=False).head(keep)["evaluation_id"].tolist())
 

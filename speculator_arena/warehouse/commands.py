@@ -33,11 +33,19 @@ def run_pack(args: argparse.Namespace) -> int:
     r = packs.pack(home, full=args.full, progress=progress)
     print(file=sys.stderr)
     if r.pack is None:
-        print(f"nothing to pack in {home}: every finished evaluation is in a current pack"
-              + (f" ({r.skipped_recent} written in the last seconds are left for the next run)" if r.skipped_recent else ""))
+        print(
+            f"nothing to pack in {home}: every finished evaluation is in a current pack"
+            + (
+                f" ({r.skipped_recent} written in the last seconds are left for the next run)"
+                if r.skipped_recent
+                else ""
+            )
+        )
     else:
-        print(f"packed {r.packed} evaluations into {r.pack} in {r.seconds:.1f} s"
-              + ("; the earlier packs are retired" if r.rewritten else ""))
+        print(
+            f"packed {r.packed} evaluations into {r.pack} in {r.seconds:.1f} s"
+            + ("; the earlier packs are retired" if r.rewritten else "")
+        )
     if r.removed:
         print(f"removed {r.removed} retired pack(s)")
     return 0
@@ -57,6 +65,8 @@ def run_analysts(args: argparse.Namespace) -> int:
 
     r = analysts.refresh()
     rows = ", ".join(f"{t} {n}" for t, n in r.rows.items())
-    print(f"analysts' database {r.path} rebuilt in {r.seconds:.1f} s ({rows}); text columns of "
-          f"{r.withheld_test_evaluations} test-split evaluation(s) withheld. Open it with: duckdb -readonly {r.path}")
+    print(
+        f"analysts' database {r.path} rebuilt in {r.seconds:.1f} s ({rows}); text columns of "
+        f"{r.withheld_test_evaluations} test-split evaluation(s) withheld. Open it with: duckdb -readonly {r.path}"
+    )
     return 0

@@ -45,11 +45,12 @@ from speculator_arena.warehouse.schema import TABLES
 
 PACKED_TABLES = tuple(t for t in TABLES if t != "replies")
 FINISHED = ("measured", "failed", "void")  # statuses the runner no longer writes after
-GROUP_SIZE = 32        # evaluations per row group: what a reader of one evaluation decodes with it
-MAX_PACKS = 8          # more live packs than this and `pack()` rewrites them as one
+GROUP_SIZE = 32  # evaluations per row group: what a reader of one evaluation decodes with it
+MAX_PACKS = 8  # more live packs than this and `pack()` rewrites them as one
 RETIRED_GRACE_S = 600  # a replaced pack stays this long for readers that resolved it before
-MANIFEST = pa.schema([("evaluation_id", pa.string()), ("table", pa.string()), ("row_group", pa.int64()),
-                      ("mtime_ns", pa.int64())])
+MANIFEST = pa.schema(
+    [("evaluation_id", pa.string()), ("table", pa.string()), ("row_group", pa.int64()), ("mtime_ns", pa.int64())]
+)
 
 
 def enabled() -> bool:
@@ -69,8 +70,11 @@ def _live_packs(home) -> list[Path]:
         names = [e for e in os.scandir(root) if e.is_dir() and e.name.startswith("pack-")]
     except FileNotFoundError:
         return []
-    live = [Path(e.path) for e in names if not (Path(e.path) / "RETIRED").exists()
-            and (Path(e.path) / "manifest.parquet").exists()]
+    live = [
+        Path(e.path)
+        for e in names
+        if not (Path(e.path) / "RETIRED").exists() and (Path(e.path) / "manifest.parquet").exists()
+    ]
     return sorted(live, key=lambda p: p.name, reverse=True)
 
 
@@ -93,7 +97,7 @@ def resolve(home: str | os.PathLike, ids: list[str], *, honour_env: bool = True)
     home = Path(home)
     out = Resolved()
     todo = set(ids)
-    for pack in (_live_packs(home) if enabled() or not honour_env else []):
+    for pack in _live_packs(home) if enabled() or not honour_env else []:
         if not todo:
             break
         try:
@@ -124,8 +128,13 @@ def resolve(home: str | os.PathLike, ids: list[str], *, honour_env: bool = True)
     return out
 
 
-def read_rows(home: str | os.PathLike, table: str, ids: list[str] | None, columns: list[str] | None = None,
-              resolved: Resolved | None = None) -> pa.Table:
+def read_rows(
+    home: str | os.PathLike,
+    table: str,
+    ids: list[str] | None,
+    columns: list[str] | None = None,
+    resolved: Resolved | None = None,
+) -> pa.Table:
     """Every raw row of `table` for the evaluations `ids` (None: all), as the raw parts hold them
     now: from packs where they are current, from the parts otherwise. Rows are grouped by
     evaluation; their order within an evaluation is the parts' order."""
@@ -166,14 +175,18 @@ def duck_select(con, home: str | os.PathLike, table: str, resolved: Resolved) ->
     for k, (pack, per) in enumerate(sorted(resolved.packed.items())):
         name = f"_pack_ids_{table}_{k}"
         con.register(name, pa.table({"evaluation_id": pa.array(sorted(per), pa.string())}))
-        selects.append(f"SELECT {cols} FROM read_parquet({_quote(pack / f'{table}.parquet')}) "
-                       f"WHERE evaluation_id IN (SELECT evaluation_id FROM {name})")
+        selects.append(
+            f"SELECT {cols} FROM read_parquet({_quote(pack / f'{table}.parquet')}) "
+            f"WHERE evaluation_id IN (SELECT evaluation_id FROM {name})"
+        )
     files = [f for eid in resolved.unpacked for f in parts.part_files(home, table, eid)]
     if files:
         listed = ", ".join(_quote(f) for f in files)
         selects.append(f"SELECT {cols} FROM read_parquet([{listed}], hive_partitioning = true, union_by_name = true)")
     if not selects:
-        return "SELECT " + ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema) + " WHERE false"
+        return (
+            "SELECT " + ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema) + " WHERE false"
+        )
     return " UNION ALL ".join(selects)
 
 
@@ -183,14 +196,15 @@ def _quote(path: Path) -> str:
 
 # ---- writing --------------------------------------------------------------------------------
 
+
 @dataclass
 class PackReport:
-    packed: int            # evaluations written into the new pack
-    pack: str | None       # its directory, when one was written
-    rewritten: bool        # all live packs were rewritten as one
-    retired: int           # packs marked retired now
-    removed: int           # retired packs removed (older than RETIRED_GRACE_S)
-    skipped_recent: int    # finished evaluations written too recently to trust their mtimes
+    packed: int  # evaluations written into the new pack
+    pack: str | None  # its directory, when one was written
+    rewritten: bool  # all live packs were rewritten as one
+    retired: int  # packs marked retired now
+    removed: int  # retired packs removed (older than RETIRED_GRACE_S)
+    skipped_recent: int  # finished evaluations written too recently to trust their mtimes
     seconds: float
 
 
@@ -204,16 +218,27 @@ def _quiet(now_ns: int, mtimes: dict[str, int]) -> bool:
 def _order(index: pa.Table, ids: list[str]) -> list[str]:
     """Each account's latest evaluations first (what the board reads together), then the rest;
     oldest first within each."""
-    df = index.select(["evaluation_id", "task_id", "account_id", "split", "is_reference", "label", "status",
-                       "created_at"]).to_pandas().drop_duplicates("evaluation_id", keep="last")
+    df = (
+        index.select(
+            ["evaluation_id", "task_id", "account_id", "split", "is_reference", "label", "status", "created_at"]
+        )
+        .to_pandas()
+        .drop_duplicates("evaluation_id", keep="last")
+    )
     hot = set(catalog.latest_finished(df))  # over the whole warehouse, not only what this pack holds
     df = df[df["evaluation_id"].isin(set(ids))]
     df["cold"] = ~df["evaluation_id"].isin(hot)
     return df.sort_values(["cold", "created_at", "evaluation_id"], na_position="last")["evaluation_id"].tolist()
 
 
-def pack(home: str | os.PathLike, *, full: bool = False, group_size: int = GROUP_SIZE,
-         max_packs: int = MAX_PACKS, progress=None) -> PackReport:
+def pack(
+    home: str | os.PathLike,
+    *,
+    full: bool = False,
+    group_size: int = GROUP_SIZE,
+    max_packs: int = MAX_PACKS,
+    progress=None,
+) -> PackReport:
     """Pack the finished evaluations no live pack holds as they are now.
 
     With `full`, or when that would leave more than `max_packs` live packs, every finished
@@ -260,7 +285,7 @@ def _write_pack(home: Path, order: list[str], stamps: dict[str, dict[str, int]],
     dest = root / name
     with atomic_path(dest) as tmp:
         tmp.mkdir()
-        groups = [order[i:i + group_size] for i in range(0, len(order), group_size)]
+        groups = [order[i : i + group_size] for i in range(0, len(order), group_size)]
         writers = {t: pq.ParquetWriter(tmp / f"{t}.parquet", TABLES[t]) for t in PACKED_TABLES}
         next_rg = dict.fromkeys(PACKED_TABLES, 0)
         manifest = {c: [] for c in MANIFEST.names}

@@ -50,8 +50,9 @@ def conform(t: pa.Table, schema: pa.Schema, columns: list[str]) -> pa.Table:
     return t if t.schema.equals(want) else t.cast(want)
 
 
-def read_parts(home: str | os.PathLike, table: str, ids: list[str], columns: list[str] | None = None, *,
-               vanished_ok: bool = False) -> pa.Table:
+def read_parts(
+    home: str | os.PathLike, table: str, ids: list[str], columns: list[str] | None = None, *, vanished_ok: bool = False
+) -> pa.Table:
     """Rows of these evaluations from their parts, evaluation by evaluation in `ids` order.
 
     `vanished_ok`: a part removed between listing and reading (a writer replaced the partition's

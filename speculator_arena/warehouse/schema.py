@@ -17,191 +17,213 @@ STR = pa.string()
 BOOL = pa.bool_()
 
 # One row per evaluation (rewritten as its status changes; the only mutable raw table).
-EVALUATIONS = pa.schema([
-    ("evaluation_id", STR),
-    ("task_id", STR),
-    ("split", STR),                 # dev | test
-    ("protocol_version", I64),      # the version it was run under (scores can use any)
-    ("submission_id", STR),
-    ("account_id", STR),
-    ("is_reference", BOOL),
-    ("label", STR),                 # shown name, e.g. "dev-ngram-4"
-    ("solution_kind", STR),         # ngram | suffix | draft | eagle3 | mtp | other | none
-    ("status", STR),                # queued | running | measured | void | failed
-    ("void_reason", STR),           # why void, or null
-    ("failure_reason", STR),        # why failed (candidate did not start, died, ...), or null
-    ("created_at", F64),
-    ("updated_at", F64),
-    ("provenance", STR),            # JSON: engine dir digest, speculator uri+revision, host, code commit, runner user...
-])
+EVALUATIONS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("task_id", STR),
+        ("split", STR),  # dev | test
+        ("protocol_version", I64),  # the version it was run under (scores can use any)
+        ("submission_id", STR),
+        ("account_id", STR),
+        ("is_reference", BOOL),
+        ("label", STR),  # shown name, e.g. "dev-ngram-4"
+        ("solution_kind", STR),  # ngram | suffix | draft | eagle3 | mtp | other | none
+        ("status", STR),  # queued | running | measured | void | failed
+        ("void_reason", STR),  # why void, or null
+        ("failure_reason", STR),  # why failed (candidate did not start, died, ...), or null
+        ("created_at", F64),
+        ("updated_at", F64),
+        ("provenance", STR),  # JSON: engine dir digest, speculator uri+revision, host, code commit, runner user...
+    ]
+)
 
 # One row per timed pass per engine.
-PASSES = pa.schema([
-    ("evaluation_id", STR),
-    ("pass_id", STR),               # "<workload>-<pass_index>", the same for both engines
-    ("engine", STR),                # candidate | stock
-    ("workload", STR),              # solo | team | busy
-    ("pass_index", I64),
-    ("lanes", I64),
-    ("interleave", I64),
-    ("started_at", F64),
-    ("ends_at", F64),               # started_at + pass seconds: no request is sent after it
-    ("grace_ends_at", F64),
-    ("finished_at", F64),
-    ("status", STR),                # complete | aborted
-    ("error", STR),
-    ("memory_status", STR),         # sampled | unavailable
-    ("memory_note", STR),           # e.g. "no NVIDIA device (NVML: ...)" when unavailable
-    ("device_total_bytes", I64),    # null when unavailable
-    ("gpu_memory_utilization", F64),
-])
+PASSES = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("pass_id", STR),  # "<workload>-<pass_index>", the same for both engines
+        ("engine", STR),  # candidate | stock
+        ("workload", STR),  # solo | team | busy
+        ("pass_index", I64),
+        ("lanes", I64),
+        ("interleave", I64),
+        ("started_at", F64),
+        ("ends_at", F64),  # started_at + pass seconds: no request is sent after it
+        ("grace_ends_at", F64),
+        ("finished_at", F64),
+        ("status", STR),  # complete | aborted
+        ("error", STR),
+        ("memory_status", STR),  # sampled | unavailable
+        ("memory_note", STR),  # e.g. "no NVIDIA device (NVML: ...)" when unavailable
+        ("device_total_bytes", I64),  # null when unavailable
+        ("gpu_memory_utilization", F64),
+    ]
+)
 
 # One row per timed request (warm-up requests are stored with workload's pass_id "warmup-*"
 # and never counted).
-REQUESTS = pa.schema([
-    ("evaluation_id", STR),
-    ("pass_id", STR),
-    ("engine", STR),
-    ("workload", STR),
-    ("pass_index", I64),
-    ("request_id", STR),            # unique within the evaluation
-    ("lane", I64),
-    ("session_id", STR),
-    ("turn", I64),
-    ("seed", I64),
-    ("sent_at", F64),
-    ("first_token_at", F64),        # first chunk with text; null if none
-    ("last_token_at", F64),         # last chunk with text; null if none
-    ("ended_at", F64),              # when the stream ended ([DONE], error, or cut at the grace end)
-    ("prompt_tokens", I64),         # counted by the client with the target's tokenizer
-    ("usage_prompt_tokens", I64),   # from `usage`
-    ("cached_tokens", I64),         # usage.prompt_tokens_details.cached_tokens
-    ("output_tokens", I64),         # counted by the arena from the returned text
-    ("usage_completion_tokens", I64),  # what the engine claims (shown, never trusted)
-    ("max_tokens", I64),
-    ("done", BOOL),                 # the stream ended with `data: [DONE]`
-    ("finish_reason", STR),
-    ("error", STR),                 # null when none
-    ("window_cut", BOOL),           # the history was cut by the window rule
-    ("chunk_times", pa.list_(F64)), # arrival time of every chunk carrying text
-    ("chunk_tokens", pa.list_(I64)),# tokens of the reply attributed to each chunk
-    ("chunk_chars", pa.list_(I64)), # characters of each chunk: with the reply's text (replies), each
-                                    # chunk's span, from which chunk_tokens is re-derived
-])
+REQUESTS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("pass_id", STR),
+        ("engine", STR),
+        ("workload", STR),
+        ("pass_index", I64),
+        ("request_id", STR),  # unique within the evaluation
+        ("lane", I64),
+        ("session_id", STR),
+        ("turn", I64),
+        ("seed", I64),
+        ("sent_at", F64),
+        ("first_token_at", F64),  # first chunk with text; null if none
+        ("last_token_at", F64),  # last chunk with text; null if none
+        ("ended_at", F64),  # when the stream ended ([DONE], error, or cut at the grace end)
+        ("prompt_tokens", I64),  # counted by the client with the target's tokenizer
+        ("usage_prompt_tokens", I64),  # from `usage`
+        ("cached_tokens", I64),  # usage.prompt_tokens_details.cached_tokens
+        ("output_tokens", I64),  # counted by the arena from the returned text
+        ("usage_completion_tokens", I64),  # what the engine claims (shown, never trusted)
+        ("max_tokens", I64),
+        ("done", BOOL),  # the stream ended with `data: [DONE]`
+        ("finish_reason", STR),
+        ("error", STR),  # null when none
+        ("window_cut", BOOL),  # the history was cut by the window rule
+        ("chunk_times", pa.list_(F64)),  # arrival time of every chunk carrying text
+        ("chunk_tokens", pa.list_(I64)),  # tokens of the reply attributed to each chunk
+        ("chunk_chars", pa.list_(I64)),  # characters of each chunk: with the reply's text (replies), each
+        # chunk's span, from which chunk_tokens is re-derived
+    ]
+)
 
 # The reply texts of timed requests, apart from the request rows, so that no public view
 # needs to touch text and the likelihood probe can score them.
-REPLIES = pa.schema([
-    ("evaluation_id", STR),
-    ("request_id", STR),
-    ("engine", STR),
-    ("text", STR),
-])
+REPLIES = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("request_id", STR),
+        ("engine", STR),
+        ("text", STR),
+    ]
+)
 
 # Prometheus samples of /metrics, read before and after every pass.
-METRICS = pa.schema([
-    ("evaluation_id", STR),
-    ("pass_id", STR),
-    ("engine", STR),
-    ("phase", STR),                 # before | after
-    ("taken_at", F64),
-    ("name", STR),                  # sample name, e.g. vllm:spec_decode_num_accepted_tokens_total
-    ("labels", STR),                # JSON object
-    ("value", F64),
-])
+METRICS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("pass_id", STR),
+        ("engine", STR),
+        ("phase", STR),  # before | after
+        ("taken_at", F64),
+        ("name", STR),  # sample name, e.g. vllm:spec_decode_num_accepted_tokens_total
+        ("labels", STR),  # JSON object
+        ("value", F64),
+    ]
+)
 
 # Device memory sampled from outside the engine (NVML) during timed passes.
-MEMORY = pa.schema([
-    ("evaluation_id", STR),
-    ("pass_id", STR),
-    ("engine", STR),
-    ("sampled_at", F64),
-    ("used_bytes", I64),            # device-wide used memory; null when the read failed
-    ("total_bytes", I64),
-    ("engine_bytes", I64),          # sum over the engine's processes, null if NVML hides them
-    ("error", STR),                 # why this sample's read failed (a failed read is a row, never a zero)
-])
+MEMORY = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("pass_id", STR),
+        ("engine", STR),
+        ("sampled_at", F64),
+        ("used_bytes", I64),  # device-wide used memory; null when the read failed
+        ("total_bytes", I64),
+        ("engine_bytes", I64),  # sum over the engine's processes, null if NVML hides them
+        ("error", STR),  # why this sample's read failed (a failed read is a row, never a zero)
+    ]
+)
 
 # Host contention (SCORING.md), sampled from outside the engine during timed passes: one row per
 # interval between two samples.
-CONTENTION = pa.schema([
-    ("evaluation_id", STR),
-    ("pass_id", STR),
-    ("engine", STR),
-    ("started_at", F64),            # the interval's start and end (runner clock)
-    ("ended_at", F64),
-    ("cpu_seconds", F64),           # CPU time used by everything on the machine (not idle, not steal)
-    ("own_cpu_seconds", F64),       # of which the engine's and the runner's process trees
-    ("foreign_cpu_seconds", F64),   # cpu_seconds - own_cpu_seconds (at least 0)
-    ("steal_seconds", F64),         # CPU steal (a hypervisor ran something else)
-    ("total_cpu_seconds", F64),     # every CPU second of the interval (incl. idle and steal)
-    ("cpus", I64),
-    ("foreign_gpu_processes", I64), # processes on the device outside the engine; null without a device
-    ("foreign_gpu_bytes", I64),
-    ("foreign_gpu_pids", STR),      # JSON list of those pids
-    ("gpu_utilization", F64),       # percent, device-wide; null without a device
-    ("throttle_reasons", I64),      # NVML clocks-event reasons bitmask; null without a device
-    ("error", STR),                 # a failed read: the interval judges nothing and says why
-])
+CONTENTION = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("pass_id", STR),
+        ("engine", STR),
+        ("started_at", F64),  # the interval's start and end (runner clock)
+        ("ended_at", F64),
+        ("cpu_seconds", F64),  # CPU time used by everything on the machine (not idle, not steal)
+        ("own_cpu_seconds", F64),  # of which the engine's and the runner's process trees
+        ("foreign_cpu_seconds", F64),  # cpu_seconds - own_cpu_seconds (at least 0)
+        ("steal_seconds", F64),  # CPU steal (a hypervisor ran something else)
+        ("total_cpu_seconds", F64),  # every CPU second of the interval (incl. idle and steal)
+        ("cpus", I64),
+        ("foreign_gpu_processes", I64),  # processes on the device outside the engine; null without a device
+        ("foreign_gpu_bytes", I64),
+        ("foreign_gpu_pids", STR),  # JSON list of those pids
+        ("gpu_utilization", F64),  # percent, device-wide; null without a device
+        ("throttle_reasons", I64),  # NVML clocks-event reasons bitmask; null without a device
+        ("error", STR),  # a failed read: the interval judges nothing and says why
+    ]
+)
 
 # Greedy agreement probe: one row per prompt per engine.
-PROBE_GREEDY = pa.schema([
-    ("evaluation_id", STR),
-    ("engine", STR),
-    ("prompt_id", STR),
-    ("prompt_index", I64),
-    ("token_ids", pa.list_(I64)),   # the reply tokenized with the target's tokenizer
-    ("text", STR),
-    ("answered", BOOL),
-    ("error", STR),
-])
+PROBE_GREEDY = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),
+        ("prompt_id", STR),
+        ("prompt_index", I64),
+        ("token_ids", pa.list_(I64)),  # the reply tokenized with the target's tokenizer
+        ("text", STR),
+        ("answered", BOOL),
+        ("error", STR),
+    ]
+)
 
 # Likelihood / first-choice probe: each sampled timed reply of either engine, scored by the stock engine.
-PROBE_SCORED = pa.schema([
-    ("evaluation_id", STR),
-    ("reply_engine", STR),          # whose timed reply (candidate | stock)
-    ("scorer_engine", STR),         # stock
-    ("request_id", STR),
-    ("sample_index", I64),
-    ("token_ids", pa.list_(I64)),   # the scored reply's tokens, tokenized by the arena (the positions scored)
-    ("context_sha256", STR),        # sha256 of the JSON of the scored messages (context + cut reply)
-    ("token_logprobs", pa.list_(F64)),
-    ("token_ranks", pa.list_(I64)),
-    ("answered", BOOL),
-    ("error", STR),
-])
+PROBE_SCORED = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("reply_engine", STR),  # whose timed reply (candidate | stock)
+        ("scorer_engine", STR),  # stock
+        ("request_id", STR),
+        ("sample_index", I64),
+        ("token_ids", pa.list_(I64)),  # the scored reply's tokens, tokenized by the arena (the positions scored)
+        ("context_sha256", STR),  # sha256 of the JSON of the scored messages (context + cut reply)
+        ("token_logprobs", pa.list_(F64)),
+        ("token_ranks", pa.list_(I64)),
+        ("answered", BOOL),
+        ("error", STR),
+    ]
+)
 
 # Target fidelity probe: each engine's prompt_logprobs of the same fixed texts.
-PROBE_FIDELITY = pa.schema([
-    ("evaluation_id", STR),
-    ("engine", STR),
-    ("text_id", STR),
-    ("token_ids", pa.list_(I64)),   # the text's reply tokens, tokenized by the arena (the positions scored)
-    ("token_logprobs", pa.list_(F64)),
-    ("answered", BOOL),
-    ("error", STR),
-])
+PROBE_FIDELITY = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),
+        ("text_id", STR),
+        ("token_ids", pa.list_(I64)),  # the text's reply tokens, tokenized by the arena (the positions scored)
+        ("token_logprobs", pa.list_(F64)),
+        ("answered", BOOL),
+        ("error", STR),
+    ]
+)
 
 # One row per engine start.
-ENGINE_STARTS = pa.schema([
-    ("evaluation_id", STR),
-    ("engine", STR),                # candidate | stock
-    ("purpose", STR),               # timed | probe
-    ("start_index", I64),
-    ("started_at", F64),
-    ("healthy_at", F64),            # null when /health never answered
-    ("stopped_at", F64),
-    ("exit_code", I64),
-    ("stop_signal", STR),           # SIGTERM | SIGKILL | exited
-    ("run_as_user", STR),
-    ("unprivileged", BOOL),         # false when the runner could not drop privileges (recorded, not hidden)
-    ("offload_detected", BOOL),
-    ("offload_evidence", STR),
-    ("died", BOOL),                 # exited while it should have been serving
-    ("device_idle_seconds", F64),   # wait until the device held < max_gib after the stop
-    ("device_idle_ok", BOOL),       # null when there is no device to watch
-    ("log_text", STR),              # the start-up log (tail), never shown publicly for test splits
-])
+ENGINE_STARTS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),  # candidate | stock
+        ("purpose", STR),  # timed | probe
+        ("start_index", I64),
+        ("started_at", F64),
+        ("healthy_at", F64),  # null when /health never answered
+        ("stopped_at", F64),
+        ("exit_code", I64),
+        ("stop_signal", STR),  # SIGTERM | SIGKILL | exited
+        ("run_as_user", STR),
+        ("unprivileged", BOOL),  # false when the runner could not drop privileges (recorded, not hidden)
+        ("offload_detected", BOOL),
+        ("offload_evidence", STR),
+        ("died", BOOL),  # exited while it should have been serving
+        ("device_idle_seconds", F64),  # wait until the device held < max_gib after the stop
+        ("device_idle_ok", BOOL),  # null when there is no device to watch
+        ("log_text", STR),  # the start-up log (tail), never shown publicly for test splits
+    ]
+)
 
 TABLES: dict[str, pa.Schema] = {
     "evaluations": EVALUATIONS,

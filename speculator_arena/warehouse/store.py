@@ -82,8 +82,10 @@ class Warehouse:
                 r_eval = r.get("evaluation_id", evaluation_id)
                 if r_eval != evaluation_id:
                     raise ValueError(f"row for {r_eval!r} written to partition {evaluation_id!r}")
-            cols = {name: [r.get(name, evaluation_id if name == "evaluation_id" else None) for r in rows]
-                    for name in schema.names}
+            cols = {
+                name: [r.get(name, evaluation_id if name == "evaluation_id" else None) for r in rows]
+                for name in schema.names
+            }
             unknown = set().union(*(r.keys() for r in rows)) - set(schema.names)
             if unknown:
                 raise ValueError(f"{table}: unknown columns {sorted(unknown)}")
@@ -164,8 +166,9 @@ class Warehouse:
         root = self.raw / table
         if root.exists() and any(not f.name.startswith(".tmp-") for f in root.glob("*/*.parquet")):
             cols = ", ".join(f'"{n}"' for n in schema.names)
-            return (f"SELECT {cols} FROM read_parquet('{self.glob(table)}', hive_partitioning = true, "
-                    "union_by_name = true)")
+            return (
+                f"SELECT {cols} FROM read_parquet('{self.glob(table)}', hive_partitioning = true, union_by_name = true)"
+            )
         cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
         return f"SELECT {cols} WHERE false"
 
@@ -188,8 +191,9 @@ def define_scoring_rules(con: duckdb.DuckDBPyConnection, proto, *, temporary: bo
     scorer defines it for the version it scores under)."""
     kind = "TEMP TABLE" if temporary else "TABLE"
     con.execute(f"CREATE OR REPLACE {kind} scoring_rules (task_id VARCHAR, count_slack_tokens BIGINT)")
-    con.executemany("INSERT INTO scoring_rules VALUES (?, ?)",
-                    [(task_id, int(proto.count_slack_tokens)) for task_id in proto.tasks])
+    con.executemany(
+        "INSERT INTO scoring_rules VALUES (?, ?)", [(task_id, int(proto.count_slack_tokens)) for task_id in proto.tasks]
+    )
 
 
 def _duck_type(t: pa.DataType) -> str:
@@ -200,4 +204,6 @@ def _duck_type(t: pa.DataType) -> str:
 
 def sql_statements() -> list[str]:
     """The warehouse's views, then the analysts' views (sqlfiles.py): every connection defines them."""
-    return sqlfiles.numbered("speculator_arena.warehouse") + sqlfiles.numbered("speculator_arena.warehouse", "sql/analysts")
+    return sqlfiles.numbered("speculator_arena.warehouse") + sqlfiles.numbered(
+        "speculator_arena.warehouse", "sql/analysts"
+    )

@@ -31,24 +31,27 @@ from speculator_arena.warehouse.store import Warehouse
 
 ATTACKS = (
     None,
-    "likelihood",        # candidate's sampled replies less likely under the target
-    "first_choice",      # candidate leaves the target's first choice more often
-    "greedy",            # candidate's greedy replies diverge early
-    "fidelity",          # candidate's prompt_logprobs differ (a quantized target)
-    "length",            # candidate's replies 25% longer
-    "memory",            # candidate's device memory over the budget
-    "failures",          # candidate fails many requests on one pass (team-0)
-    "partial",           # stock's busy-2 pass missing, evaluation still running
-    "void",              # the runner voided the evaluation
+    "likelihood",  # candidate's sampled replies less likely under the target
+    "first_choice",  # candidate leaves the target's first choice more often
+    "greedy",  # candidate's greedy replies diverge early
+    "fidelity",  # candidate's prompt_logprobs differ (a quantized target)
+    "length",  # candidate's replies 25% longer
+    "memory",  # candidate's device memory over the budget
+    "failures",  # candidate fails many requests on one pass (team-0)
+    "partial",  # stock's busy-2 pass missing, evaluation still running
+    "void",  # the runner voided the evaluation
     "stock_unanswered",  # the stock engine leaves > 10% of a probe check unanswered: void
     "candidate_unanswered",  # the candidate leaves > 10% of the greedy check unanswered
-    "died",              # the candidate died: SpecScore 0
-    "offload",           # offload in the candidate's start-up log: SpecScore 0
-    "contended",         # another process used most of a core during the candidate's team-0: void
+    "died",  # the candidate died: SpecScore 0
+    "offload",  # offload in the candidate's start-up log: SpecScore 0
+    "contended",  # another process used most of a core during the candidate's team-0: void
 )
 
-SPEC_COUNTERS = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
-                 "vllm:spec_decode_num_accepted_tokens_total")
+SPEC_COUNTERS = (
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+)
 DEVICE_TOTAL = 183_000_000_000
 GIB = 1 << 30
 
@@ -140,11 +143,40 @@ def write_synthetic_evaluation(
     max_gap = g.memory.max_sample_gap_seconds
     mem_step = min(5.0, 0.9 * max_gap) if max_gap else 5.0
     host = []
-    passes, req_cols, replies, metrics, mem = [], {k: [] for k in (
-        "pass_id", "engine", "workload", "pass_index", "request_id", "lane", "session_id", "turn", "seed",
-        "sent_at", "first_token_at", "last_token_at", "ended_at", "prompt_tokens", "usage_prompt_tokens",
-        "cached_tokens", "output_tokens", "usage_completion_tokens", "max_tokens", "done", "finish_reason",
-        "error", "window_cut")}, [], [], []
+    passes, req_cols, replies, metrics, mem = (
+        [],
+        {
+            k: []
+            for k in (
+                "pass_id",
+                "engine",
+                "workload",
+                "pass_index",
+                "request_id",
+                "lane",
+                "session_id",
+                "turn",
+                "seed",
+                "sent_at",
+                "first_token_at",
+                "last_token_at",
+                "ended_at",
+                "prompt_tokens",
+                "usage_prompt_tokens",
+                "cached_tokens",
+                "output_tokens",
+                "usage_completion_tokens",
+                "max_tokens",
+                "done",
+                "finish_reason",
+                "error",
+                "window_cut",
+            )
+        },
+        [],
+        [],
+        [],
+    )
     chunk_times, chunk_toks = [], []
     expected = {"passes": {}, "r": {}, "acceptance_length": None}
     base = {"candidate": created + 100.0, "stock": created + 5000.0}
@@ -161,18 +193,32 @@ def write_synthetic_evaluation(
                 s = speedups[workload] if engine == "candidate" else 1.0
                 t0 = base[engine]
                 base[engine] += pass_seconds + grace + 30.0
-                passes.append(dict(
-                    pass_id=pass_id, engine=engine, workload=workload, pass_index=pi, lanes=lanes,
-                    interleave=tp.workloads[workload].interleave, started_at=t0, ends_at=t0 + pass_seconds,
-                    grace_ends_at=t0 + pass_seconds + grace, finished_at=t0 + pass_seconds + 1.0,
-                    status="complete", error=None,
-                    memory_status="sampled" if memory else "unavailable",
-                    memory_note=None if memory else "no NVIDIA device (synthetic)",
-                    device_total_bytes=DEVICE_TOTAL if memory else None, gpu_memory_utilization=gpu_util))
+                passes.append(
+                    dict(
+                        pass_id=pass_id,
+                        engine=engine,
+                        workload=workload,
+                        pass_index=pi,
+                        lanes=lanes,
+                        interleave=tp.workloads[workload].interleave,
+                        started_at=t0,
+                        ends_at=t0 + pass_seconds,
+                        grace_ends_at=t0 + pass_seconds + grace,
+                        finished_at=t0 + pass_seconds + 1.0,
+                        status="complete",
+                        error=None,
+                        memory_status="sampled" if memory else "unavailable",
+                        memory_note=None if memory else "no NVIDIA device (synthetic)",
+                        device_total_bytes=DEVICE_TOTAL if memory else None,
+                        gpu_memory_utilization=gpu_util,
+                    )
+                )
                 n_fail = 0
                 if attack == "failures" and engine == "candidate" and pass_id == "team-0":
-                    n_fail = max(tp.failure_rule.min_excess + 1,
-                                 int(np.ceil(tp.failure_rule.share_of_requests * len(timeline))) + 1)
+                    n_fail = max(
+                        tp.failure_rule.min_excess + 1,
+                        int(np.ceil(tp.failure_rule.share_of_requests * len(timeline))) + 1,
+                    )
                 for i, (lane, sess, turn, off, ttft, dur, tokens) in enumerate(timeline):
                     if attack == "length" and engine == "candidate":
                         tokens = int(round(tokens * 1.25))
@@ -187,15 +233,31 @@ def write_synthetic_evaluation(
                     rid = f"{engine}-{pass_id}-{i}"
                     prompt = 200 + 50 * turn
                     cached = 0 if turn == 0 else prompt - 60
-                    for k, v in (("pass_id", pass_id), ("engine", engine), ("workload", workload),
-                                 ("pass_index", pi), ("request_id", rid), ("lane", lane),
-                                 ("session_id", f"{pass_id}-{sess}"), ("turn", turn), ("seed", seed * 100000 + i),
-                                 ("sent_at", sent), ("first_token_at", first), ("last_token_at", last),
-                                 ("ended_at", last + 0.001), ("prompt_tokens", prompt), ("usage_prompt_tokens", prompt),
-                                 ("cached_tokens", cached), ("output_tokens", tokens),
-                                 ("usage_completion_tokens", tokens), ("max_tokens", 400 if not small else 48),
-                                 ("done", not failed), ("finish_reason", None if failed else "stop"),
-                                 ("error", "broken stream" if failed else None), ("window_cut", False)):
+                    for k, v in (
+                        ("pass_id", pass_id),
+                        ("engine", engine),
+                        ("workload", workload),
+                        ("pass_index", pi),
+                        ("request_id", rid),
+                        ("lane", lane),
+                        ("session_id", f"{pass_id}-{sess}"),
+                        ("turn", turn),
+                        ("seed", seed * 100000 + i),
+                        ("sent_at", sent),
+                        ("first_token_at", first),
+                        ("last_token_at", last),
+                        ("ended_at", last + 0.001),
+                        ("prompt_tokens", prompt),
+                        ("usage_prompt_tokens", prompt),
+                        ("cached_tokens", cached),
+                        ("output_tokens", tokens),
+                        ("usage_completion_tokens", tokens),
+                        ("max_tokens", 400 if not small else 48),
+                        ("done", not failed),
+                        ("finish_reason", None if failed else "stop"),
+                        ("error", "broken stream" if failed else None),
+                        ("window_cut", False),
+                    ):
                         req_cols[k].append(v)
                     chunk_times.append(ct)
                     chunk_toks.append(tk)
@@ -210,13 +272,28 @@ def write_synthetic_evaluation(
                     acc_state["accepted"] += 1.5 * drafts
                     for phase, st, at in (("before", before, t0 - 0.5), ("after", acc_state, t0 + pass_seconds + 2)):
                         for name, key in zip(SPEC_COUNTERS, ("drafts", "draft_tokens", "accepted")):
-                            metrics.append((pass_id, engine, phase, at, name, json.dumps({"model_name": "target"}), st[key]))
+                            metrics.append(
+                                (pass_id, engine, phase, at, name, json.dumps({"model_name": "target"}), st[key])
+                            )
                 finished = t0 + pass_seconds + 1.0
-                busy = sum(t[5] for t in timeline) / s / (finished - t0)   # the runner's own work, in cores
+                busy = sum(t[5] for t in timeline) / s / (finished - t0)  # the runner's own work, in cores
                 foreign = 0.8 if (attack == "contended" and engine == "candidate" and pass_id == "team-0") else 0.02
-                host.append((pass_id, engine, t0, finished, (busy + foreign) * (finished - t0), busy * (finished - t0),
-                             foreign * (finished - t0), 0.0, 2.0 * (finished - t0), 2,
-                             0 if memory else None, 0 if memory else None))
+                host.append(
+                    (
+                        pass_id,
+                        engine,
+                        t0,
+                        finished,
+                        (busy + foreign) * (finished - t0),
+                        busy * (finished - t0),
+                        foreign * (finished - t0),
+                        0.0,
+                        2.0 * (finished - t0),
+                        2,
+                        0 if memory else None,
+                        0 if memory else None,
+                    )
+                )
                 if memory:
                     times = np.append(np.arange(t0, finished, mem_step), finished)
                     frac = 0.97 if (attack == "memory" and engine == "candidate") else 0.88
@@ -236,48 +313,132 @@ def write_synthetic_evaluation(
     elif attack == "died":
         failure_reason = "candidate engine died during busy-1 (synthetic)"
 
-    warehouse.write_rows("evaluations", evaluation_id, [dict(
-        evaluation_id=evaluation_id, task_id=task_id, split=split, protocol_version=proto.version,
-        submission_id=f"sub-{evaluation_id}", account_id=account_id, is_reference=is_reference, label=label,
-        solution_kind="none" if is_reference else "other", status=status, void_reason=void_reason,
-        failure_reason=failure_reason, created_at=created, updated_at=created + 9000.0,
-        provenance=json.dumps({"synthetic": True, "seed": seed, "scale": scale, "attack": attack}))],
-        part="status", replace=True)
+    warehouse.write_rows(
+        "evaluations",
+        evaluation_id,
+        [
+            dict(
+                evaluation_id=evaluation_id,
+                task_id=task_id,
+                split=split,
+                protocol_version=proto.version,
+                submission_id=f"sub-{evaluation_id}",
+                account_id=account_id,
+                is_reference=is_reference,
+                label=label,
+                solution_kind="none" if is_reference else "other",
+                status=status,
+                void_reason=void_reason,
+                failure_reason=failure_reason,
+                created_at=created,
+                updated_at=created + 9000.0,
+                provenance=json.dumps({"synthetic": True, "seed": seed, "scale": scale, "attack": attack}),
+            )
+        ],
+        part="status",
+        replace=True,
+    )
     warehouse.write_rows("passes", evaluation_id, passes)
     req_cols["chunk_times"] = _list_array(chunk_times, np.float64)
     req_cols["chunk_tokens"] = _list_array(chunk_toks, np.int64)
     req_cols["evaluation_id"] = [evaluation_id] * len(req_cols["request_id"])
     warehouse.write_rows("requests", evaluation_id, _table("requests", req_cols))
-    warehouse.write_rows("replies", evaluation_id, _table("replies", dict(
-        evaluation_id=[evaluation_id] * len(replies), request_id=[r[0] for r in replies],
-        engine=[r[1] for r in replies], text=[r[2] for r in replies])))
+    warehouse.write_rows(
+        "replies",
+        evaluation_id,
+        _table(
+            "replies",
+            dict(
+                evaluation_id=[evaluation_id] * len(replies),
+                request_id=[r[0] for r in replies],
+                engine=[r[1] for r in replies],
+                text=[r[2] for r in replies],
+            ),
+        ),
+    )
     if metrics:
-        warehouse.write_rows("metrics", evaluation_id, _table("metrics", dict(
-            evaluation_id=[evaluation_id] * len(metrics), **{k: [m[i] for m in metrics] for i, k in enumerate(
-                ("pass_id", "engine", "phase", "taken_at", "name", "labels", "value"))})))
+        warehouse.write_rows(
+            "metrics",
+            evaluation_id,
+            _table(
+                "metrics",
+                dict(
+                    evaluation_id=[evaluation_id] * len(metrics),
+                    **{
+                        k: [m[i] for m in metrics]
+                        for i, k in enumerate(("pass_id", "engine", "phase", "taken_at", "name", "labels", "value"))
+                    },
+                ),
+            ),
+        )
     if proto.contention is not None:
-        cols = ("pass_id", "engine", "started_at", "ended_at", "cpu_seconds", "own_cpu_seconds",
-                "foreign_cpu_seconds", "steal_seconds", "total_cpu_seconds", "cpus", "foreign_gpu_processes",
-                "foreign_gpu_bytes")
-        warehouse.write_rows("contention", evaluation_id, _table("contention", dict(
-            evaluation_id=[evaluation_id] * len(host),
-            **{k: [h[i] for h in host] for i, k in enumerate(cols)})))
+        cols = (
+            "pass_id",
+            "engine",
+            "started_at",
+            "ended_at",
+            "cpu_seconds",
+            "own_cpu_seconds",
+            "foreign_cpu_seconds",
+            "steal_seconds",
+            "total_cpu_seconds",
+            "cpus",
+            "foreign_gpu_processes",
+            "foreign_gpu_bytes",
+        )
+        warehouse.write_rows(
+            "contention",
+            evaluation_id,
+            _table(
+                "contention",
+                dict(
+                    evaluation_id=[evaluation_id] * len(host), **{k: [h[i] for h in host] for i, k in enumerate(cols)}
+                ),
+            ),
+        )
     if mem:
-        warehouse.write_rows("memory", evaluation_id, _table("memory", dict(
-            evaluation_id=[evaluation_id] * len(mem), **{k: [m[i] for m in mem] for i, k in enumerate(
-                ("pass_id", "engine", "sampled_at", "used_bytes", "total_bytes", "engine_bytes"))})))
+        warehouse.write_rows(
+            "memory",
+            evaluation_id,
+            _table(
+                "memory",
+                dict(
+                    evaluation_id=[evaluation_id] * len(mem),
+                    **{
+                        k: [m[i] for m in mem]
+                        for i, k in enumerate(
+                            ("pass_id", "engine", "sampled_at", "used_bytes", "total_bytes", "engine_bytes")
+                        )
+                    },
+                ),
+            ),
+        )
     _write_probes(warehouse, evaluation_id, rng, attack, n_greedy, n_scored, n_fid, probe_tokens, req_cols)
     starts = []
     for j, engine in enumerate(("candidate", "stock")):
         for purpose in ("timed", "probe"):
             died = attack == "died" and engine == "candidate" and purpose == "timed"
             off = attack == "offload" and engine == "candidate"
-            starts.append(dict(engine=engine, purpose=purpose, start_index=len(starts), started_at=created + j,
-                               healthy_at=created + j + 30, stopped_at=created + j + 4000, exit_code=0 if not died else 1,
-                               stop_signal="exited" if died else "SIGTERM", run_as_user="engine", unprivileged=True,
-                               offload_detected=off, offload_evidence="KV blocks in host memory" if off else None,
-                               died=died, device_idle_seconds=3.0, device_idle_ok=True if memory else None,
-                               log_text="synthetic"))
+            starts.append(
+                dict(
+                    engine=engine,
+                    purpose=purpose,
+                    start_index=len(starts),
+                    started_at=created + j,
+                    healthy_at=created + j + 30,
+                    stopped_at=created + j + 4000,
+                    exit_code=0 if not died else 1,
+                    stop_signal="exited" if died else "SIGTERM",
+                    run_as_user="engine",
+                    unprivileged=True,
+                    offload_detected=off,
+                    offload_evidence="KV blocks in host memory" if off else None,
+                    died=died,
+                    device_idle_seconds=3.0,
+                    device_idle_ok=True if memory else None,
+                    log_text="synthetic",
+                )
+            )
     warehouse.write_rows("engine_starts", evaluation_id, starts)
     return expected
 
@@ -291,13 +452,22 @@ def _write_probes(wh, eid, rng, attack, n_greedy, n_scored, n_fid, ntok, req_col
             if attack == "greedy" and engine == "candidate":
                 cut = len(toks) // 5
                 toks[cut:] = (toks[cut:] + 1) % 49152
-            unanswered = (attack == "candidate_unanswered" and engine == "candidate" and i < max(2, n_greedy // 4)) or \
-                         (attack == "stock_unanswered" and engine == "stock" and i < max(2, n_greedy // 4))
-            for k, v in (("engine", engine), ("prompt_id", f"g{i}"), ("prompt_index", i),
-                         ("token_ids", [] if unanswered else toks.tolist()), ("text", "synthetic"),
-                         ("answered", not unanswered), ("error", "timeout" if unanswered else None)):
+            unanswered = (attack == "candidate_unanswered" and engine == "candidate" and i < max(2, n_greedy // 4)) or (
+                attack == "stock_unanswered" and engine == "stock" and i < max(2, n_greedy // 4)
+            )
+            for k, v in (
+                ("engine", engine),
+                ("prompt_id", f"g{i}"),
+                ("prompt_index", i),
+                ("token_ids", [] if unanswered else toks.tolist()),
+                ("text", "synthetic"),
+                ("answered", not unanswered),
+                ("error", "timeout" if unanswered else None),
+            ):
                 rows_g[k].append(v)
-    wh.write_rows("probe_greedy", eid, _table("probe_greedy", dict(evaluation_id=[eid] * len(rows_g["engine"]), **rows_g)))
+    wh.write_rows(
+        "probe_greedy", eid, _table("probe_greedy", dict(evaluation_id=[eid] * len(rows_g["engine"]), **rows_g))
+    )
 
     lps = [rng.normal(-0.5, 0.4, ntok).clip(max=0.0) for _ in range(n_scored)]
     ranks = [np.where(rng.random(ntok) < 0.86, 1, rng.integers(2, 6, ntok)) for _ in range(n_scored)]
@@ -315,11 +485,24 @@ def _write_probes(wh, eid, rng, attack, n_greedy, n_scored, n_fid, ntok, req_col
             s_eng.append(engine)
             s_idx.append(i)
     n = len(s_eng)
-    wh.write_rows("probe_scored", eid, _table("probe_scored", dict(
-        evaluation_id=[eid] * n, reply_engine=s_eng, scorer_engine=["stock"] * n,
-        request_id=[f"{e}-sample-{i}" for e, i in zip(s_eng, s_idx)], sample_index=s_idx,
-        token_logprobs=_list_array(s_lp, np.float64), token_ranks=_list_array(s_rank, np.int64),
-        answered=[True] * n, error=[None] * n)))
+    wh.write_rows(
+        "probe_scored",
+        eid,
+        _table(
+            "probe_scored",
+            dict(
+                evaluation_id=[eid] * n,
+                reply_engine=s_eng,
+                scorer_engine=["stock"] * n,
+                request_id=[f"{e}-sample-{i}" for e, i in zip(s_eng, s_idx)],
+                sample_index=s_idx,
+                token_logprobs=_list_array(s_lp, np.float64),
+                token_ranks=_list_array(s_rank, np.int64),
+                answered=[True] * n,
+                error=[None] * n,
+            ),
+        ),
+    )
 
     f_ids = [rng.integers(0, 49152, ntok * 4) for _ in range(n_fid)]
     f_lp = [rng.normal(-1.0, 0.8, ntok * 4).clip(max=0.0) for _ in range(n_fid)]
@@ -332,9 +515,22 @@ def _write_probes(wh, eid, rng, attack, n_greedy, n_scored, n_fid, ntok, req_col
             eng.append(engine)
             tid.append(f"f{i}")
     n = len(eng)
-    wh.write_rows("probe_fidelity", eid, _table("probe_fidelity", dict(
-        evaluation_id=[eid] * n, engine=eng, text_id=tid, token_ids=_list_array(ids, np.int64),
-        token_logprobs=_list_array(lp_lists, np.float64), answered=[True] * n, error=[None] * n)))
+    wh.write_rows(
+        "probe_fidelity",
+        eid,
+        _table(
+            "probe_fidelity",
+            dict(
+                evaluation_id=[eid] * n,
+                engine=eng,
+                text_id=tid,
+                token_ids=_list_array(ids, np.int64),
+                token_logprobs=_list_array(lp_lists, np.float64),
+                answered=[True] * n,
+                error=[None] * n,
+            ),
+        ),
+    )
 
 
 def write_synthetic_warehouse(
@@ -359,9 +555,17 @@ def write_synthetic_warehouse(
         eid = f"syn-{seed}-{i:05d}"
         sp = {w: float(np.round(rng.uniform(0.8, 2.2), 3)) for w in WORKLOADS}
         write_synthetic_evaluation(
-            warehouse, eid, task_id=task_ids[i % len(task_ids)], split="dev" if i % 4 else "test",
-            account_id=f"acct-{i % accounts:03d}", label=f"synthetic-{i % accounts:03d}", speedups=sp,
-            seed=seed * 1_000_003 + i, scale=scale, created_at=1.8e9 + 10_000.0 * i)
+            warehouse,
+            eid,
+            task_id=task_ids[i % len(task_ids)],
+            split="dev" if i % 4 else "test",
+            account_id=f"acct-{i % accounts:03d}",
+            label=f"synthetic-{i % accounts:03d}",
+            speedups=sp,
+            seed=seed * 1_000_003 + i,
+            scale=scale,
+            created_at=1.8e9 + 10_000.0 * i,
+        )
         ids.append(eid)
         if progress and (i + 1) % max(1, n_evaluations // 20) == 0:
             el = time.monotonic() - t_start

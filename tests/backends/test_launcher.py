@@ -38,15 +38,32 @@ def test_definitions_carry_the_backend_resource():
     assert "backend" in defs.get_assets_def("evaluation").required_resource_keys
 
 
-@pytest.mark.parametrize("extra, words", [
-    ([], "needs --target"),
-    (["--target", "/somewhere/not/on/the/volume"], "not under the artifacts volume"),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ([], "needs --target"),
+        (["--target", "/somewhere/not/on/the/volume"], "not under the artifacts volume"),
+    ],
+)
 def test_kubernetes_refusals_store_nothing(tmp_path, monkeypatch, capsys, extra, words):
     monkeypatch.setenv("ARENA_K8S_ARTIFACTS_ROOT", str(tmp_path / "artifacts"))
     home = tmp_path / "home"
-    rc = main(["evaluate", "--backend", "kubernetes", "--task", "local-smollm2", "--engine", "engines/dev-stock",
-               "--home", str(home), "--evaluation-id", "k8s-refused", *extra])
+    rc = main(
+        [
+            "evaluate",
+            "--backend",
+            "kubernetes",
+            "--task",
+            "local-smollm2",
+            "--engine",
+            "engines/dev-stock",
+            "--home",
+            str(home),
+            "--evaluation-id",
+            "k8s-refused",
+            *extra,
+        ]
+    )
     assert rc == 2 and words in capsys.readouterr().err
     assert current_row(Warehouse(home), "k8s-refused") is None
 
@@ -55,9 +72,23 @@ def test_a_pool_missing_from_the_artifacts_volume_is_refused(tmp_path, monkeypat
     artifacts = tmp_path / "artifacts"
     (artifacts / "checkpoints" / "local-smollm2").mkdir(parents=True)
     monkeypatch.setenv("ARENA_K8S_ARTIFACTS_ROOT", str(artifacts))
-    rc = main(["evaluate", "--backend", "kubernetes", "--task", "local-smollm2", "--engine", "engines/dev-stock",
-               "--home", str(tmp_path / "home"), "--evaluation-id", "k8s-refused",
-               "--target", str(artifacts / "checkpoints" / "local-smollm2")])
+    rc = main(
+        [
+            "evaluate",
+            "--backend",
+            "kubernetes",
+            "--task",
+            "local-smollm2",
+            "--engine",
+            "engines/dev-stock",
+            "--home",
+            str(tmp_path / "home"),
+            "--evaluation-id",
+            "k8s-refused",
+            "--target",
+            str(artifacts / "checkpoints" / "local-smollm2"),
+        ]
+    )
     assert rc == 2 and "copy the built pools to the artifacts volume" in capsys.readouterr().err
     assert current_row(Warehouse(tmp_path / "home"), "k8s-refused") is None
 
@@ -65,8 +96,10 @@ def test_a_pool_missing_from_the_artifacts_volume_is_refused(tmp_path, monkeypat
 # ---- against a real API server ---------------------------------------------------------------
 def _cluster_or_skip() -> None:
     if not os.environ.get("KUBECONFIG"):
-        pytest.skip("no Kubernetes cluster: set KUBECONFIG (and ARENA_K8S_IMAGE, ARENA_K8S_ARTIFACTS_ROOT, "
-                    "ARENA_K8S_RESULTS_ROOT; docs/operators.md) to run the kubernetes backend against a real API server")
+        pytest.skip(
+            "no Kubernetes cluster: set KUBECONFIG (and ARENA_K8S_IMAGE, ARENA_K8S_ARTIFACTS_ROOT, "
+            "ARENA_K8S_RESULTS_ROOT; docs/operators.md) to run the kubernetes backend against a real API server"
+        )
     from kubernetes import client, config
 
     try:
@@ -81,22 +114,40 @@ def _cluster_or_skip() -> None:
 
 def _home_with_artifact_pools(tmp_path) -> Path:
     home = tmp_path / "home"
-    shutil.copytree(Path(os.environ["ARENA_K8S_ARTIFACTS_ROOT"]) / "pools" / "local-smollm2",
-                    home / "pools" / "local-smollm2")
+    shutil.copytree(
+        Path(os.environ["ARENA_K8S_ARTIFACTS_ROOT"]) / "pools" / "local-smollm2", home / "pools" / "local-smollm2"
+    )
     return home
 
 
 def _evaluate_on_cluster(tmp_path, capsys, eid: str) -> dict:
     home = _home_with_artifact_pools(tmp_path)
     target = Path(os.environ["ARENA_K8S_ARTIFACTS_ROOT"]) / "checkpoints" / "local-smollm2"
-    rc = main(["evaluate", "--backend", "kubernetes", "--task", "local-smollm2", "--engine", "engines/dev-ngram",
-               "--home", str(home), "--evaluation-id", eid, "--target", str(target)])
+    rc = main(
+        [
+            "evaluate",
+            "--backend",
+            "kubernetes",
+            "--task",
+            "local-smollm2",
+            "--engine",
+            "engines/dev-ngram",
+            "--home",
+            str(home),
+            "--evaluation-id",
+            eid,
+            "--target",
+            str(target),
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     from kubernetes import client
 
     ns = os.environ.get("ARENA_K8S_NAMESPACE", "arena-evaluations")
-    assert client.CoreV1Api().list_namespaced_pod(ns, label_selector=f"speculator-arena/evaluation-id={eid}").items == []
+    assert (
+        client.CoreV1Api().list_namespaced_pod(ns, label_selector=f"speculator-arena/evaluation-id={eid}").items == []
+    )
     return out
 
 

@@ -36,8 +36,9 @@ def _objects(version, task_id, settings=None):
 
 @pytest.mark.parametrize("version, task_id", TASKS)
 def test_every_object_passes_the_schemas_and_every_pod_the_restricted_profile(version, task_id):
-    task, files = _objects(version, task_id, KubernetesSettings(memory_limit="200Gi", cpu_request="8",
-                                                                 storage_class="fast-rwx"))
+    task, files = _objects(
+        version, task_id, KubernetesSettings(memory_limit="200Gi", cpu_request="8", storage_class="fast-rwx")
+    )
     kinds = []
     for objs in files.values():
         for obj in objs:
@@ -46,9 +47,21 @@ def test_every_object_passes_the_schemas_and_every_pod_the_restricted_profile(ve
             kinds.append(d["kind"])
             if d["kind"] == "Pod":
                 assert restricted_violations(d) == []
-    assert sorted(kinds) == sorted(["Namespace", "ResourceQuota", "NetworkPolicy", "PersistentVolumeClaim",
-                                    "PersistentVolumeClaim", "ServiceAccount", "Role", "RoleBinding",
-                                    "ClusterRole", "ClusterRoleBinding", "Pod"])
+    assert sorted(kinds) == sorted(
+        [
+            "Namespace",
+            "ResourceQuota",
+            "NetworkPolicy",
+            "PersistentVolumeClaim",
+            "PersistentVolumeClaim",
+            "ServiceAccount",
+            "Role",
+            "RoleBinding",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Pod",
+        ]
+    )
 
 
 @pytest.mark.parametrize("version, task_id", TASKS)
@@ -58,10 +71,20 @@ def test_the_pod_dagster_k8s_submits_keeps_every_setting(version, task_id):
     task, files = _objects(version, task_id)
     ours = manifests.to_dict(files["evaluation-pod.yaml"][0])
     # dagster-k8s leaves apiVersion and kind out (create_namespaced_pod's URL says them).
-    submitted = {"apiVersion": "v1", "kind": "Pod", **manifests.to_dict(build_pod_body(
-        pod_name="dagster-run-abc-evaluation", image=None, command=None,
-        env_vars={"DAGSTER_PIPES_CONTEXT": "e30=", "DAGSTER_PIPES_MESSAGES": "e30="},
-        base_pod_meta=ours["metadata"], base_pod_spec=ours["spec"]))}
+    submitted = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        **manifests.to_dict(
+            build_pod_body(
+                pod_name="dagster-run-abc-evaluation",
+                image=None,
+                command=None,
+                env_vars={"DAGSTER_PIPES_CONTEXT": "e30=", "DAGSTER_PIPES_MESSAGES": "e30="},
+                base_pod_meta=ours["metadata"],
+                base_pod_spec=ours["spec"],
+            )
+        ),
+    }
     validate(submitted)
     assert restricted_violations(submitted) == []
     c, spec = submitted["spec"]["containers"][0], submitted["spec"]
@@ -80,10 +103,14 @@ def test_gpu_and_node_selector_follow_the_task():
     pod = manifests.to_dict(files["evaluation-pod.yaml"][0])
     assert pod["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-B200"}
     _, files = _objects(1, "qwen3-8b", KubernetesSettings(gpu_products={"qwen3-8b": "NVIDIA-B200-SXM6"}))
-    assert manifests.to_dict(files["evaluation-pod.yaml"][0])["spec"]["nodeSelector"]["nvidia.com/gpu.product"] \
+    assert (
+        manifests.to_dict(files["evaluation-pod.yaml"][0])["spec"]["nodeSelector"]["nvidia.com/gpu.product"]
         == "NVIDIA-B200-SXM6"
+    )
     _, files = _objects(1, "local-smollm2")  # "none (CPU) or any CUDA device": any GPU node
-    assert manifests.to_dict(files["evaluation-pod.yaml"][0])["spec"]["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert manifests.to_dict(files["evaluation-pod.yaml"][0])["spec"]["nodeSelector"] == {
+        "nvidia.com/gpu.present": "true"
+    }
 
 
 def test_namespace_quota_and_policy():
@@ -101,15 +128,20 @@ def test_the_deadline_is_derived_from_the_protocol_limits():
     task = load_protocol(1).task("qwen3-8b")
     base = active_deadline_seconds(task)
     ss, grace = task.start_stop, task.grace_seconds
-    timed = sum((task.warmup_waves + task.passes_per_workload) * (task.workloads[w].pass_seconds + grace)
-                for w in WORKLOADS)
+    timed = sum(
+        (task.warmup_waves + task.passes_per_workload) * (task.workloads[w].pass_seconds + grace) for w in WORKLOADS
+    )
     assert base > 2 * timed + 4 * ss.health_timeout_seconds
     longer = task.model_copy(update={"grace_seconds": grace + 10})
-    probes = 2 * (task.gates.greedy_agreement.prompts + task.gates.target_fidelity.texts) \
+    probes = (
+        2 * (task.gates.greedy_agreement.prompts + task.gates.target_fidelity.texts)
         + 2 * task.gates.sampled_likelihood.replies
+    )
     passes = 2 * sum(task.warmup_waves + task.passes_per_workload for _ in WORKLOADS)
     assert active_deadline_seconds(longer) - base == 10 * (passes + probes)
-    slower = task.model_copy(update={"start_stop": ss.model_copy(update={"health_timeout_seconds": ss.health_timeout_seconds + 1})})
+    slower = task.model_copy(
+        update={"start_stop": ss.model_copy(update={"health_timeout_seconds": ss.health_timeout_seconds + 1})}
+    )
     assert active_deadline_seconds(slower) - base == 5  # preparation + four engine starts
 
 
@@ -151,6 +183,7 @@ def _set(path: str, value):
             obj.pop(keys[-1], None)
         else:
             obj[keys[-1]] = value
+
     return change
 
 
@@ -161,12 +194,18 @@ BAD = [
     ("privilege escalation unset", _set(f"{C}.allowPrivilegeEscalation", None), "allowPrivilegeEscalation"),
     ("capabilities not dropped", _set(f"{C}.capabilities", {"drop": ["NET_RAW"]}), "drop must include ALL"),
     ("capability added", _set(f"{C}.capabilities", {"drop": ["ALL"], "add": ["SYS_ADMIN"]}), "SYS_ADMIN"),
-    ("root allowed", lambda p: (_set(f"{C}.runAsNonRoot", None)(p), _set("spec.securityContext.runAsNonRoot", None)(p)),
-     "runAsNonRoot"),
+    (
+        "root allowed",
+        lambda p: (_set(f"{C}.runAsNonRoot", None)(p), _set("spec.securityContext.runAsNonRoot", None)(p)),
+        "runAsNonRoot",
+    ),
     ("uid 0", _set(f"{C}.runAsUser", 0), "runAsUser"),
     ("seccomp unconfined", _set(f"{C}.seccompProfile", {"type": "Unconfined"}), "seccompProfile"),
-    ("no seccomp anywhere", lambda p: (_set(f"{C}.seccompProfile", None)(p),
-                                       _set("spec.securityContext.seccompProfile", None)(p)), "seccompProfile"),
+    (
+        "no seccomp anywhere",
+        lambda p: (_set(f"{C}.seccompProfile", None)(p), _set("spec.securityContext.seccompProfile", None)(p)),
+        "seccompProfile",
+    ),
     ("host network", _set("spec.hostNetwork", True), "hostNetwork"),
     ("hostPath volume", lambda p: p["spec"]["volumes"].append({"name": "h", "hostPath": {"path": "/"}}), "hostPath"),
     ("host port", _set("spec.containers.0.ports", [{"containerPort": 8000, "hostPort": 8000}]), "hostPort"),

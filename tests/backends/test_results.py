@@ -12,7 +12,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from speculator_arena.backends.kubernetes.results import (
-    MANIFEST, ResultsRejected, land, recover, staging_dir, verify_results, write_results_manifest)
+    MANIFEST,
+    ResultsRejected,
+    land,
+    recover,
+    staging_dir,
+    verify_results,
+    write_results_manifest,
+)
 from speculator_arena.runners.status import current_row, write_status
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
@@ -35,8 +42,11 @@ def pod_results(tmp_path):
     (results / "runs" / EID / "state.json").write_text("{}")
     manifest = write_results_manifest(results, EID)
     wh = Warehouse(tmp_path / "home")
-    queued = dict(Warehouse(results).read_table("evaluations", EID).to_pylist()[0], status="queued",
-                  provenance=json.dumps({"launcher": True}))
+    queued = dict(
+        Warehouse(results).read_table("evaluations", EID).to_pylist()[0],
+        status="queued",
+        provenance=json.dumps({"launcher": True}),
+    )
     row = write_status(wh, queued, "running", provenance={"backend": "kubernetes"})
     expected = _counts(Warehouse(results), EID)
     return {"results": results, "wh": wh, "row": row, "manifest": manifest, "expected": expected}
@@ -153,8 +163,12 @@ land(wh, sys.argv[2], sys.argv[3], launcher_row=current_row(wh, sys.argv[3]), on
 
 
 def _crash_landing(r, at: str) -> None:
-    p = subprocess.run([sys.executable, "-c", _CRASH, str(r["wh"].home), str(r["results"]), EID, at],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-c", _CRASH, str(r["wh"].home), str(r["results"]), EID, at],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 9, p.stderr
 
 
@@ -209,7 +223,9 @@ def test_a_pod_that_ended_badly_is_void_with_its_reason_and_lands_nothing(pod_re
     from speculator_arena.backends.kubernetes.outcome import PodOutcome
 
     row = _conclude(pod_results, PodOutcome("oom_killed", "void", "the runner container was OOMKilled (exit code 137)"))
-    assert row["status"] == "void" and row["void_reason"].startswith("pod oom_killed: the runner container was OOMKilled")
+    assert row["status"] == "void" and row["void_reason"].startswith(
+        "pod oom_killed: the runner container was OOMKilled"
+    )
     assert all(n == 0 for n in _counts(pod_results["wh"], EID).values())
     assert current_row(pod_results["wh"], EID)["status"] == "void" and not pod_results["results"].exists()
 

@@ -27,9 +27,15 @@ from speculator_arena.warehouse import Warehouse
 
 TASK = "local-smollm2"
 # planted control -> the synthetic evaluation's attack that stands for it
-SYNTHETIC_ATTACK = {"loose-accept": "likelihood", "force-greedy": "first_choice", "other-sampling": "first_choice",
-                    "quantized": "fidelity", "cut-half": "length", "empty-probe-replies": "greedy",
-                    "garbage-logprob-ids": "candidate_unanswered"}
+SYNTHETIC_ATTACK = {
+    "loose-accept": "likelihood",
+    "force-greedy": "first_choice",
+    "other-sampling": "first_choice",
+    "quantized": "fidelity",
+    "cut-half": "length",
+    "empty-probe-replies": "greedy",
+    "garbage-logprob-ids": "candidate_unanswered",
+}
 AA_SPEEDS = [(1.01, 0.99, 1.02), (0.98, 1.0, 1.01), (1.03, 0.97, 1.0), (0.99, 1.02, 0.96)]
 
 
@@ -58,10 +64,20 @@ def _calibrate(home, monkeypatch) -> dict:
             speed = {"solo": s[0], "team": s[1], "busy": s[2]}
         else:
             speed = {"solo": 1.3, "team": 1.2, "busy": 1.1}
-        write_synthetic_evaluation(wh, eid, task_id=TASK, account_id="arena-calibration", label=run.name, seed=10 + i,
-                                   speedups=speed, attack=SYNTHETIC_ATTACK.get(run.name), created_at=1.8e9 + i)
-    write_synthetic_evaluation(wh, "ev-participant", task_id=TASK, account_id="acct-a", seed=99,
-                               attack="greedy", created_at=1.8e9 + 50)
+        write_synthetic_evaluation(
+            wh,
+            eid,
+            task_id=TASK,
+            account_id="arena-calibration",
+            label=run.name,
+            seed=10 + i,
+            speedups=speed,
+            attack=SYNTHETIC_ATTACK.get(run.name),
+            created_at=1.8e9 + i,
+        )
+    write_synthetic_evaluation(
+        wh, "ev-participant", task_id=TASK, account_id="acct-a", seed=99, attack="greedy", created_at=1.8e9 + 50
+    )
     ids = resolve(wh, p)
     assert all(ids.values()), ids
     before = score_warehouse(wh, base)
@@ -79,7 +95,7 @@ def test_derived_values_follow_the_rules_of_scoring_md(calibrated):
     honest = [ids[r.name] for r in p.runs if r.honest]
     quantized = [ids["quantized"]]
     for gate, key in (("sampled_likelihood", "likelihood_bound"), ("first_choice", "first_choice_bound")):
-        k = 0   # the smallest multiple of 0.005 beyond which no honest CI lies, by counting up
+        k = 0  # the smallest multiple of 0.005 beyond which no honest CI lies, by counting up
         while any(g.at[(e, gate), "ci_low"] > k * 0.005 or g.at[(e, gate), "ci_high"] < -k * 0.005 for e in honest):
             k += 1
         assert task["limits"][key] == pytest.approx((k + 1) * 0.005), key
@@ -93,7 +109,10 @@ def test_derived_values_follow_the_rules_of_scoring_md(calibrated):
     ev = sc.evaluations.set_index("evaluation_id")
     aa = [ids[f"aa-{i}"] for i in range(1, 5)]
     errs = [abs((ev.at[e, "r_solo"] * ev.at[e, "r_team"] * ev.at[e, "r_busy"]) ** (1 / 3) - 1) for e in aa]
-    assert task["speed_noise"] == {"mean_abs_error": round(float(np.mean(errs)), 4), "max_abs_error": round(max(errs), 4)}
+    assert task["speed_noise"] == {
+        "mean_abs_error": round(float(np.mean(errs)), 4),
+        "max_abs_error": round(max(errs), 4),
+    }
     assert task["dev_test_gap"] == min(0.95, round(5 * round(max(errs), 4), 4))
     # A candidate is not a version until published
     assert p.candidate_version not in available_versions()
@@ -115,14 +134,15 @@ def test_a_control_that_passes_is_red_and_publishing_needs_an_override(calibrate
         assert verdicts[name]["caught"], verdicts[name]
     with pytest.raises(NotSeparatedError):
         publish(calibrated["home"], TASK, p.candidate_version, rescore=False)
-    assert p.candidate_version not in available_versions()   # nothing was published
+    assert p.candidate_version not in available_versions()  # nothing was published
 
 
 def _published(calibrated) -> dict:
     """Publish the candidate once per module (with the override its evidence needs)."""
     if "record" not in calibrated:
-        calibrated["record"] = publish(calibrated["home"], TASK, calibrated["plan"].candidate_version, override=True,
-                                       by="operator-ci")
+        calibrated["record"] = publish(
+            calibrated["home"], TASK, calibrated["plan"].candidate_version, override=True, by="operator-ci"
+        )
     return calibrated["record"]
 
 
@@ -148,8 +168,10 @@ def test_publish_records_rescores_and_leaves_the_old_version_readable(calibrated
     assert ("ev-participant", "greedy_agreement") in moved, moved
     assert old.at[("ev-participant", "greedy_agreement"), "verdict"] == "fail"
     assert cur.at[("ev-participant", "greedy_agreement"), "verdict"] == "pass"
-    assert all(old.at[k, "limit"] != cur.at[k, "limit"] or (pd_isna(old.at[k, "limit"]) != pd_isna(cur.at[k, "limit"]))
-               for k in moved), moved
+    assert all(
+        old.at[k, "limit"] != cur.at[k, "limit"] or (pd_isna(old.at[k, "limit"]) != pd_isna(cur.at[k, "limit"]))
+        for k in moved
+    ), moved
     # the published version cannot be published again (versions are immutable)
     with pytest.raises(ValueError, match="exists already"):
         publish(calibrated["home"], TASK, v, override=True, rescore=False)
@@ -175,7 +197,12 @@ def test_the_protocol_page_shows_the_published_evidence(calibrated):
     assert any("does not separate" in e.value and "override" in e.value for e in at.error)
     tables = [t.value for t in at.table]
     values = next(t for t in tables if "limit" in t.columns and "honest runs" in t.columns)
-    assert set(values["limit"]) >= {"likelihood_bound", "first_choice_bound", "fidelity_ceiling", "greedy_agreement_floor"}
+    assert set(values["limit"]) >= {
+        "likelihood_bound",
+        "first_choice_bound",
+        "fidelity_ceiling",
+        "greedy_agreement_floor",
+    }
     runs = next(t for t in tables if "run" in t.columns)
     assert runs.set_index("run").at["empty-probe-replies", "verdict"] == "NOT CAUGHT"
     assert any("operator-ci" in m.value for m in at.markdown)
@@ -187,7 +214,7 @@ def test_the_protocol_page_shows_the_published_evidence(calibrated):
             walk(child)
 
     walk(at._tree)
-    assert types.count("imgs") + types.count("image") >= 2, sorted(set(map(str, types)))   # the A/A and gates plots
+    assert types.count("imgs") + types.count("image") >= 2, sorted(set(map(str, types)))  # the A/A and gates plots
 
 
 def test_the_fit_statistics_and_choice_on_hand_made_rows():
@@ -195,23 +222,61 @@ def test_the_fit_statistics_and_choice_on_hand_made_rows():
     from speculator_arena.calibration.fit import cache_stats, choose, loss
 
     rows = [  # session a: 100-token prompt, 20-token reply; its next turn finds 90 of its 120 history tokens
-        {"session_id": "a", "turn": 0, "prompt_tokens": 100, "usage_prompt_tokens": 100, "cached_tokens": 0,
-         "output_tokens": 20, "done": True},
-        {"session_id": "a", "turn": 1, "prompt_tokens": 150, "usage_prompt_tokens": 150, "cached_tokens": 90,
-         "output_tokens": 10, "done": True},
-        {"session_id": "b", "turn": 0, "prompt_tokens": 50, "usage_prompt_tokens": 50, "cached_tokens": 50,
-         "output_tokens": 5, "done": True},
-        {"session_id": "b", "turn": 1, "prompt_tokens": 70, "usage_prompt_tokens": 70, "cached_tokens": 0,
-         "output_tokens": 5, "done": False},   # not [DONE]: left out
+        {
+            "session_id": "a",
+            "turn": 0,
+            "prompt_tokens": 100,
+            "usage_prompt_tokens": 100,
+            "cached_tokens": 0,
+            "output_tokens": 20,
+            "done": True,
+        },
+        {
+            "session_id": "a",
+            "turn": 1,
+            "prompt_tokens": 150,
+            "usage_prompt_tokens": 150,
+            "cached_tokens": 90,
+            "output_tokens": 10,
+            "done": True,
+        },
+        {
+            "session_id": "b",
+            "turn": 0,
+            "prompt_tokens": 50,
+            "usage_prompt_tokens": 50,
+            "cached_tokens": 50,
+            "output_tokens": 5,
+            "done": True,
+        },
+        {
+            "session_id": "b",
+            "turn": 1,
+            "prompt_tokens": 70,
+            "usage_prompt_tokens": 70,
+            "cached_tokens": 0,
+            "output_tokens": 5,
+            "done": False,
+        },  # not [DONE]: left out
     ]
     st = cache_stats(rows)
     assert st["cache_hit_tokens"] == pytest.approx(140 / 300)
     assert st["cache_hit_mean"] == pytest.approx((0 + 0.6 + 1.0) / 3)
     assert st["returning_cached_share"] == pytest.approx(90 / 120)
     targets = {"cache_hit_tokens": 0.5, "cache_hit_mean": 0.5, "returning_cached_share": 0.5}
-    points = [{"m": 1, "c": 1.0, "achieved": {"cache_hit_tokens": 0.9, "cache_hit_mean": 0.9, "returning_cached_share": 0.9}},
-              {"m": 2, "c": 0.5, "achieved": {"cache_hit_tokens": 0.45, "cache_hit_mean": 0.55, "returning_cached_share": 0.5}},
-              {"m": 3, "c": 0.5, "achieved": {"cache_hit_tokens": 0.5, "cache_hit_mean": 0.5, "returning_cached_share": None}}]
+    points = [
+        {"m": 1, "c": 1.0, "achieved": {"cache_hit_tokens": 0.9, "cache_hit_mean": 0.9, "returning_cached_share": 0.9}},
+        {
+            "m": 2,
+            "c": 0.5,
+            "achieved": {"cache_hit_tokens": 0.45, "cache_hit_mean": 0.55, "returning_cached_share": 0.5},
+        },
+        {
+            "m": 3,
+            "c": 0.5,
+            "achieved": {"cache_hit_tokens": 0.5, "cache_hit_mean": 0.5, "returning_cached_share": None},
+        },
+    ]
     best = choose(points, targets)
     assert (best["m"], best["c"]) == (2, 0.5)
     assert best["loss"] == pytest.approx(loss(points[1]["achieved"], targets)) == pytest.approx(0.02)

@@ -18,8 +18,15 @@ from speculator_arena.checkpoints.seal import sha256_file
 
 def test_local_target_is_a_sealed_hugging_face_directory(smollm2_target):
     d = smollm2_target
-    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                 "generation_config.json", "chat_template.jinja", "manifest.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "generation_config.json",
+        "chat_template.jinja",
+        "manifest.json",
+    ):
         assert (d / name).is_file(), name
     config = json.loads((d / "config.json").read_text())
     assert "quantization_config" not in config and config["model_type"] == "llama"
@@ -41,8 +48,9 @@ def test_weights_load_and_the_template_renders_tools(smollm2_target):
 
     tok = AutoTokenizer.from_pretrained(str(smollm2_target))
     tools = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
-    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tools=tools, add_generation_prompt=True,
-                                   tokenize=False)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tools=tools, add_generation_prompt=True, tokenize=False
+    )
     assert "read_file" in text and text.endswith("<|im_start|>assistant\n")
     assert tok.eos_token == "<|im_end|>"
     plain = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
@@ -80,7 +88,7 @@ def test_a_changed_byte_is_found_by_full_verification(tmp_path, smollm2_target):
     os.chmod(cfg, 0o644)
     text = cfg.read_text()
     cfg.write_text(text.replace('"llama"', '"llamb"'))
-    assert verify_manifest(copy) == []                   # same size: the quick check cannot tell
+    assert verify_manifest(copy) == []  # same size: the quick check cannot tell
     assert verify_manifest(copy, full=True) == ["sha256 of config.json differs from the manifest"]
 
 
@@ -100,11 +108,24 @@ def test_public_task_without_the_hub_fails_clearly_and_leaves_nothing(tmp_path, 
 
 
 def test_only_json_and_safetensors_are_selected():
-    names = ["config.json", "model-00001-of-00002.safetensors", "model.safetensors.index.json",
-             "modeling_qwen.py", "tokenizer.model", "sub/extra.safetensors", "../escape.json", "/abs.json",
-             "README.md", "pytorch_model.bin"]
+    names = [
+        "config.json",
+        "model-00001-of-00002.safetensors",
+        "model.safetensors.index.json",
+        "modeling_qwen.py",
+        "tokenizer.model",
+        "sub/extra.safetensors",
+        "../escape.json",
+        "/abs.json",
+        "README.md",
+        "pytorch_model.bin",
+    ]
     assert select_files(names, ["*.json", "*.safetensors"]) == [
-        "config.json", "model-00001-of-00002.safetensors", "model.safetensors.index.json", "sub/extra.safetensors"]
+        "config.json",
+        "model-00001-of-00002.safetensors",
+        "model.safetensors.index.json",
+        "sub/extra.safetensors",
+    ]
 
 
 def test_size_limit():
@@ -116,11 +137,28 @@ def test_size_limit():
 
 def test_cli_prints_the_path_last(smollm2_target):
     home = smollm2_target.parents[1]
-    out = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "checkpoints", "prepare", "--task",
-                          "local-smollm2", "--home", str(home)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "speculator_arena.cli",
+            "checkpoints",
+            "prepare",
+            "--task",
+            "local-smollm2",
+            "--home",
+            str(home),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip().splitlines()[-1] == str(smollm2_target)
-    bad = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "checkpoints", "prepare", "--task", "nope",
-                          "--home", str(home)], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "speculator_arena.cli", "checkpoints", "prepare", "--task", "nope", "--home", str(home)],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "no task 'nope'" in bad.stderr
 
 

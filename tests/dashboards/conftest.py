@@ -21,22 +21,82 @@ TASK = "local-smollm2"
 
 # (evaluation_id, keyword arguments of write_synthetic_evaluation)
 SYNTHETIC = [
-    ("ev-alpha", dict(account_id="acct-a", label="alpha", seed=1, created_at=1.8e9 + 10,
-                      speedups={"solo": 1.6, "team": 1.4, "busy": 1.2})),
-    ("ev-alpha-old", dict(account_id="acct-a", label="alpha-old", seed=2, created_at=1.8e9 + 1,
-                          speedups={"solo": 2.5, "team": 2.5, "busy": 2.5})),
-    ("ev-alpha-test", dict(account_id="acct-a", label="alpha", split="test", seed=3, created_at=1.8e9 + 20,
-                           speedups={"solo": 1.15, "team": 1.1, "busy": 1.05})),
-    ("ev-beta", dict(account_id="acct-b", label="beta", seed=4, created_at=1.8e9 + 30,
-                     speedups={"solo": 1.3, "team": 1.2, "busy": 1.1})),
-    ("ev-longer", dict(account_id="acct-d", label="longer", seed=5, created_at=1.8e9 + 40, attack="length",
-                       speedups={"solo": 1.9, "team": 1.8, "busy": 1.7})),
+    (
+        "ev-alpha",
+        dict(
+            account_id="acct-a",
+            label="alpha",
+            seed=1,
+            created_at=1.8e9 + 10,
+            speedups={"solo": 1.6, "team": 1.4, "busy": 1.2},
+        ),
+    ),
+    (
+        "ev-alpha-old",
+        dict(
+            account_id="acct-a",
+            label="alpha-old",
+            seed=2,
+            created_at=1.8e9 + 1,
+            speedups={"solo": 2.5, "team": 2.5, "busy": 2.5},
+        ),
+    ),
+    (
+        "ev-alpha-test",
+        dict(
+            account_id="acct-a",
+            label="alpha",
+            split="test",
+            seed=3,
+            created_at=1.8e9 + 20,
+            speedups={"solo": 1.15, "team": 1.1, "busy": 1.05},
+        ),
+    ),
+    (
+        "ev-beta",
+        dict(
+            account_id="acct-b",
+            label="beta",
+            seed=4,
+            created_at=1.8e9 + 30,
+            speedups={"solo": 1.3, "team": 1.2, "busy": 1.1},
+        ),
+    ),
+    (
+        "ev-longer",
+        dict(
+            account_id="acct-d",
+            label="longer",
+            seed=5,
+            created_at=1.8e9 + 40,
+            attack="length",
+            speedups={"solo": 1.9, "team": 1.8, "busy": 1.7},
+        ),
+    ),
     ("ev-partial", dict(account_id="acct-c", label="partial", seed=6, created_at=1.8e9 + 50, attack="partial")),
     ("ev-void", dict(account_id="acct-e", label="voided", seed=7, created_at=1.8e9 + 60, attack="void")),
-    ("ev-ref-ngram", dict(account_id="operators", label="dev-ngram-4", is_reference=True, seed=8,
-                          created_at=1.8e9 + 70, speedups={"solo": 1.25, "team": 1.15, "busy": 1.05})),
-    ("ev-gpu", dict(task_id="qwen3-8b", account_id="acct-g", label="gpu-run", seed=9, created_at=1.8e9 + 80,
-                    speedups={"solo": 1.4, "team": 1.3, "busy": 1.2})),
+    (
+        "ev-ref-ngram",
+        dict(
+            account_id="operators",
+            label="dev-ngram-4",
+            is_reference=True,
+            seed=8,
+            created_at=1.8e9 + 70,
+            speedups={"solo": 1.25, "team": 1.15, "busy": 1.05},
+        ),
+    ),
+    (
+        "ev-gpu",
+        dict(
+            task_id="qwen3-8b",
+            account_id="acct-g",
+            label="gpu-run",
+            seed=9,
+            created_at=1.8e9 + 80,
+            speedups={"solo": 1.4, "team": 1.3, "busy": 1.2},
+        ),
+    ),
 ]
 
 

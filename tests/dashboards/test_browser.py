@@ -20,11 +20,20 @@ from .conftest import REPO, scores_of_whole_warehouse
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts" / "board"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--disable-quic", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-quic",
+    "--no-first-run",
+]
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium"),
+]
 
 
 def _free_port() -> int:
@@ -41,8 +50,14 @@ class Served:
 
         self.port = _free_port()
         env = dict(os.environ, ARENA_HOME=str(home), OMP_NUM_THREADS="1")
-        self.proc = subprocess.Popen(streamlit_command(self.port), env=env, cwd=REPO, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            streamlit_command(self.port),
+            env=env,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -85,8 +100,13 @@ def browser():
 
 
 def _row_cells(page, label: str) -> list[str]:
-    return [c.strip() for c in page.locator("table tr").filter(
-        has=page.get_by_role("link", name=label, exact=True)).first.locator("td").all_inner_texts()]
+    return [
+        c.strip()
+        for c in page.locator("table tr")
+        .filter(has=page.get_by_role("link", name=label, exact=True))
+        .first.locator("td")
+        .all_inner_texts()
+    ]
 
 
 def _check_served_board(browser, home: Path, evaluation_id: str, name: str, shared: tuple[str, ...] = ()) -> None:
@@ -152,7 +172,7 @@ def test_browser_shows_the_synthetic_warehouse(browser, synthetic_home, tmp_path
     doc["version"] = latest + 1
     doc["tasks"]["local-smollm2"]["speed_noise"] = {"mean_abs_error": 0.05, "max_abs_error": 0.1}
     (tmp_path / f"v{latest + 1}.yaml").write_text(yaml.safe_dump(doc))
-    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))   # the served board and the expected scores
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))  # the served board and the expected scores
     _check_served_board(browser, synthetic_home, "ev-alpha", "synthetic", shared=("alpha", "beta"))
 
 

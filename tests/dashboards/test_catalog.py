@@ -14,8 +14,17 @@ import pytest
 from speculator_arena.dashboards import data
 from speculator_arena.warehouse import Warehouse, catalog
 
-ROW = {"task_id": "local-smollm2", "split": "dev", "protocol_version": 1, "account_id": "acct-a",
-       "is_reference": False, "solution_kind": "other", "status": "running", "created_at": 1.8e9, "updated_at": 1.8e9}
+ROW = {
+    "task_id": "local-smollm2",
+    "split": "dev",
+    "protocol_version": 1,
+    "account_id": "acct-a",
+    "is_reference": False,
+    "solution_kind": "other",
+    "status": "running",
+    "created_at": 1.8e9,
+    "updated_at": 1.8e9,
+}
 
 
 def _write(wh: Warehouse, eid: str, **kw) -> None:
@@ -58,11 +67,13 @@ def test_a_stale_snapshot_is_never_believed(tmp_path, monkeypatch):
     assert stats == {"new": 0, "changed": 0, "racy": 0}  # all three from the snapshot alone
 
     monkeypatch.setenv("ARENA_CATALOG", "0")  # writers that do not update it (or crashed before)
-    _write(wh, "ev-0", status="measured")      # rewritten status row
-    _write(wh, "ev-3", status="queued")        # a new evaluation
-    wh.drop_evaluation("ev-2")                 # an operator dropped one
+    _write(wh, "ev-0", status="measured")  # rewritten status row
+    _write(wh, "ev-3", status="queued")  # a new evaluation
+    wh.drop_evaluation("ev-2")  # an operator dropped one
     got, stats = catalog.read_evaluations(home)
-    assert _rows(got) == {"ev-0": "measured", "ev-1": "running", "ev-3": "queued"} == _rows(wh.read_table("evaluations"))
+    assert (
+        _rows(got) == {"ev-0": "measured", "ev-1": "running", "ev-3": "queued"} == _rows(wh.read_table("evaluations"))
+    )
     assert stats["new"] == 1 and stats["changed"] + stats["racy"] == 1
 
 
@@ -79,8 +90,9 @@ def test_the_snapshot_is_used_only_when_its_directory_was_quiet(tmp_path):
     planted = snap.set_column(snap.schema.get_field_index("status"), "status", pa.array(["planted"]))
 
     def with_seen(seen_ns: int) -> pa.Table:
-        return planted.set_column(planted.schema.get_field_index("_mtime_ns"), "_mtime_ns", pa.array([mtime], pa.int64())) \
-            .set_column(planted.schema.get_field_index("_seen_ns"), "_seen_ns", pa.array([seen_ns], pa.int64()))
+        return planted.set_column(
+            planted.schema.get_field_index("_mtime_ns"), "_mtime_ns", pa.array([mtime], pa.int64())
+        ).set_column(planted.schema.get_field_index("_seen_ns"), "_seen_ns", pa.array([seen_ns], pa.int64()))
 
     quiet, stats = catalog.read_evaluations(home, base=with_seen(mtime + 10 * catalog.RACY_NS))
     assert _rows(quiet) == {"ev-0": "planted"} and stats["racy"] == 0  # the snapshot is what was read

@@ -55,9 +55,14 @@ def test_arena_board_serves_the_app(synthetic_home):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "speculator_arena.cli", "board", "--port", str(port),
-                             "--home", str(synthetic_home)], cwd=REPO, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "speculator_arena.cli", "board", "--port", str(port), "--home", str(synthetic_home)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env=dict(os.environ),
+    )
     try:
         deadline, ok = time.monotonic() + 90, False
         while time.monotonic() < deadline and proc.poll() is None:

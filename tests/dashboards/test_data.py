@@ -38,7 +38,8 @@ def test_scoped_scores_equal_the_whole_warehouse_and_touch_nothing(synthetic_hom
             a, b = s.at[eid, col], w.at[eid, col]
             assert (pd.isna(a) and pd.isna(b)) or math.isclose(a, b, rel_tol=1e-12), (eid, col, a, b)
         assert s.at[eid, "specscore_reason"] == w.at[eid, "specscore_reason"] or (
-            pd.isna(s.at[eid, "specscore_reason"]) and pd.isna(w.at[eid, "specscore_reason"]))
+            pd.isna(s.at[eid, "specscore_reason"]) and pd.isna(w.at[eid, "specscore_reason"])
+        )
     assert list(scoped.evaluations["evaluation_id"]) == ["ev-alpha"]
     assert set(scoped.gates["evaluation_id"]) == {"ev-alpha"}
     # the page's own scoring carries the account's gap flag, as the board's does
@@ -56,8 +57,10 @@ def test_scoped_warehouse_links_only_the_chosen_partitions(synthetic_home):
         con = wh.connect(read_only=True)
         n = con.execute("SELECT count(*) FROM raw_requests WHERE evaluation_id = 'ev-beta'").fetchone()[0]
         assert n == Warehouse(synthetic_home).read_table("requests", "ev-beta").num_rows > 0
-        assert {r[0] for r in con.execute("SELECT DISTINCT evaluation_id FROM raw_passes").fetchall()} == \
-            {"ev-beta", "ev-alpha"}
+        assert {r[0] for r in con.execute("SELECT DISTINCT evaluation_id FROM raw_passes").fetchall()} == {
+            "ev-beta",
+            "ev-alpha",
+        }
         con.close()
     assert not root.exists()
     assert {p: p.stat().st_mtime_ns for p in synthetic_home.rglob("*")} == before  # nothing written
@@ -134,8 +137,12 @@ def test_protocol_diff_names_each_changed_value(tmp_path, monkeypatch):
     assert rows["tasks.qwen3-8b.limits.fidelity_ceiling"][f"v{n}"] == "0.001"
     assert rows["tasks.qwen3-8b.limits.fidelity_ceiling"][f"v{n + 1}"] == "0.002"
     assert rows["quotas.study_agent.dev"][f"v{n + 1}"] == "(absent)"
-    assert set(rows) == {"version", "tasks.qwen3-8b.limits.fidelity_ceiling", "quotas.study_agent.dev",
-                         "quotas.study_agent.test"}
+    assert set(rows) == {
+        "version",
+        "tasks.qwen3-8b.limits.fidelity_ceiling",
+        "quotas.study_agent.dev",
+        "quotas.study_agent.test",
+    }
     # v1 -> v2 names what issue 10 added (the counted slack, host contention)
     shipped = {r["value"] for r in protocol_diff(1, 2)}
     assert {"count_slack_tokens", "contention.max_foreign_cpu_share", "gates.memory.max_sample_gap_seconds"} <= shipped
@@ -176,15 +183,34 @@ def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
     assert memo.last_refresh == {"index_parts_read": 0, "evaluations_scored": 3}
     assert len(memo.index()) == 3
     direct = BoardMemo(home).board(TASK, None)
-    cols = ["evaluation_id", "rank", "tie", "specscore", "interval_low", "interval_high", "r_solo", "r_team", "r_busy",
-            "gap_flag", "failed_gates"]
+    cols = [
+        "evaluation_id",
+        "rank",
+        "tie",
+        "specscore",
+        "interval_low",
+        "interval_high",
+        "r_solo",
+        "r_team",
+        "r_busy",
+        "gap_flag",
+        "failed_gates",
+    ]
     for split in data.SPLITS:
         pd.testing.assert_frame_equal(first.boards[split][cols], direct.boards[split][cols])
     memo.board(TASK, None)
     assert memo.last_refresh == {"index_parts_read": 0, "evaluations_scored": 0}
     # a new evaluation: only it is read and scored; the gap flag spans memoized and new rows
-    write_synthetic_evaluation(wh, "ev-beta-test", account_id="acct-b", label="beta", split="test", seed=31,
-                               created_at=1.8e9 + 99, speedups={"solo": 1.3, "team": 1.2, "busy": 1.1})
+    write_synthetic_evaluation(
+        wh,
+        "ev-beta-test",
+        account_id="acct-b",
+        label="beta",
+        split="test",
+        seed=31,
+        created_at=1.8e9 + 99,
+        speedups={"solo": 1.3, "team": 1.2, "busy": 1.1},
+    )
     settle()
     again = memo.board(TASK, None)
     assert memo.last_refresh == {"index_parts_read": 1, "evaluations_scored": 1}

@@ -24,19 +24,70 @@ def _plant(wh: Warehouse, eid: str, log: str, error: str, reply: str | None, pro
     if reply:
         wh.write_rows("replies", eid, [{"request_id": first["request_id"], "engine": "candidate", "text": reply}])
     if probe:
-        wh.write_rows("probe_greedy", eid, [{"engine": "candidate", "prompt_id": "planted", "prompt_index": 999,
-                                             "token_ids": [1, 2], "text": probe, "answered": True}])
-    wh.write_rows("engine_starts", eid, [{
-        "engine": "candidate", "purpose": "probe", "start_index": 7, "started_at": float(first["sent_at"]),
-        "healthy_at": float(first["sent_at"]) + 1, "stopped_at": float(first["sent_at"]) + 2, "exit_code": 0,
-        "stop_signal": "SIGTERM", "run_as_user": "engine", "unprivileged": True, "offload_detected": False,
-        "died": False, "device_idle_seconds": 1.0, "device_idle_ok": None, "log_text": f"starting...\n{log}\n"}])
-    wh.write_rows("requests", eid, [{
-        "pass_id": "solo-0", "engine": "candidate", "workload": "solo", "pass_index": 0,
-        "request_id": "planted-error", "lane": 0, "session_id": "planted", "turn": 0, "seed": 1,
-        "sent_at": float(first["sent_at"]), "ended_at": float(first["sent_at"]) + 0.5, "prompt_tokens": 10,
-        "output_tokens": 0, "max_tokens": 16, "done": False, "error": f"HTTP 400: prompt too long: {error}",
-        "window_cut": False, "chunk_times": [], "chunk_tokens": []}])
+        wh.write_rows(
+            "probe_greedy",
+            eid,
+            [
+                {
+                    "engine": "candidate",
+                    "prompt_id": "planted",
+                    "prompt_index": 999,
+                    "token_ids": [1, 2],
+                    "text": probe,
+                    "answered": True,
+                }
+            ],
+        )
+    wh.write_rows(
+        "engine_starts",
+        eid,
+        [
+            {
+                "engine": "candidate",
+                "purpose": "probe",
+                "start_index": 7,
+                "started_at": float(first["sent_at"]),
+                "healthy_at": float(first["sent_at"]) + 1,
+                "stopped_at": float(first["sent_at"]) + 2,
+                "exit_code": 0,
+                "stop_signal": "SIGTERM",
+                "run_as_user": "engine",
+                "unprivileged": True,
+                "offload_detected": False,
+                "died": False,
+                "device_idle_seconds": 1.0,
+                "device_idle_ok": None,
+                "log_text": f"starting...\n{log}\n",
+            }
+        ],
+    )
+    wh.write_rows(
+        "requests",
+        eid,
+        [
+            {
+                "pass_id": "solo-0",
+                "engine": "candidate",
+                "workload": "solo",
+                "pass_index": 0,
+                "request_id": "planted-error",
+                "lane": 0,
+                "session_id": "planted",
+                "turn": 0,
+                "seed": 1,
+                "sent_at": float(first["sent_at"]),
+                "ended_at": float(first["sent_at"]) + 0.5,
+                "prompt_tokens": 10,
+                "output_tokens": 0,
+                "max_tokens": 16,
+                "done": False,
+                "error": f"HTTP 400: prompt too long: {error}",
+                "window_cut": False,
+                "chunk_times": [],
+                "chunk_tokens": [],
+            }
+        ],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +97,9 @@ def planted_home(tmp_path_factory):
     home = tmp_path_factory.mktemp("board-hidden") / "arena_home"
     wh = Warehouse(home)
     write_synthetic_evaluation(wh, "h-dev", account_id="acct-h", label="hider", seed=21, created_at=1.8e9)
-    write_synthetic_evaluation(wh, "h-test", account_id="acct-h", label="hider", split="test", seed=22,
-                               created_at=1.8e9 + 10)
+    write_synthetic_evaluation(
+        wh, "h-test", account_id="acct-h", label="hider", split="test", seed=22, created_at=1.8e9 + 10
+    )
     _plant(wh, "h-test", HIDDEN[2], HIDDEN[3], HIDDEN[0], HIDDEN[1])
     _plant(wh, "h-dev", DEV_LOG, DEV_ERROR, None, None)
     hidden = home / "pools" / TASK / "hidden"
@@ -57,8 +109,15 @@ def planted_home(tmp_path_factory):
     return home
 
 
-VIEWS = [("board", {}), ("references", {}), ("gap", {}), ("protocol", {}), ("data_card", {}),
-         ("evaluation", {"evaluation": "h-test"}), ("evaluation", {"evaluation": "h-dev"})]
+VIEWS = [
+    ("board", {}),
+    ("references", {}),
+    ("gap", {}),
+    ("protocol", {}),
+    ("data_card", {}),
+    ("evaluation", {"evaluation": "h-test"}),
+    ("evaluation", {"evaluation": "h-dev"}),
+]
 
 
 @pytest.mark.parametrize("split", ["dev", "test"])
@@ -115,5 +174,5 @@ def test_a_real_test_split_evaluation_shows_no_reply_or_hidden_text(app, test_sp
     at = app(home, None if page == "board" else page, task=TASK, **query)
     assert not at.exception, [e.value for e in at.exception]
     shown = page_text(at)
-    assert "echo (test split)" in shown or eid in shown       # the page is about this evaluation
+    assert "echo (test split)" in shown or eid in shown  # the page is about this evaluation
     assert not [t[:60] for t in texts if t in shown]

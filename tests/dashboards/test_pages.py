@@ -10,7 +10,7 @@ from speculator_arena.protocol.model import protocol_digest
 
 from .conftest import TASK, page_text, scores_of_whole_warehouse
 
-LATEST = load_protocol().version   # the latest shipped protocol version: what the board scores under
+LATEST = load_protocol().version  # the latest shipped protocol version: what the board scores under
 
 PAGES = ["board", "evaluation", "references", "gap", "protocol", "data_card"]
 
@@ -32,6 +32,7 @@ def test_every_page_explains_an_empty_warehouse(app, empty_home, page):
         assert protocol_digest(load_protocol().version) in text
     else:
         from speculator_arena.dashboards.data_card import load_data_card
+
         task = at.sidebar.selectbox[0].value
         card = load_data_card(task, empty_home)  # the repository's data_cards/ copy, when it has one
         assert ("No data card has been built" in text) if card is None else (card.source.as_posix() in text)
@@ -79,10 +80,15 @@ def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home)
     assert fmt.ms(ev.at["ev-alpha", "candidate_ttft_p50"]) in lines[0]
     # the SpecScore's interval beside it (local-smollm2 is not calibrated: the bootstrap's alone, said so)
     from speculator_arena.scoring import board_rows
+
     board = board_rows(scores, TASK, "dev").set_index("evaluation_id")
-    assert participants.splitlines()[0].startswith("| # | Participant | Account | SpecScore | Interval low | Interval high |")
-    assert (f"| {fmt.score(ev.at['ev-alpha', 'specscore'])} | {fmt.ratio(board.at['ev-alpha', 'interval_low'])} | "
-            f"{fmt.ratio(board.at['ev-alpha', 'interval_high'])} |") in lines[0]
+    assert participants.splitlines()[0].startswith(
+        "| # | Participant | Account | SpecScore | Interval low | Interval high |"
+    )
+    assert (
+        f"| {fmt.score(ev.at['ev-alpha', 'specscore'])} | {fmt.ratio(board.at['ev-alpha', 'interval_low'])} | "
+        f"{fmt.ratio(board.at['ev-alpha', 'interval_high'])} |"
+    ) in lines[0]
     assert "not widened: the max A/A error is not calibrated" in text and "A/A check: not calibrated" in text
 
 
@@ -114,8 +120,10 @@ def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
     for w in ("solo", "team", "busy"):
         assert metric[f"r_{w}"] == fmt.ratio(ev[f"r_{w}"])
     text = page_text(at)
-    formula = (f"({fmt.ratio(ev['r_solo'])} · {fmt.ratio(ev['r_team'])} · {fmt.ratio(ev['r_busy'])})^(1/3) "
-               f"= **{fmt.score(ev['specscore'])}**")
+    formula = (
+        f"({fmt.ratio(ev['r_solo'])} · {fmt.ratio(ev['r_team'])} · {fmt.ratio(ev['r_busy'])})^(1/3) "
+        f"= **{fmt.score(ev['specscore'])}**"
+    )
     assert formula in text
     tables = {tuple(t.value.columns): t.value for t in at.table}
     passes = next(v for k, v in tables.items() if "ratio" in k and "candidate tok/s" in k)
@@ -127,8 +135,11 @@ def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
     assert sorted(gates["gate"]) == sorted(want_g["gate"])
     assert set(gates["verdict"]) <= {"pass", "not measured"}
     figures = next(v for k, v in tables.items() if "figure" in k and "candidate" in k)
-    tps = scores.figures[(scores.figures["evaluation_id"] == "ev-alpha") & (scores.figures["engine"] == "candidate")
-                         & (scores.figures["figure"] == "output_tokens_per_second")]["value"].iloc[0]
+    tps = scores.figures[
+        (scores.figures["evaluation_id"] == "ev-alpha")
+        & (scores.figures["engine"] == "candidate")
+        & (scores.figures["figure"] == "output_tokens_per_second")
+    ]["value"].iloc[0]
     assert fmt.general(tps) in set(figures["candidate"])
     # one throughput and one host-contention chart per workload; memory not measured on the CPU
     # task, with the runner's note
@@ -139,6 +150,7 @@ def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
     import json
 
     from speculator_arena.warehouse import Warehouse
+
     stored = json.loads(Warehouse(synthetic_home).read_table("evaluations", "ev-alpha")["provenance"][0].as_py())
     assert json.loads(at.json[0].value) == stored
 
@@ -149,6 +161,7 @@ def test_evaluation_page_plots_memory_against_the_budget(app, synthetic_home):
     text = page_text(at)
     tp = load_protocol().task("qwen3-8b")
     from speculator_arena.warehouse import Warehouse
+
     passes = Warehouse(synthetic_home).read_table("passes", "ev-gpu").to_pandas()
     total = passes["device_total_bytes"].dropna().iloc[0]
     budget = tp.engine_environment.gpu_memory_utilization * total + tp.gates.memory.slack_gib * (1 << 30)
@@ -221,6 +234,7 @@ def test_protocol_page_and_version_differences(app, synthetic_home, tmp_path, mo
     from importlib import resources
 
     import yaml
+
     nxt = LATEST + 1
     doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / f"v{LATEST}.yaml").read_text())
     doc["version"] = nxt
@@ -249,7 +263,9 @@ def test_data_card_page_shows_the_public_card_only(app, tmp_path):
     pool = home / "pools" / TASK
     (pool / "hidden").mkdir(parents=True)
     (pool / "data_card").mkdir()
-    (pool / "data_card" / f"{TASK}.md").write_text("# Data card of local-smollm2\n\nSources: ShareGPT (public), 123 sessions.\n")
+    (pool / "data_card" / f"{TASK}.md").write_text(
+        "# Data card of local-smollm2\n\nSources: ShareGPT (public), 123 sessions.\n"
+    )
     (pool / "data_card" / f"{TASK}.json").write_text('{"sessions": 123}')
     (pool / "hidden" / "data_card.md").write_text("HIDDEN-CARD-MARKER")
     (pool / "hidden" / "sessions.jsonl").write_text('{"text": "HIDDEN-POOL-MARKER"}')

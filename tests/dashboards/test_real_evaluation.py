@@ -63,9 +63,14 @@ def test_evaluation_page_of_the_real_evaluation(app, real):
     else:  # the CPU machine: the runner's own reason
         note = stored["memory_note"].dropna().iloc[0]
         assert f"Not measured: {note}"[:60] in text.replace("\\\\", "\\")
-    workloads_with_chunks = {w for w, n in zip(wh.read_table("requests", eid).column("workload").to_pylist(),
-                                               wh.read_table("requests", eid).column("chunk_times").to_pylist())
-                             if n and w in ("solo", "team", "busy")}
+    workloads_with_chunks = {
+        w
+        for w, n in zip(
+            wh.read_table("requests", eid).column("workload").to_pylist(),
+            wh.read_table("requests", eid).column("chunk_times").to_pylist(),
+        )
+        if n and w in ("solo", "team", "busy")
+    }
     assert len(at.get("vega_lite_chart")) >= len(workloads_with_chunks) > 0
     prov = json.loads(wh.read_table("evaluations", eid)["provenance"][0].as_py())
     assert json.loads(at.json[0].value) == prov

@@ -24,9 +24,15 @@ def start_engine(smollm2_target, tmp_path_factory):
     started: list[LocalEngine] = []
 
     def start(name: str, max_num_seqs: int = 3, env: dict | None = None) -> LocalEngine:
-        eng = LocalEngine(ENGINES / name, smollm2_target, max_model_len=2048, max_num_seqs=max_num_seqs,
-                          served_name="smollm2", env={**CPU_ENV, **(env or {})},
-                          log_path=logs / f"{name.replace('/', '_')}-{len(started)}.log")
+        eng = LocalEngine(
+            ENGINES / name,
+            smollm2_target,
+            max_model_len=2048,
+            max_num_seqs=max_num_seqs,
+            served_name="smollm2",
+            env={**CPU_ENV, **(env or {})},
+            log_path=logs / f"{name.replace('/', '_')}-{len(started)}.log",
+        )
         eng.start()
         started.append(eng)
         return eng

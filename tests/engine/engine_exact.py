@@ -18,8 +18,9 @@ from speculator_arena.engine.sampling import SamplingParams, target_probs
 
 
 @torch.inference_mode()
-def exact_reply_distribution(model, tokenizer, prompt_ids, params: SamplingParams, length: int,
-                             eos_ids: set[int]) -> dict[str, float]:
+def exact_reply_distribution(
+    model, tokenizer, prompt_ids, params: SamplingParams, length: int, eos_ids: set[int]
+) -> dict[str, float]:
     out: dict[str, float] = collections.defaultdict(float)
     frontier: list[tuple[tuple[int, ...], float]] = [((), 1.0)]
     for _ in range(length):

@@ -37,14 +37,25 @@ def metrics(engine: LocalEngine) -> dict[str, float]:
 
 
 def prompt_logprobs(engine: LocalEngine, messages, k: int = 0) -> dict:
-    return chat(engine, messages, max_tokens=1, temperature=0, prompt_logprobs=k,
-                add_generation_prompt=False, continue_final_message=True)
+    return chat(
+        engine,
+        messages,
+        max_tokens=1,
+        temperature=0,
+        prompt_logprobs=k,
+        add_generation_prompt=False,
+        continue_final_message=True,
+    )
 
 
 def stream_events(engine: LocalEngine, body: dict) -> list:
     events = []
-    with httpx.stream("POST", engine.base_url + "/v1/chat/completions",
-                      json={"model": engine.served_name, "stream": True, **body}, timeout=300) as r:
+    with httpx.stream(
+        "POST",
+        engine.base_url + "/v1/chat/completions",
+        json={"model": engine.served_name, "stream": True, **body},
+        timeout=300,
+    ) as r:
         assert r.status_code == 200
         for line in r.iter_lines():
             if line.startswith("data: "):

@@ -11,19 +11,22 @@ import re
 from pathlib import Path
 
 import pytest
-from scipy.stats import binomtest
-
 from engine_testkit import chat, metrics, prompt_logprobs, reply
+from scipy.stats import binomtest
 
 pytestmark = pytest.mark.slow
 
-COUNT = [{"role": "user", "content": "Continue the list."},
-         {"role": "assistant", "content": "one two three four one two three four one"}]
-COUNT_NEXT = " two three"   # the first token comes from the prefill; the second is drafted and verified
+COUNT = [
+    {"role": "user", "content": "Continue the list."},
+    {"role": "assistant", "content": "one two three four one two three four one"},
+]
+COUNT_NEXT = " two three"  # the first token comes from the prefill; the second is drafted and verified
 OPEN = {"add_generation_prompt": False, "continue_final_message": True}
 ESSAY = [{"role": "user", "content": "Write a long essay about the history of Rome."}]
-SCORED = [{"role": "user", "content": "What is the capital of France?"},
-          {"role": "assistant", "content": "The capital of France is Paris, a city on the Seine."}]
+SCORED = [
+    {"role": "user", "content": "What is the capital of France?"},
+    {"role": "assistant", "content": "The capital of France is Paris, a city on the Seine."},
+]
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +56,9 @@ def count_probability(target_model):
     import torch
 
     model, tok = target_model
-    ids = tok.encode(tok.apply_chat_template(COUNT, continue_final_message=True, tokenize=False),
-                     add_special_tokens=False)
+    ids = tok.encode(
+        tok.apply_chat_template(COUNT, continue_final_message=True, tokenize=False), add_special_tokens=False
+    )
     cont = tok.encode(COUNT_NEXT, add_special_tokens=False)
     with torch.inference_mode():
         lp = torch.log_softmax(model(torch.tensor([ids + cont])).logits[0].float(), -1)
@@ -64,8 +68,10 @@ def count_probability(target_model):
 def continuation_hits(engine, n_tokens, n=40):
     """Replies starting with COUNT_NEXT. One token more than COUNT_NEXT is asked so that its second
     token is drafted (a round drafts at most budget - 1 tokens, keeping room for the bonus token)."""
-    return sum(reply(engine, COUNT, max_tokens=n_tokens + 1, temperature=1.0, seed=s, **OPEN).startswith(COUNT_NEXT)
-               for s in range(n))
+    return sum(
+        reply(engine, COUNT, max_tokens=n_tokens + 1, temperature=1.0, seed=s, **OPEN).startswith(COUNT_NEXT)
+        for s in range(n)
+    )
 
 
 def test_loose_acceptance_moves_replies_toward_greedy(attack, honest_ngram, count_probability):
@@ -103,7 +109,7 @@ def test_other_sampling_samples_what_was_not_asked(attack, stock_engine):
 def _mean_abs_logprob_gap(a: dict, b: dict) -> float:
     gaps = []
     for ea, eb in zip(a["prompt_logprobs"][1:], b["prompt_logprobs"][1:]):
-        (tid, va), = [(k, v) for k, v in ea.items()][:1]
+        ((tid, va),) = [(k, v) for k, v in ea.items()][:1]
         gaps.append(abs(va["logprob"] - eb[tid]["logprob"]))
     return sum(gaps) / len(gaps)
 
@@ -114,7 +120,7 @@ def test_quantized_target_fails_fidelity(attack, stock_engine):
     ceiling = load_protocol().task("local-smollm2").limits.fidelity_ceiling
     stock_a = prompt_logprobs(stock_engine, SCORED)
     stock_b = prompt_logprobs(stock_engine, SCORED)
-    assert _mean_abs_logprob_gap(stock_a, stock_b) <= ceiling          # A/A
+    assert _mean_abs_logprob_gap(stock_a, stock_b) <= ceiling  # A/A
     eng = attack("quantized")
     quant = prompt_logprobs(eng, SCORED)
     assert _mean_abs_logprob_gap(stock_a, quant) > ceiling
@@ -130,8 +136,11 @@ def test_cut_half_stops_at_half_the_budget(attack, stock_engine):
 
 
 def _spec(m):
-    return (m["vllm:spec_decode_num_drafts_total"], m["vllm:spec_decode_num_draft_tokens_total"],
-            m["vllm:spec_decode_num_accepted_tokens_total"])
+    return (
+        m["vllm:spec_decode_num_drafts_total"],
+        m["vllm:spec_decode_num_draft_tokens_total"],
+        m["vllm:spec_decode_num_accepted_tokens_total"],
+    )
 
 
 def test_inflated_counters_report_twice_the_acceptance(attack, honest_ngram):
@@ -140,7 +149,7 @@ def test_inflated_counters_report_twice_the_acceptance(attack, honest_ngram):
     h = [x - y for x, y in zip(_spec(metrics(honest_ngram)), b0)]
     eng = attack("inflate-counters")
     b1 = _spec(metrics(eng))
-    assert reply(eng, COUNT, max_tokens=24, temperature=0, **OPEN) == honest_text   # same real work
+    assert reply(eng, COUNT, max_tokens=24, temperature=0, **OPEN) == honest_text  # same real work
     i = [x - y for x, y in zip(_spec(metrics(eng)), b1)]
     assert h[2] > 0
     assert i[0] == h[0] and i[1] == h[1] and i[2] == 2 * h[2]
@@ -162,8 +171,12 @@ def test_hog_memory_holds_more_than_allowed_on_cuda(smollm2_target, tmp_path):
 
     repo = Path(__file__).resolve().parents[2]
     util = 0.5
-    with LocalEngine(repo / "engines/attacks/dev-hog-memory", smollm2_target, env={"GPU_MEMORY_UTILIZATION": str(util)},
-                     log_path=tmp_path / "hog.log"):
+    with LocalEngine(
+        repo / "engines/attacks/dev-hog-memory",
+        smollm2_target,
+        env={"GPU_MEMORY_UTILIZATION": str(util)},
+        log_path=tmp_path / "hog.log",
+    ):
         free, total = torch.cuda.mem_get_info()
         assert total - free > util * total + 4 * 2**30
         assert re.search(r"ATTACK hog_memory: holding", (tmp_path / "hog.log").read_text())

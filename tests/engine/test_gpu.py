@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from engine_testkit import chat, metrics
 
 pytestmark = pytest.mark.gpu
@@ -26,8 +25,15 @@ def test_serves_in_bfloat16_on_cuda(cuda, smollm2_target, tmp_path, engine_dir):
 
     log = tmp_path / "engine.log"
     with LocalEngine(REPO / "engines" / engine_dir, smollm2_target, served_name="smollm2", log_path=log) as eng:
-        r = chat(eng, [{"role": "user", "content": "Repeat twice: the quick brown fox."}], max_tokens=32,
-                 temperature=0.7, top_p=0.8, top_k=20, seed=1)
+        r = chat(
+            eng,
+            [{"role": "user", "content": "Repeat twice: the quick brown fox."}],
+            max_tokens=32,
+            temperature=0.7,
+            top_p=0.8,
+            top_k=20,
+            seed=1,
+        )
         assert r["usage"]["completion_tokens"] > 0
         m = metrics(eng)
     text = log.read_text()

@@ -20,8 +20,9 @@ def model_and_tok(smollm2_target):
 @pytest.fixture(scope="module")
 def ids(model_and_tok):
     _, tok = model_and_tok
-    text = tok.apply_chat_template([{"role": "user", "content": "Name three colours of the rainbow."}],
-                                   add_generation_prompt=True, tokenize=False)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "Name three colours of the rainbow."}], add_generation_prompt=True, tokenize=False
+    )
     return tok.encode(text, add_special_tokens=False)
 
 
@@ -31,7 +32,7 @@ def test_reused_prefix_kv_gives_the_same_logits(model_and_tok, ids):
     full = mr.forward(model, ids, mr.new_cache(), len(ids), "cpu")
     cache = mr.new_cache()
     mr.forward(model, ids[:20], cache, 1, "cpu")
-    reused = mr.new_cache(mr.cache_kv(cache, 12))          # keep 12 of 20 positions
+    reused = mr.new_cache(mr.cache_kv(cache, 12))  # keep 12 of 20 positions
     assert mr.cache_len(reused) == 12
     tail = mr.forward(model, ids[12:], reused, len(ids) - 12, "cpu")
     assert torch.allclose(tail, full[12:], atol=1e-4)
@@ -66,7 +67,7 @@ def test_int8_rounding_changes_the_model_a_little(smollm2_target, ids):
     model = mr.load_target(str(smollm2_target), torch.device("cpu"), torch.float32)
     before = torch.log_softmax(mr.forward(model, ids, mr.new_cache(), len(ids), "cpu"), -1)
     n = mr.quantize_weights_int8(model)
-    assert n == 1 + 30 * 7              # tied embeddings/LM head once, 7 matrices per layer
+    assert n == 1 + 30 * 7  # tied embeddings/LM head once, 7 matrices per layer
     after = torch.log_softmax(mr.forward(model, ids, mr.new_cache(), len(ids), "cpu"), -1)
     gap = (after - before).abs().mean().item()
     assert 1e-4 < gap < 1.0

@@ -33,12 +33,12 @@ def test_budget_and_lru_eviction():
     pc.insert([1, 2, 3, 4], kv_for([1, 2, 3, 4]))
     pc.insert([5, 6, 7, 8], kv_for([5, 6, 7, 8]))
     assert pc.stored_tokens == 8
-    pc.lookup([1, 2, 3, 0], max_reuse=3)          # refresh the first entry
-    pc.insert([9, 10, 11], kv_for([9, 10, 11]))   # 11 > 10: evict the least recently used (5 6 7 8)
+    pc.lookup([1, 2, 3, 0], max_reuse=3)  # refresh the first entry
+    pc.insert([9, 10, 11], kv_for([9, 10, 11]))  # 11 > 10: evict the least recently used (5 6 7 8)
     assert pc.stored_tokens == 7 and pc.evictions == 1
     assert pc.lookup([5, 6, 0], max_reuse=5) == (0, None)
     assert pc.lookup([1, 2, 0], max_reuse=5)[0] == 2
-    assert not pc.insert(list(range(11)), kv_for(list(range(11))))   # larger than the whole budget
+    assert not pc.insert(list(range(11)), kv_for(list(range(11))))  # larger than the whole budget
     assert pc.stored_tokens <= pc.budget
 
 

@@ -8,8 +8,15 @@ import pytest
 import torch
 
 from speculator_arena.engine.drafters import ngram_lookup
-from speculator_arena.engine.sampling import (SamplingParams, acceptance_probability, point_mass,
-                                              residual_distribution, step_distribution, target_probs, verify)
+from speculator_arena.engine.sampling import (
+    SamplingParams,
+    acceptance_probability,
+    point_mass,
+    residual_distribution,
+    step_distribution,
+    target_probs,
+    verify,
+)
 
 V = 5
 
@@ -20,11 +27,11 @@ def dist(*values) -> torch.Tensor:
 
 
 HAND_MADE = [
-    (dist(0.5, 0.2, 0.15, 0.1, 0.05), dist(0.1, 0.6, 0.1, 0.1, 0.1)),     # draft overconfident on 1
-    (dist(0.3, 0.3, 0.2, 0.1, 0.1), dist(0.3, 0.3, 0.2, 0.1, 0.1)),       # draft exact
-    (dist(0.0, 0.0, 1.0, 0.0, 0.0), dist(0.25, 0.25, 0.25, 0.25, 0.0)),   # greedy target, broad draft
-    (dist(0.05, 0.05, 0.05, 0.05, 0.8), dist(0.7, 0.1, 0.1, 0.05, 0.05)), # disjoint modes
-    (dist(0.4, 0.0, 0.6, 0.0, 0.0), dist(0.0, 0.5, 0.0, 0.5, 0.0)),       # disjoint supports
+    (dist(0.5, 0.2, 0.15, 0.1, 0.05), dist(0.1, 0.6, 0.1, 0.1, 0.1)),  # draft overconfident on 1
+    (dist(0.3, 0.3, 0.2, 0.1, 0.1), dist(0.3, 0.3, 0.2, 0.1, 0.1)),  # draft exact
+    (dist(0.0, 0.0, 1.0, 0.0, 0.0), dist(0.25, 0.25, 0.25, 0.25, 0.0)),  # greedy target, broad draft
+    (dist(0.05, 0.05, 0.05, 0.05, 0.8), dist(0.7, 0.1, 0.1, 0.05, 0.05)),  # disjoint modes
+    (dist(0.4, 0.0, 0.6, 0.0, 0.0), dist(0.0, 0.5, 0.0, 0.5, 0.0)),  # disjoint supports
 ]
 
 
@@ -141,7 +148,7 @@ def test_verify_uses_the_rule_and_the_generator():
     g = torch.Generator().manual_seed(0)
     # greedy target: the first draft (2) is the argmax and is accepted, the second (1) is not
     assert verify(p_rows, q_rows, [2, 1], g) == (1, 3)
-    assert verify(p_rows, q_rows[:1], [2], g) == (1, 3)   # all accepted: bonus from the next row
+    assert verify(p_rows, q_rows[:1], [2], g) == (1, 3)  # all accepted: bonus from the next row
     with pytest.raises(ValueError, match="q\\(x\\)=0"):
         verify(p_rows, q_rows, [0, 1], g)
 
@@ -175,13 +182,16 @@ def test_target_probs_temperature_topk_topp_and_greedy():
     assert torch.allclose(hot, torch.softmax(logits / 0.5, -1))
 
 
-@pytest.mark.parametrize("context,k,expected", [
-    ([1, 2, 3, 4, 1, 2, 3], 2, [4, 1]),         # longest suffix 1 2 3 seen at 0 -> 4, 1
-    ([5, 6, 7, 5, 6], 3, [7, 5, 6]),
-    ([1, 2, 3], 4, []),                          # nothing repeats
-    ([9, 9, 9], 2, [9]),                         # 9 9 seen at 0 -> the only follower before the end
-    ([1, 2, 8, 1, 2, 9, 1, 2], 2, [9, 1]),      # latest earlier occurrence wins
-])
+@pytest.mark.parametrize(
+    "context,k,expected",
+    [
+        ([1, 2, 3, 4, 1, 2, 3], 2, [4, 1]),  # longest suffix 1 2 3 seen at 0 -> 4, 1
+        ([5, 6, 7, 5, 6], 3, [7, 5, 6]),
+        ([1, 2, 3], 4, []),  # nothing repeats
+        ([9, 9, 9], 2, [9]),  # 9 9 seen at 0 -> the only follower before the end
+        ([1, 2, 8, 1, 2, 9, 1, 2], 2, [9, 1]),  # latest earlier occurrence wins
+    ],
+)
 def test_ngram_lookup(context, k, expected):
     assert ngram_lookup(context, k, n_max=3, n_min=2) == expected
 

@@ -8,15 +8,17 @@ Sampling: each engine's short replies fit the target's exact distribution over r
 from __future__ import annotations
 
 import pytest
-
 from engine_exact import exact_reply_distribution, goodness_of_fit
 from engine_testkit import chat, metrics, reply
+
 from speculator_arena.engine.sampling import SamplingParams
 
 pytestmark = pytest.mark.slow
 
-PATTERN = [{"role": "user", "content": "Continue the list."},
-           {"role": "assistant", "content": "red, green, blue, yellow, red, green, blue, yellow, red,"}]
+PATTERN = [
+    {"role": "user", "content": "Continue the list."},
+    {"role": "assistant", "content": "red, green, blue, yellow, red, green, blue, yellow, red,"},
+]
 OPEN = {"add_generation_prompt": False, "continue_final_message": True}
 GREEDY_PROMPTS = [
     ([{"role": "user", "content": "Write a Python function that reverses a string, then explain it."}], {}),
@@ -53,8 +55,18 @@ def exact_pattern(target_model):
 
 
 def sample_replies(engine, n=N_SAMPLES):
-    return [reply(engine, PATTERN, max_tokens=SAMPLE_TOKENS, temperature=SAMPLING.temperature,
-                  top_k=SAMPLING.top_k, seed=s, **OPEN) for s in range(n)]
+    return [
+        reply(
+            engine,
+            PATTERN,
+            max_tokens=SAMPLE_TOKENS,
+            temperature=SAMPLING.temperature,
+            top_k=SAMPLING.top_k,
+            seed=s,
+            **OPEN,
+        )
+        for s in range(n)
+    ]
 
 
 def greedy_replies(engine):
@@ -74,11 +86,16 @@ def test_greedy_replies_identical_to_stock(request, which, stock_greedy):
     after = metrics(engine)
     drafts = after["vllm:spec_decode_num_drafts_total"] - before["vllm:spec_decode_num_drafts_total"]
     drafted = after["vllm:spec_decode_num_draft_tokens_total"] - before["vllm:spec_decode_num_draft_tokens_total"]
-    accepted = after["vllm:spec_decode_num_accepted_tokens_total"] - before["vllm:spec_decode_num_accepted_tokens_total"]
+    accepted = (
+        after["vllm:spec_decode_num_accepted_tokens_total"] - before["vllm:spec_decode_num_accepted_tokens_total"]
+    )
     # the counters move with real speculation, and acceptance is bounded by what was drafted
     assert drafts > 0 and 0 < accepted <= drafted
-    per_pos = sum(v - before.get(k, 0.0) for k, v in after.items()
-                  if k.startswith("vllm:spec_decode_num_accepted_tokens_per_pos_total["))
+    per_pos = sum(
+        v - before.get(k, 0.0)
+        for k, v in after.items()
+        if k.startswith("vllm:spec_decode_num_accepted_tokens_per_pos_total[")
+    )
     assert per_pos == accepted
 
 
@@ -88,7 +105,9 @@ def test_counters_track_real_acceptance_on_repetitive_text(ngram_engine, stock_e
     before = metrics(ngram_engine)
     r = chat(ngram_engine, PATTERN, max_tokens=24, temperature=0, **OPEN)
     after = metrics(ngram_engine)
-    accepted = after["vllm:spec_decode_num_accepted_tokens_total"] - before["vllm:spec_decode_num_accepted_tokens_total"]
+    accepted = (
+        after["vllm:spec_decode_num_accepted_tokens_total"] - before["vllm:spec_decode_num_accepted_tokens_total"]
+    )
     drafts = after["vllm:spec_decode_num_drafts_total"] - before["vllm:spec_decode_num_drafts_total"]
     drafted = after["vllm:spec_decode_num_draft_tokens_total"] - before["vllm:spec_decode_num_draft_tokens_total"]
     generated = r["usage"]["completion_tokens"]
@@ -115,18 +134,23 @@ def test_speculative_sampling_fits_the_target_distribution(request, which, exact
 def test_chunked_prefill_changes_nothing(start_engine, stock_engine):
     """A prompt prefilled in chunks of 7 tokens gives the same prompt log-probabilities and greedy
     reply as one prefilled whole (chunks are what lets long prompts share the worker with others)."""
-    msgs = [{"role": "user", "content": "Explain in one paragraph why the sky is blue."},
-            {"role": "assistant", "content": "Sunlight is scattered by the molecules of the air."}]
+    msgs = [
+        {"role": "user", "content": "Explain in one paragraph why the sky is blue."},
+        {"role": "assistant", "content": "Sunlight is scattered by the molecules of the air."},
+    ]
     chunked = start_engine("dev-stock", env={"DEV_ENGINE_PREFILL_CHUNK": "7"})
     try:
         from engine_testkit import prompt_logprobs
 
         a, b = prompt_logprobs(stock_engine, msgs), prompt_logprobs(chunked, msgs)
-        gaps = [abs(next(iter(x.values()))["logprob"] - y[next(iter(x))]["logprob"])
-                for x, y in zip(a["prompt_logprobs"][1:], b["prompt_logprobs"][1:])]
+        gaps = [
+            abs(next(iter(x.values()))["logprob"] - y[next(iter(x))]["logprob"])
+            for x, y in zip(a["prompt_logprobs"][1:], b["prompt_logprobs"][1:])
+        ]
         assert len(gaps) > 20 and max(gaps) < 1e-4
-        assert reply(chunked, msgs[:1], max_tokens=24, temperature=0) == reply(stock_engine, msgs[:1], max_tokens=24,
-                                                                               temperature=0)
+        assert reply(chunked, msgs[:1], max_tokens=24, temperature=0) == reply(
+            stock_engine, msgs[:1], max_tokens=24, temperature=0
+        )
     finally:
         chunked.stop()
 

@@ -37,12 +37,16 @@ def file_member(name: str, data: bytes, mode: int = 0o644) -> tuple[tarfile.TarI
     return info, data
 
 
-LAUNCH = file_member("launch.sh", b"#!/bin/bash\nexec python3 -m http.server \"$PORT\"\n", 0o755)
+LAUNCH = file_member("launch.sh", b'#!/bin/bash\nexec python3 -m http.server "$PORT"\n', 0o755)
 
 
 def submission(inline: bytes | None = None, **over) -> dict:
-    doc = {"task_id": TASK, "split": "dev", "engine": {"inline": base64.b64encode(inline or tar_gz([LAUNCH])).decode()},
-           "solution": {"method": "test", "kind": "ngram"}}
+    doc = {
+        "task_id": TASK,
+        "split": "dev",
+        "engine": {"inline": base64.b64encode(inline or tar_gz([LAUNCH])).decode()},
+        "solution": {"method": "test", "kind": "ngram"},
+    }
     doc.update(over)
     return doc
 
@@ -77,8 +81,9 @@ class Front:
         return self.client.post("/api/submissions", json=doc, headers=headers)
 
     def quota(self, task: str = TASK, split: str = "dev") -> dict:
-        r = self.client.get("/api/quota", params={"task": task, "split": split},
-                            headers={"Authorization": f"Bearer {self.token}"})
+        r = self.client.get(
+            "/api/quota", params={"task": task, "split": split}, headers={"Authorization": f"Bearer {self.token}"}
+        )
         assert r.status_code == 200, r.text
         return r.json()
 
@@ -91,8 +96,11 @@ class Front:
         con.close()
         sealed = self.home / "sealed"
         staging = self.home / "frontdoor" / "staging"
-        return {"submissions": rows, "sealed": sorted(p.name for p in sealed.iterdir()) if sealed.exists() else [],
-                "staging": sorted(p.name for p in staging.iterdir()) if staging.exists() else []}
+        return {
+            "submissions": rows,
+            "sealed": sorted(p.name for p in sealed.iterdir()) if sealed.exists() else [],
+            "staging": sorted(p.name for p in staging.iterdir()) if staging.exists() else [],
+        }
 
     def assert_refused(self, response, status: int, words: str) -> None:
         assert response.status_code == status, response.text
@@ -120,13 +128,14 @@ def front(arena_home, monkeypatch):
 @pytest.fixture
 def hub(monkeypatch, tmp_path):
     from hub_server import HubServer
-
     from huggingface_hub import constants
 
     with HubServer() as server:
         # The client reads HF_ENDPOINT when it is imported; a test session may have imported it already.
         monkeypatch.setattr(constants, "ENDPOINT", server.url)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(
+            constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}"
+        )
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
@@ -143,8 +152,21 @@ def finish_evaluation(home, evaluation_id: str, status: str) -> None:
     from speculator_arena.warehouse import Warehouse
 
     now = time.time()
-    row = {"evaluation_id": evaluation_id, "task_id": "local-smollm2", "split": "dev", "protocol_version": 1,
-           "submission_id": evaluation_id, "account_id": "a", "is_reference": False, "label": "x",
-           "solution_kind": "ngram", "status": "queued", "void_reason": None, "failure_reason": None,
-           "created_at": now, "updated_at": now, "provenance": "{}"}
+    row = {
+        "evaluation_id": evaluation_id,
+        "task_id": "local-smollm2",
+        "split": "dev",
+        "protocol_version": 1,
+        "submission_id": evaluation_id,
+        "account_id": "a",
+        "is_reference": False,
+        "label": "x",
+        "solution_kind": "ngram",
+        "status": "queued",
+        "void_reason": None,
+        "failure_reason": None,
+        "created_at": now,
+        "updated_at": now,
+        "provenance": "{}",
+    }
     write_status(Warehouse(home), row, status, void_reason="stock engine died" if status == "void" else None)

@@ -41,29 +41,54 @@ class HubServer:
                     repo, rev = "/".join(parts[2:i]), parts[i + 1]
                     files = hub.repos.get((repo, rev))
                     if files is None:
-                        return self._send(404, b'{"error":"Repository not found"}',
-                                          {"Content-Type": "application/json", "X-Error-Code": "RepoNotFound"}, head)
-                    info = {"id": repo, "modelId": repo, "sha": rev, "private": False, "siblings": [
-                        {"rfilename": n, "size": len(b), "blobId": hashlib.sha1(b).hexdigest()}
-                        for n, b in sorted(files.items())]}
+                        return self._send(
+                            404,
+                            b'{"error":"Repository not found"}',
+                            {"Content-Type": "application/json", "X-Error-Code": "RepoNotFound"},
+                            head,
+                        )
+                    info = {
+                        "id": repo,
+                        "modelId": repo,
+                        "sha": rev,
+                        "private": False,
+                        "siblings": [
+                            {"rfilename": n, "size": len(b), "blobId": hashlib.sha1(b).hexdigest()}
+                            for n, b in sorted(files.items())
+                        ],
+                    }
                     return self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
                 if parts[:2] == ["api", "models"] and "tree" in parts:
                     i = parts.index("tree")
                     files = hub.repos.get(("/".join(parts[2:i]), parts[i + 1]))
                     if files is None:
-                        return self._send(404, b'{"error":"Repository not found"}',
-                                          {"Content-Type": "application/json", "X-Error-Code": "RepoNotFound"}, head)
-                    tree = [{"type": "file", "path": n, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
-                            for n, b in sorted(files.items())]
+                        return self._send(
+                            404,
+                            b'{"error":"Repository not found"}',
+                            {"Content-Type": "application/json", "X-Error-Code": "RepoNotFound"},
+                            head,
+                        )
+                    tree = [
+                        {"type": "file", "path": n, "size": len(b), "oid": hashlib.sha1(b).hexdigest()}
+                        for n, b in sorted(files.items())
+                    ]
                     return self._send(200, json.dumps(tree).encode(), {"Content-Type": "application/json"}, head)
                 if "resolve" in parts:
                     i = parts.index("resolve")
-                    repo, rev, name = "/".join(parts[:i]), parts[i + 1], "/".join(parts[i + 2:])
+                    repo, rev, name = "/".join(parts[:i]), parts[i + 1], "/".join(parts[i + 2 :])
                     body = hub.repos.get((repo, rev), {}).get(name)
                     if body is None:
                         return self._send(404, b"not found", {"X-Error-Code": "EntryNotFound"}, head)
-                    return self._send(200, body, {"X-Repo-Commit": rev, "ETag": f'"{hashlib.sha1(body).hexdigest()}"',
-                                                  "Content-Type": "application/octet-stream"}, head)
+                    return self._send(
+                        200,
+                        body,
+                        {
+                            "X-Repo-Commit": rev,
+                            "ETag": f'"{hashlib.sha1(body).hexdigest()}"',
+                            "Content-Type": "application/octet-stream",
+                        },
+                        head,
+                    )
                 return self._send(404, b"{}", {"Content-Type": "application/json"}, head)
 
             def do_GET(self):

@@ -22,8 +22,9 @@ pytestmark = pytest.mark.slow
 
 
 def _arena(args, env, **kw):
-    return subprocess.run([sys.executable, "-m", "speculator_arena.cli", *args], env=env, cwd=REPO,
-                          capture_output=True, text=True, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "speculator_arena.cli", *args], env=env, cwd=REPO, capture_output=True, text=True, **kw
+    )
 
 
 def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_target, built_local):
@@ -34,8 +35,12 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
     # The session's pools (tests/pool_fixtures.py), copied: the served pool is a link into its builds.
     shutil.copytree(built_local["home"] / "pools", home / "pools", symlinks=True)
     version = stage_ci_protocol(tmp_path / "protocol")
-    env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(tmp_path / "protocol"),
-               ARENA_SHARED_DATA=str(shared_data))
+    env = dict(
+        os.environ,
+        ARENA_HOME=str(home),
+        ARENA_PROTOCOL_DIR=str(tmp_path / "protocol"),
+        ARENA_SHARED_DATA=str(shared_data),
+    )
     for k, v in env.items():
         monkeypatch.setenv(k, v)
 
@@ -46,10 +51,30 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
     server = ApiServer(home)
     try:
         submit = subprocess.Popen(
-            [sys.executable, "-m", "speculator_arena.cli", "submit", "--task", TASK, "--split", "dev",
-             "--engine", str(DEV_NGRAM), "--kind", "ngram", "--method", "n-gram lookup, 4 tokens", "--poll", "2"],
-            env=dict(env, ARENA_URL=server.url, ARENA_TOKEN=token), cwd=REPO,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "speculator_arena.cli",
+                "submit",
+                "--task",
+                TASK,
+                "--split",
+                "dev",
+                "--engine",
+                str(DEV_NGRAM),
+                "--kind",
+                "ngram",
+                "--method",
+                "n-gram lookup, 4 tokens",
+                "--poll",
+                "2",
+            ],
+            env=dict(env, ARENA_URL=server.url, ARENA_TOKEN=token),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.time() + 60
         while not list((home / "frontdoor").glob("state.db")) or _count(home) == 0:
             assert time.time() < deadline and submit.poll() is None, submit.communicate()

@@ -17,9 +17,25 @@ def _wheel(tmp_path, dest):
     (src / "arena_plugin_probe" / "__init__.py").write_text("VALUE = 'plugin loaded'\n")
     (src / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
-        '[project]\nname = "arena-plugin-probe"\nversion = "0.1"\n')
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-q", "-w", str(dest), str(src)], check=True, capture_output=True)
+        '[project]\nname = "arena-plugin-probe"\nversion = "0.1"\n'
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(dest),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+    )
 
 
 def test_plugin_wheels_are_installed_offline_and_importable(tmp_path):
@@ -30,8 +46,13 @@ def test_plugin_wheels_are_installed_offline_and_importable(tmp_path):
     _wheel(tmp_path, engine / "plugin")
     env = with_plugin_path({"PYTHONPATH": "/elsewhere"}, install_plugins(engine, workspace))
     assert env["PYTHONPATH"].startswith(str(workspace / "plugin-site") + ":")
-    out = subprocess.run([sys.executable, "-c", "import arena_plugin_probe as p; print(p.VALUE, p.__file__)"],
-                         env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", "import arena_plugin_probe as p; print(p.VALUE, p.__file__)"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert out.startswith("plugin loaded " + str(workspace / "plugin-site"))
 
 

@@ -10,9 +10,10 @@ import subprocess
 import tarfile
 
 import pytest
-from .conftest import LAUNCH, TASK, file_member, stage_protocol, submission, tar_gz
 
 from speculator_arena.protocol import load_protocol
+
+from .conftest import LAUNCH, TASK, file_member, stage_protocol, submission, tar_gz
 
 
 def test_missing_token(front):
@@ -21,8 +22,9 @@ def test_missing_token(front):
 
 
 def test_bad_token(front):
-    front.assert_refused(front.post(submission(), token="sa_0123456789abcdef_" + "A" * 43), 401,
-                         "invalid or revoked token")
+    front.assert_refused(
+        front.post(submission(), token="sa_0123456789abcdef_" + "A" * 43), 401, "invalid or revoked token"
+    )
     front.assert_refused(front.post(submission(), token="not-a-token"), 401, "invalid or revoked token")
 
 
@@ -53,8 +55,9 @@ def test_unknown_task(front):
 
 
 def test_unknown_kind(front):
-    front.assert_refused(front.post(submission(solution={"method": "x", "kind": "magic"})), 422,
-                         "unknown solution.kind 'magic'")
+    front.assert_refused(
+        front.post(submission(solution={"method": "x", "kind": "magic"})), 422, "unknown solution.kind 'magic'"
+    )
 
 
 def test_two_engine_sources(front):
@@ -84,14 +87,16 @@ def test_inline_engine_not_a_tar_gz(front):
 
 
 def test_tar_with_dotdot(front):
-    front.assert_refused(front.post(submission(tar_gz([LAUNCH, file_member("../evil.sh", b"x")]))), 400,
-                         "climbs out of the directory")
+    front.assert_refused(
+        front.post(submission(tar_gz([LAUNCH, file_member("../evil.sh", b"x")]))), 400, "climbs out of the directory"
+    )
     assert not (front.home.parent / "evil.sh").exists()
 
 
 def test_tar_with_absolute_path(front):
-    front.assert_refused(front.post(submission(tar_gz([LAUNCH, file_member("/tmp/evil-abs.sh", b"x")]))), 400,
-                         "absolute path")
+    front.assert_refused(
+        front.post(submission(tar_gz([LAUNCH, file_member("/tmp/evil-abs.sh", b"x")]))), 400, "absolute path"
+    )
 
 
 def test_tar_with_escaping_symlink(front):
@@ -108,8 +113,11 @@ def test_tar_escaping_through_a_chain_of_links(front):
     here, up = tarfile.TarInfo("here"), tarfile.TarInfo("up")
     here.type, here.linkname = tarfile.SYMTYPE, "."
     up.type, up.linkname = tarfile.SYMTYPE, "here/.."
-    front.assert_refused(front.post(submission(tar_gz([LAUNCH, (here, None), (up, None),
-                                                       file_member("up/escaped.txt", b"x")]))), 400, "link")
+    front.assert_refused(
+        front.post(submission(tar_gz([LAUNCH, (here, None), (up, None), file_member("up/escaped.txt", b"x")]))),
+        400,
+        "link",
+    )
 
 
 def test_tar_with_device_file(front):
@@ -161,8 +169,9 @@ def test_too_many_members(front, monkeypatch):
 
 
 def test_no_launch_sh(front):
-    front.assert_refused(front.post(submission(tar_gz([file_member("serve.sh", b"#!/bin/bash\n")]))), 400,
-                         "no launch.sh")
+    front.assert_refused(
+        front.post(submission(tar_gz([file_member("serve.sh", b"#!/bin/bash\n")]))), 400, "no launch.sh"
+    )
 
 
 def test_commit_not_40_hex(front):
@@ -212,8 +221,9 @@ def _git_repo(path, files: dict[str, bytes]):
     for name, data in files.items():
         (path / name).parent.mkdir(parents=True, exist_ok=True)
         (path / name).write_bytes(data)
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@t")
+    env = dict(
+        os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t"
+    )
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "engine"]):
         subprocess.run(cmd, cwd=path, env=env, check=True)
     subprocess.run(["git", "config", "uploadpack.allowAnySHA1InWant", "true"], cwd=path, check=True)
@@ -221,7 +231,9 @@ def _git_repo(path, files: dict[str, bytes]):
 
 
 def _head(repo) -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 @pytest.mark.parametrize("task", [TASK])

@@ -53,8 +53,7 @@ def test_sensor_starts_the_oldest_waiting_submission(front, instance):
     assert list(result.dynamic_partitions_requests[0].partition_keys) == [first["evaluation_id"]]
 
     # while a run is in flight on the device, nothing else starts
-    _run_with_tags(instance, {DEVICE_TAG: "local", SUBMISSION_TAG: first["submission_id"]},
-                   dg.DagsterRunStatus.STARTED)
+    _run_with_tags(instance, {DEVICE_TAG: "local", SUBMISSION_TAG: first["submission_id"]}, dg.DagsterRunStatus.STARTED)
     assert "device local is busy" in _tick(instance, front.home).skip_message
 
 
@@ -70,8 +69,9 @@ def test_sensor_moves_on_once_a_submission_has_its_run(front, instance, monkeypa
     req = _tick(instance, front.home).run_requests[0]
     assert req.tags[SUBMISSION_TAG] == second["submission_id"]
     # another device is not held up by this one's runs
-    _run_with_tags(instance, {DEVICE_TAG: "local", SUBMISSION_TAG: second["submission_id"]},
-                   dg.DagsterRunStatus.STARTED)
+    _run_with_tags(
+        instance, {DEVICE_TAG: "local", SUBMISSION_TAG: second["submission_id"]}, dg.DagsterRunStatus.STARTED
+    )
     monkeypatch.setenv("ARENA_DEVICE", "gpu-1")
     third = front.post(submission()).json()
     req = _tick(instance, front.home).run_requests[0]

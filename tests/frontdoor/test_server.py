@@ -35,7 +35,11 @@ class ApiServer:
         env = dict(os.environ, ARENA_HOME=str(home))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "speculator_arena.cli", "api", "--port", str(self.port), "--workers", str(workers)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
@@ -132,8 +136,9 @@ def test_server_killed_mid_submission(arena_home, server_factory):
         doc["engine"] = {"inline": inline}
         try:
             with httpx.Client(timeout=60) as c:
-                answers.append(c.post(f"{server.url}/api/submissions", json=doc,
-                                      headers={"Authorization": f"Bearer {token}"}))
+                answers.append(
+                    c.post(f"{server.url}/api/submissions", json=doc, headers={"Authorization": f"Bearer {token}"})
+                )
         except httpx.HTTPError as exc:
             answers.append(exc)
 

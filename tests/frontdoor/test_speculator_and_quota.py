@@ -20,8 +20,11 @@ SPEC_REV = "0123456789abcdef0123456789abcdef01234567"
 @pytest.fixture
 def target_on_hub(hub):
     task = load_protocol().tasks[TARGET_TASK]
-    hub.add(task.model, task.revision, {"config.json": b"{}", "model.safetensors": b"w" * 4000,
-                                        "modeling_qwen.py": b"import os\n"})
+    hub.add(
+        task.model,
+        task.revision,
+        {"config.json": b"{}", "model.safetensors": b"w" * 4000, "modeling_qwen.py": b"import os\n"},
+    )
     return 4002  # the allowed files' bytes
 
 
@@ -30,9 +33,16 @@ def _spec_doc(**over):
 
 
 def test_hub_speculator_takes_only_json_and_safetensors(front, hub, target_on_hub):
-    hub.add("org/eagle", SPEC_REV, {"config.json": b'{"draft": 1}', "model.safetensors": b"s" * 1000,
-                                     "modeling_eagle.py": b"import os; os.system('id')\n",
-                                     "README.md": b"hello"})
+    hub.add(
+        "org/eagle",
+        SPEC_REV,
+        {
+            "config.json": b'{"draft": 1}',
+            "model.safetensors": b"s" * 1000,
+            "modeling_eagle.py": b"import os; os.system('id')\n",
+            "README.md": b"hello",
+        },
+    )
     r = front.post(_spec_doc())
     assert r.status_code == 201, r.text
     from speculator_arena.frontdoor.seal import store_dir, verify_sealed
@@ -114,9 +124,13 @@ def test_quota_exhausted_and_void_refund(front):
     write_synthetic_evaluation(Warehouse(front.home), r.json()["evaluation_id"], split="test", attack="contended")
     assert front.post(submission(split="test"), token=token).status_code == 201
     # the participant account next to it is untouched
-    assert front.quota(split="test") == {"task_id": "local-smollm2", "split": "test", "used": 0,
-                                         "limit": load_protocol().quota("participant", "test"),
-                                         "left": load_protocol().quota("participant", "test")}
+    assert front.quota(split="test") == {
+        "task_id": "local-smollm2",
+        "split": "test",
+        "used": 0,
+        "limit": load_protocol().quota("participant", "test"),
+        "left": load_protocol().quota("participant", "test"),
+    }
 
 
 def test_tampered_seal_is_refused_before_the_engine_starts(front):

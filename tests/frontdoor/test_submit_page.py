@@ -48,7 +48,9 @@ def test_submit_page_shows_a_refusal(page, tmp_path):
     _fill(at, "sa_wrong", f"file://{tmp_path}@{'a' * 40}")
     at.button[0].click().run()  # the form's submit button
     assert not at.exception, [e.value for e in at.exception]
-    assert any("401" in e.value and "invalid or revoked token" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("401" in e.value and "invalid or revoked token" in e.value for e in at.error), [
+        e.value for e in at.error
+    ]
 
 
 def test_submit_page_submits_and_shows_the_status(page, tmp_path, arena_home):

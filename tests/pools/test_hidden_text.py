@@ -22,14 +22,17 @@ def _hidden(built_local) -> list[str]:
 
 def test_hidden_text_stays_hidden(built_local):
     hidden = _hidden(built_local)
-    assert len(hidden) > 100          # the hidden pool was built and holds real text
+    assert len(hidden) > 100  # the hidden pool was built and holds real text
 
     def leaks(blob: str) -> list[str]:
         return [h[:60] for h in hidden if h in blob]
 
     root = built_local["root"]
-    public_files = [p for p in root.rglob("*") if p.is_file() and "hidden" not in p.relative_to(root).parts
-                    and p.suffix in (".json", ".jsonl", ".md")]
+    public_files = [
+        p
+        for p in root.rglob("*")
+        if p.is_file() and "hidden" not in p.relative_to(root).parts and p.suffix in (".json", ".jsonl", ".md")
+    ]
     assert any(p.name == "sessions.jsonl" for p in public_files)
     for p in public_files:
         assert not leaks(p.read_text(encoding="utf-8")), p
@@ -56,8 +59,13 @@ def test_hidden_text_stays_hidden(built_local):
     path = analysts.refresh(built_local["home"]).path
     con = duckdb.connect(str(path), read_only=True)
     try:
-        relations = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() UNION ALL "
-                                               "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+        relations = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() UNION ALL "
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+            ).fetchall()
+        ]
         assert "raw_replies" in relations and "pass_speeds" in relations
         for rel in relations:
             assert not leaks("\n".join(_text_values(con, rel))), rel
@@ -79,8 +87,12 @@ def test_the_check_catches_a_leak(built_local, tmp_path):
     ctx = BuildContext("local-smollm2", home=home)
     ok, _ = checks.public_hidden_disjoint(ctx)
     assert ok
-    victim = next(t for s in hidden_sessions for t in s["turns"] if len(t["content"]) > 80
-                  and t["content"] in checks.hidden_only_texts(ctx))
+    victim = next(
+        t
+        for s in hidden_sessions
+        for t in s["turns"]
+        if len(t["content"]) > 80 and t["content"] in checks.hidden_only_texts(ctx)
+    )
     dev[0]["turns"][0]["content"] = victim["content"]
     write_jsonl(root / "dev" / "sessions.jsonl", dev)
     ok, meta = checks.public_hidden_disjoint(ctx)
@@ -93,7 +105,10 @@ def _text_values(con, relation: str) -> list[str]:
     out = []
     for name, typ, *_ in con.execute(f'DESCRIBE "{relation}"').fetchall():
         if typ == "VARCHAR" or typ.endswith("[]"):
-            out += [str(r[0]) for r in con.execute(f'SELECT "{name}" FROM "{relation}" WHERE "{name}" IS NOT NULL').fetchall()]
+            out += [
+                str(r[0])
+                for r in con.execute(f'SELECT "{name}" FROM "{relation}" WHERE "{name}" IS NOT NULL').fetchall()
+            ]
     return out
 
 
@@ -124,8 +139,13 @@ def test_a_test_split_evaluation_leaves_no_hidden_text_for_analysts(built_local,
     try:
         assert con.execute("SELECT count(*) FROM raw_requests WHERE evaluation_id = ?", [eid]).fetchone()[0] > 0
         assert con.execute("SELECT count(text) FROM raw_replies WHERE evaluation_id = ?", [eid]).fetchone()[0] == 0
-        relations = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() UNION ALL "
-                                               "SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+        relations = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM duckdb_tables() UNION ALL "
+                "SELECT view_name FROM duckdb_views() WHERE NOT internal"
+            ).fetchall()
+        ]
         assert {"raw_replies", "raw_requests", "staged_requests", "pass_speeds", "analyst_columns"} <= set(relations)
         blob = "\n".join(v for rel in relations for v in _text_values(con, rel))
     finally:

@@ -19,11 +19,23 @@ def test_every_asset_and_check_succeeds(built_local):
     res = built_local["result"]
     assert res.success
     checks = {c.check_name: c.passed for c in res.get_asset_check_evaluations()}
-    assert checks == {"every_turn_fits_window": True, "public_hidden_disjoint": True,
-                      "no_session_in_two_passes": True, "enough_sessions_for_every_pass": True,
-                      "busy_lanes_fit_cache": True}
+    assert checks == {
+        "every_turn_fits_window": True,
+        "public_hidden_disjoint": True,
+        "no_session_in_two_passes": True,
+        "enough_sessions_for_every_pass": True,
+        "busy_lanes_fit_cache": True,
+    }
     mats = {e.asset_key.to_user_string() for e in res.get_asset_materialization_events()}
-    assert mats == {"pool_sources", "pool_structure", "pool_dev", "pool_test", "pool_warmup", "pool_probes", "pool_data_card"}
+    assert mats == {
+        "pool_sources",
+        "pool_structure",
+        "pool_dev",
+        "pool_test",
+        "pool_warmup",
+        "pool_probes",
+        "pool_data_card",
+    }
 
 
 def test_hidden_folder_is_private(built_local):
@@ -49,7 +61,7 @@ def test_passes_are_deterministic_disjoint_salted(built_local):
             assert not ids & seen
             seen |= ids
             salts.add(ss[0].system_prompt.splitlines()[0])
-    assert len(salts) == len(task.workloads) * task.passes_per_workload    # a fresh prefix per pass
+    assert len(salts) == len(task.workloads) * task.passes_per_workload  # a fresh prefix per pass
     warm = {s.session_id for w in task.workloads for s in pool.warmup("ev-1", w, task.lanes[w])}
     assert warm and not warm & seen
     # Another evaluation draws other sessions for the same pass.
@@ -73,8 +85,8 @@ def test_sessions_follow_the_contract_and_the_task(built_local):
         assert s.turns[0].think_time_s == 0 and all(t.think_time_s >= 0 for t in s.turns)
         assert all(t.kind == ("user" if s.family == "chat" or i == 0 else "tool") for i, t in enumerate(s.turns))
         assert not any(t.paraphrased for t in s.turns)
-    assert all(len(v) == 1 for v in by_app.values())           # one shared prefix per app
-    assert any(s.tools for s in pool.sessions)                 # swe-agent's tool schemas
+    assert all(len(v) == 1 for v in by_app.values())  # one shared prefix per app
+    assert any(s.tools for s in pool.sessions)  # swe-agent's tool schemas
     probes = pool.greedy_prompts(task.gates.greedy_agreement.prompts)
     assert len({p.prompt_id for p in probes}) == task.gates.greedy_agreement.prompts
     fid = pool.fidelity_texts(task.gates.target_fidelity.texts)
@@ -130,8 +142,12 @@ def test_hidden_asset_without_key_builds_nothing_and_says_so(built_local, tmp_pa
     monkeypatch.delenv("ARENA_POOL_KEY_FILE", raising=False)
     home = tmp_path / "home"
     shutil.copytree(built_local["root"] / "dev", home / "pools" / TASK / "dev")
-    res = dg.materialize([pool_test], partition_key=TASK, resources=default_resources(home),
-                         run_config={"ops": {"pool_test": {"config": {"data_dir": str(shared_data)}}}})
+    res = dg.materialize(
+        [pool_test],
+        partition_key=TASK,
+        resources=default_resources(home),
+        run_config={"ops": {"pool_test": {"config": {"data_dir": str(shared_data)}}}},
+    )
     meta = res.get_asset_materialization_events()[0].materialization.metadata
     assert meta["built"].value is False and "ARENA_POOL_KEY" in meta["reason"].value
     assert not (home / "pools" / TASK / "hidden").exists()

@@ -22,7 +22,9 @@ def test_sharegpt_package_file_is_truncated_and_every_complete_record_is_kept():
 def test_sharegpt_corruption_in_the_middle_raises_with_partial(tmp_path):
     good = {"id": "a_0", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
     p = tmp_path / "sg.json"
-    p.write_text("[" + json.dumps(good) + ", {\"id\": \"b_0\", \"conversations\": [BROKEN]}, " + json.dumps(good | {"id": "c_0"}) + "]")
+    p.write_text(
+        "[" + json.dumps(good) + ', {"id": "b_0", "conversations": [BROKEN]}, ' + json.dumps(good | {"id": "c_0"}) + "]"
+    )
     with pytest.raises(SourceFormatError) as exc:
         readers.read_sharegpt_json(p)
     assert len(exc.value.partial) == 1 and exc.value.partial[0]["id"] == "a"
@@ -32,9 +34,15 @@ def test_sharegpt_corruption_in_the_middle_raises_with_partial(tmp_path):
 def test_sharegpt_cut_at_end_is_reported_not_raised(tmp_path):
     good = {"id": "a_0", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]}
     p = tmp_path / "sg.json"
-    p.write_text("[" + json.dumps(good) + ", " + json.dumps(good | {"id": "a_1"}) + ', {"id": "z_0", "conversations": [{"from": "human", "value": "cut he')
+    p.write_text(
+        "["
+        + json.dumps(good)
+        + ", "
+        + json.dumps(good | {"id": "a_1"})
+        + ', {"id": "z_0", "conversations": [{"from": "human", "value": "cut he'
+    )
     res = readers.read_sharegpt_json(p)
-    assert res.truncation and len(res.records) == 1          # two segments of one conversation
+    assert res.truncation and len(res.records) == 1  # two segments of one conversation
     assert [m["content"] for m in res.records[0]["messages"]] == ["hi", "hello", "hi", "hello"]
 
 
@@ -63,19 +71,59 @@ def test_real_trajectories_traces_apps_probes(shared_data):
 
 def test_azure_bad_row(tmp_path):
     p = tmp_path / "az.csv"
-    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\n2023-11-16 18:15:47.1,abc,4\n")
+    p.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\n2023-11-16 18:15:47.1,abc,4\n"
+    )
     with pytest.raises(SourceFormatError) as exc:
         readers.read_azure_csv(p)
     assert exc.value.where == "line 3" and len(exc.value.partial) == 1
 
 
 def _cc_trace(i):
-    return {"id": f"t{i}", "block_size": 64, "tool_tokens": 900, "system_tokens": 1200, "requests": [
-        {"t": 0.0, "type": "main", "model": "m", "in": 3000, "out": 120, "hash_ids": [1, 2, 3], "input_types": [],
-         "output_types": [], "stop": "tool_use", "api_time": 2.0, "think_time": 0.0},
-        {"requests": [{"t": 1.0, "type": "subagent", "model": "m", "in": 800, "out": 50, "hash_ids": [9], "think_time": 0.5}]},
-        {"t": 5.0, "type": "main", "model": "m", "in": 3400, "out": 80, "hash_ids": [1, 2, 3, 4], "api_time": 1.5, "think_time": 3.0},
-    ]}
+    return {
+        "id": f"t{i}",
+        "block_size": 64,
+        "tool_tokens": 900,
+        "system_tokens": 1200,
+        "requests": [
+            {
+                "t": 0.0,
+                "type": "main",
+                "model": "m",
+                "in": 3000,
+                "out": 120,
+                "hash_ids": [1, 2, 3],
+                "input_types": [],
+                "output_types": [],
+                "stop": "tool_use",
+                "api_time": 2.0,
+                "think_time": 0.0,
+            },
+            {
+                "requests": [
+                    {
+                        "t": 1.0,
+                        "type": "subagent",
+                        "model": "m",
+                        "in": 800,
+                        "out": 50,
+                        "hash_ids": [9],
+                        "think_time": 0.5,
+                    }
+                ]
+            },
+            {
+                "t": 5.0,
+                "type": "main",
+                "model": "m",
+                "in": 3400,
+                "out": 80,
+                "hash_ids": [1, 2, 3, 4],
+                "api_time": 1.5,
+                "think_time": 3.0,
+            },
+        ],
+    }
 
 
 def test_cc_traces_weka_format_list_and_jsonl(tmp_path):
@@ -97,7 +145,13 @@ def test_cc_traces_weka_format_list_and_jsonl(tmp_path):
 def test_sharegpt_cut_inside_a_multibyte_character(tmp_path):
     good = {"id": "a_0", "conversations": [{"from": "human", "value": "café"}, {"from": "gpt", "value": "oui"}]}
     p = tmp_path / "sg.json"
-    p.write_bytes(("[" + json.dumps(good, ensure_ascii=False) + ', {"id": "b_0", "conversations": [{"from": "human", "value": "caf').encode()
-                  + "é".encode()[:1])
+    p.write_bytes(
+        (
+            "["
+            + json.dumps(good, ensure_ascii=False)
+            + ', {"id": "b_0", "conversations": [{"from": "human", "value": "caf'
+        ).encode()
+        + "é".encode()[:1]
+    )
     res = readers.read_sharegpt_json(p)
     assert res.truncation and len(res.records) == 1 and res.records[0]["messages"][0]["content"] == "café"

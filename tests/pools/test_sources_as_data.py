@@ -23,8 +23,8 @@ def test_mini_swe_agent_jsonl_keeps_system_and_usage():
     c = r.conversations[0]
     assert c.source_id == "fx:fixture__rows-0" and c.family == "agent" and c.meta["system"].startswith("You are")
     assert [m["role"] for m in c.messages][:3] == ["user", "assistant", "user"]
-    assert len(c.user_turns()) == 4                     # the task and three tool outputs
-    assert r.trajectories[0]["messages"][2]["usage"]["prompt_tokens"] == 900   # for the structure fit
+    assert len(c.user_turns()) == 4  # the task and three tool outputs
+    assert r.trajectories[0]["messages"][2]["usage"]["prompt_tokens"] == 900  # for the structure fit
 
 
 def test_mini_swe_agent_traj_files_send_tool_messages_as_user_turns():
@@ -41,9 +41,9 @@ def test_messages_jsonl_tool_calls_tool_outputs_and_drops():
     assert dict(r.dropped) == {"no user turn": 1}
     c = r.conversations[0]
     assert [m["role"] for m in c.messages] == ["user", "assistant", "user", "assistant", "user", "assistant"]
-    assert "get_reservation" in c.messages[1]["content"]            # the tool call, as the assistant's text
-    assert '"reservation": "ABC023"' in c.messages[2]["content"]    # the tool output, as a user turn
-    assert c.messages[3]["content"].startswith("I found reservation")   # a content list's text parts
+    assert "get_reservation" in c.messages[1]["content"]  # the tool call, as the assistant's text
+    assert '"reservation": "ABC023"' in c.messages[2]["content"]  # the tool output, as a user turn
+    assert c.messages[3]["content"].startswith("I found reservation")  # a content list's text parts
     assert r.tool_messages == 6 and c.meta["system"] == "You are an airline support agent."
 
 
@@ -61,7 +61,7 @@ def test_questions_keep_each_turn_as_a_turn():
     assert c.meta["no_replies"] is True
     from speculator_arena.pools.build import _eligible
 
-    assert _eligible(c)                                   # the engines reply, closed loop
+    assert _eligible(c)  # the engines reply, closed loop
 
 
 def _bad(tmp_path: Path, kind: str) -> tuple[Path, str, str]:
@@ -96,8 +96,13 @@ def _bad(tmp_path: Path, kind: str) -> tuple[Path, str, str]:
     raise KeyError(kind)
 
 
-RECORD = {"truncated": "air-2", "missing-role": "air-1", "invalid-utf8": "air-1", "huge": "air-0",
-          "truncated-traj": "fixture__cols-4"}
+RECORD = {
+    "truncated": "air-2",
+    "missing-role": "air-1",
+    "invalid-utf8": "air-1",
+    "huge": "air-0",
+    "truncated-traj": "fixture__cols-4",
+}
 
 
 @pytest.mark.parametrize("kind", ["truncated", "empty", "missing-role", "invalid-utf8", "huge", "truncated-traj"])
@@ -105,7 +110,9 @@ def test_bad_input_names_file_line_and_record(tmp_path, monkeypatch, kind):
     monkeypatch.setenv("ARENA_MAX_RECORD_BYTES", "4096")
     path, fmt, says = _bad(tmp_path, kind)
     with pytest.raises(SourceFormatError) as exc:
-        read_set(path.parent if fmt == "mini-swe-agent-traj" else path, fmt, "chat" if "jsonl" in fmt else "agent", "x", kind)
+        read_set(
+            path.parent if fmt == "mini-swe-agent-traj" else path, fmt, "chat" if "jsonl" in fmt else "agent", "x", kind
+        )
     msg = str(exc.value)
     assert str(path) in msg and says in msg, msg
     if kind in RECORD:
@@ -118,9 +125,9 @@ def test_cut_by_characters_costs_what_the_cut_costs(shared_data):
     counter = TokenCounter(target_tokenizer("local-smollm2", shared_data))
     real = (shared_data / "agent" / "trajectories_200.jsonl").read_text(encoding="utf-8")[:300_000]
     cut = counter.cut(real, 700)
-    ids = counter.tok(real, add_special_tokens=False)["input_ids"]   # the cut of the whole text, as before
+    ids = counter.tok(real, add_special_tokens=False)["input_ids"]  # the cut of the whole text, as before
     assert cut == counter.tok.decode(ids[:700], skip_special_tokens=True) and counter.one(cut) <= 700
-    huge = real * 180                                                 # ~54 MB, one tool output
+    huge = real * 180  # ~54 MB, one tool output
     t0 = time.perf_counter()
     assert counter.cut(huge, 700) == cut
     assert time.perf_counter() - t0 < 2.0
@@ -133,30 +140,45 @@ def _decl(tmp_path: Path, text: str) -> Path:
 
 
 def test_one_declaration_extends_the_default(tmp_path):
-    p = _decl(tmp_path, f"""extends: default
+    p = _decl(
+        tmp_path,
+        f"""extends: default
 sets:
   - name: fixture questions
-    path: {FIX / 'questions.jsonl'}
+    path: {FIX / "questions.jsonl"}
     format: questions-jsonl
     family: chat
     id_prefix: mtq
     license: Apache-2.0
     weight: 0.3
-""")
+""",
+    )
     decls = load_declarations(p)
     assert [d.name for d in decls][-1] == "fixture questions" and len(decls) == 4
     assert decls[-1].weight == 0.3 and decls[0].path == "agent/trajectories_200.jsonl"
 
 
-@pytest.mark.parametrize("body,says", [
-    ("sets:\n  - {name: a, path: x, format: csv, family: chat, id_prefix: a, license: MIT}\n", "unknown format"),
-    ("sets:\n  - {name: a, path: x, format: messages-jsonl, family: chat, id_prefix: a}\n", "missing ['license']"),
-    ("sets:\n  - {name: a, format: messages-jsonl, family: chat, id_prefix: a, license: MIT}\n", "exactly one of"),
-    ("sets:\n  - {name: a, path: x, format: messages-jsonl, family: chat, id_prefix: a, license: MIT, weight: 0.7}\n"
-     "  - {name: b, path: y, format: messages-jsonl, family: chat, id_prefix: b, license: MIT, weight: 0.6}\n", "add up to 1.3"),
-    ("sets:\n  - {name: a, path: x, format: messages-jsonl, family: bots, id_prefix: a, license: MIT}\n", "family must be"),
-    ("sets:\n  - {name: a, path: x, format: messages-jsonl, family: chat, id_prefix: a, license: MIT, colour: red}\n", "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "body,says",
+    [
+        ("sets:\n  - {name: a, path: x, format: csv, family: chat, id_prefix: a, license: MIT}\n", "unknown format"),
+        ("sets:\n  - {name: a, path: x, format: messages-jsonl, family: chat, id_prefix: a}\n", "missing ['license']"),
+        ("sets:\n  - {name: a, format: messages-jsonl, family: chat, id_prefix: a, license: MIT}\n", "exactly one of"),
+        (
+            "sets:\n  - {name: a, path: x, format: messages-jsonl, family: chat, id_prefix: a, license: MIT, weight: 0.7}\n"
+            "  - {name: b, path: y, format: messages-jsonl, family: chat, id_prefix: b, license: MIT, weight: 0.6}\n",
+            "add up to 1.3",
+        ),
+        (
+            "sets:\n  - {name: a, path: x, format: messages-jsonl, family: bots, id_prefix: a, license: MIT}\n",
+            "family must be",
+        ),
+        (
+            "sets:\n  - {name: a, path: x, format: messages-jsonl, family: chat, id_prefix: a, license: MIT, colour: red}\n",
+            "unknown keys",
+        ),
+    ],
+)
 def test_bad_declarations_name_the_file_and_set(tmp_path, body, says):
     p = _decl(tmp_path, body)
     with pytest.raises(DeclarationError) as exc:
@@ -169,11 +191,14 @@ def test_weights_give_a_small_set_its_share(tmp_path, shared_data):
     where by its size it would be swamped by ShareGPT's 9,439 conversations."""
     from speculator_arena.pools.build import BuildContext, _ordered_candidates
 
-    p = _decl(tmp_path, f"""extends: default
+    p = _decl(
+        tmp_path,
+        f"""extends: default
 sets:
-  - {{name: fixture questions, path: {FIX / 'questions.jsonl'}, format: questions-jsonl, family: chat,
+  - {{name: fixture questions, path: {FIX / "questions.jsonl"}, format: questions-jsonl, family: chat,
      id_prefix: mtq, license: Apache-2.0, weight: 0.5}}
-""")
+""",
+    )
     ctx = BuildContext("local-smollm2", shared_data, tmp_path / "home", sources_file=p)
     cands, _ = _ordered_candidates(ctx, "dev", None)
     chats = [c for c in cands if c.family == "chat"]

@@ -55,8 +55,9 @@ def test_staged_version_cannot_replace_a_shipped_one(tmp_path, monkeypatch):
 
 
 def test_cli_protocol_json_is_the_document():
-    out = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "protocol", "--json"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "speculator_arena.cli", "protocol", "--json"], capture_output=True, text=True, check=True
+    ).stdout
     doc = json.loads(out)
     assert doc["version"] == load_protocol().version == 2 and doc["count_slack_tokens"] == 4
     assert doc["tasks"]["qwen3-8b"]["revision"] == "b968826d9c46dd6066d109eabc6255188de91218"

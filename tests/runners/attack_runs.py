@@ -12,10 +12,15 @@ from pathlib import Path
 from speculator_arena.runners.harness import REPO, Evaluation, EvaluationSpec
 from speculator_arena.warehouse import Warehouse
 
-HONEST = {"dev-stock": "engines/dev-stock", "dev-ngram": "engines/dev-ngram", "dev-self-draft": "engines/dev-self-draft",
-          "inflate_counters": "engines/attacks/dev-inflate-counters",
-          # two more A/A runs: with dev-stock, three of the calibration's four (test_calibration.py)
-          "aa_2": "engines/dev-stock", "aa_3": "engines/dev-stock"}
+HONEST = {
+    "dev-stock": "engines/dev-stock",
+    "dev-ngram": "engines/dev-ngram",
+    "dev-self-draft": "engines/dev-self-draft",
+    "inflate_counters": "engines/attacks/dev-inflate-counters",
+    # two more A/A runs: with dev-stock, three of the calibration's four (test_calibration.py)
+    "aa_2": "engines/dev-stock",
+    "aa_3": "engines/dev-stock",
+}
 # attack -> (engine directory, the gates of section 9 of which at least one must fail)
 ATTACKS = {
     # engines/attacks/dev-loose-accept relaxed to accepting every draft of a weak self-draft: its
@@ -86,31 +91,45 @@ def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
         names = {k: v for k, v in names.items() if k in only.split(",")}
 
     def spec(name, engine, v):
-        return EvaluationSpec(task_id="local-smollm2", engine=str(REPO / engine), evaluation_id=_eid(name), label=name,
-                              target=str(built_home["target"]), is_reference=name in HONEST, protocol_version=v)
+        return EvaluationSpec(
+            task_id="local-smollm2",
+            engine=str(REPO / engine),
+            evaluation_id=_eid(name),
+            label=name,
+            target=str(built_home["target"]),
+            is_reference=name in HONEST,
+            protocol_version=v,
+        )
 
     status = {}
     try:
         os.environ["ARENA_NO_PRIVILEGE_DROP"] = "1"
         together = {n: e for n, e in names.items() if n not in CONTENDED}
         with ProcessPoolExecutor(PARALLEL, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {n: pool.submit(_evaluate_in_own_process,
-                                      spec(n, e, more_texts if n == "skip_probe_items" else version).to_json(),
-                                      str(built_home["home"])) for n, e in together.items()}
+            futures = {
+                n: pool.submit(
+                    _evaluate_in_own_process,
+                    spec(n, e, more_texts if n == "skip_probe_items" else version).to_json(),
+                    str(built_home["home"]),
+                )
+                for n, e in together.items()
+            }
             status = {n: f.result() for n, f in futures.items()}
         _restore(old, "ARENA_NO_PRIVILEGE_DROP")
         for name, engine in names.items():
-            if name in CONTENDED:   # alone, with a hog outside the trees, under the shipped limit
+            if name in CONTENDED:  # alone, with a hog outside the trees, under the shipped limit
                 hog = _start_hog()
                 try:
-                    status[name] = Evaluation(spec(name, engine, shipped), home=built_home["home"],
-                                              progress=lambda m: print(m, flush=True)).run()
+                    status[name] = Evaluation(
+                        spec(name, engine, shipped), home=built_home["home"], progress=lambda m: print(m, flush=True)
+                    ).run()
                 finally:
                     _stop_hog(hog)
         from speculator_arena.scoring import score_warehouse
 
-        scores = score_warehouse(Warehouse(built_home["home"]), protocol_version=version,
-                                 evaluation_ids=[_eid(n) for n in names])
+        scores = score_warehouse(
+            Warehouse(built_home["home"]), protocol_version=version, evaluation_ids=[_eid(n) for n in names]
+        )
     finally:
         _restore(old, *old)
     wh = Warehouse(built_home["home"])
@@ -136,8 +155,12 @@ def _start_hog() -> int:
     import subprocess
     import sys
 
-    out = subprocess.run(["sh", "-c", f"{sys.executable} -c '{HOG}' >/dev/null 2>&1 & echo $!"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c '{HOG}' >/dev/null 2>&1 & echo $!"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return int(out.split()[-1])
 
 

@@ -36,9 +36,18 @@ def chat_sessions(shared_data) -> list[Session]:
                 break
             obj = json.loads(line)
             users = [m["content"][:400] for m in obj["messages"] if m["role"] == "user"][:4]
-            out.append(Session(session_id=f"s{i}", family="chat", app="chat", system_prompt="You are helpful.",
-                               tools=[], turns=[Turn("user", u, 16, 0.0) for u in users],
-                               footprint_tokens=100, source=obj["id"]))
+            out.append(
+                Session(
+                    session_id=f"s{i}",
+                    family="chat",
+                    app="chat",
+                    system_prompt="You are helpful.",
+                    tools=[],
+                    turns=[Turn("user", u, 16, 0.0) for u in users],
+                    footprint_tokens=100,
+                    source=obj["id"],
+                )
+            )
     return out
 
 

@@ -69,9 +69,11 @@ class H(BaseHTTPRequestHandler):
         if self.path == "/health":
             self._send(503 if MODE == "never_healthy" else 200, {"ok": MODE != "never_healthy"})
         elif self.path == "/metrics":
-            text = (f"# TYPE arena_test_requests_total counter\narena_test_requests_total {COUNT['chat']}\n"
-                    "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
-                    f"vllm:spec_decode_num_accepted_tokens_total{{model=\"m\"}} {3 * COUNT['chat']}\n")
+            text = (
+                f"# TYPE arena_test_requests_total counter\narena_test_requests_total {COUNT['chat']}\n"
+                "# TYPE vllm:spec_decode_num_accepted_tokens counter\n"
+                f'vllm:spec_decode_num_accepted_tokens_total{{model="m"}} {3 * COUNT["chat"]}\n'
+            )
             self._send(200, text.encode(), "text/plain; version=0.0.4")
         else:
             self._send(404, {"error": "not found"})
@@ -87,11 +89,21 @@ class H(BaseHTTPRequestHandler):
             # the scored reply's own tokens last, as a real engine's positions (the arena reads
             # its own token at each of them); filler ids before them
             ids = [100 + i for i in range(n * 4)] + reply_ids(msgs[-1]["content"])
-            pl = [None] + [{str(t): {"logprob": -0.5 - (i % 3) * 0.1, "rank": 1 + (i % 4 == 0)},
-                           "7": {"logprob": -0.1, "rank": 1}} for i, t in enumerate(ids)]
-            self._send(200, {"id": "x", "object": "chat.completion", "prompt_logprobs": pl,
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": "."},
-                                          "finish_reason": "length"}]})
+            pl = [None] + [
+                {str(t): {"logprob": -0.5 - (i % 3) * 0.1, "rank": 1 + (i % 4 == 0)}, "7": {"logprob": -0.1, "rank": 1}}
+                for i, t in enumerate(ids)
+            ]
+            self._send(
+                200,
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "prompt_logprobs": pl,
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": "."}, "finish_reason": "length"}
+                    ],
+                },
+            )
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -108,8 +120,12 @@ class H(BaseHTTPRequestHandler):
             time.sleep(CHUNK_DELAY)
             emit({"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
         emit({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-        emit({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 999,
-                                       "prompt_tokens_details": {"cached_tokens": 4}}})
+        emit(
+            {
+                "choices": [],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 999, "prompt_tokens_details": {"cached_tokens": 4}},
+            }
+        )
         emit("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
@@ -123,8 +139,11 @@ def main():
             print(f"PROBE_READ {probe}: readable", flush=True)
         except OSError as exc:
             print(f"PROBE_READ {probe}: denied ({exc.__class__.__name__})", flush=True)
-    print(f"uid={os.getuid()} TARGET={os.environ.get('TARGET')} MAX_NUM_SEQS={os.environ.get('MAX_NUM_SEQS')} "
-          f"GPU_MEMORY_UTILIZATION={os.environ.get('GPU_MEMORY_UTILIZATION')}", flush=True)
+    print(
+        f"uid={os.getuid()} TARGET={os.environ.get('TARGET')} MAX_NUM_SEQS={os.environ.get('MAX_NUM_SEQS')} "
+        f"GPU_MEMORY_UTILIZATION={os.environ.get('GPU_MEMORY_UTILIZATION')}",
+        flush=True,
+    )
     if "offload" in MODE:
         print("INFO: cpu_offload_gb=8 (weights offloaded to CPU)", flush=True)
     if "hog_shm" in MODE:

@@ -28,5 +28,6 @@ def make_engine(root: Path, name: str, mode: str = "normal", extra_env: dict | N
         "#!/bin/bash\nset -e\n"
         f"export ENGINE_MODE='{mode}'\n{exports}"
         'cd "$(dirname "$0")"\n'
-        f'exec {ENGINE_PYTHON} sse_engine.py\n')
+        f"exec {ENGINE_PYTHON} sse_engine.py\n"
+    )
     return d

@@ -50,7 +50,9 @@ def test_attack_is_caught_by_its_gate(evaluated, name):
     caught_by = {k for k, v in verdicts.items() if v == "fail"}
     assert caught_by & ATTACKS[name][1], f"{name} was not caught by {ATTACKS[name][1]}:\n{g.to_string()}"
     ev = evaluated["scores"].evaluations.set_index("evaluation_id").loc[f"atk-{name.replace('_', '-')}"]
-    assert ev["specscore"] == 0 and not ev["void"], ev[["specscore", "specscore_reason"]].to_dict()  # 0: never blank, never void
+    assert ev["specscore"] == 0 and not ev["void"], ev[
+        ["specscore", "specscore_reason"]
+    ].to_dict()  # 0: never blank, never void
     assert ev["specscore_reason"].startswith("gate failed: "), ev["specscore_reason"]
 
 
@@ -99,16 +101,23 @@ def test_inflated_counters_change_nothing_scored(evaluated):
 
 def test_hog_memory_fails_the_memory_gate(built_home):
     if not Device.open().available:
-        pytest.skip("hog_memory needs a GPU: the memory gate samples device memory through NVML, "
-                    f"and this machine has none ({Device.open().reason})")
+        pytest.skip(
+            "hog_memory needs a GPU: the memory gate samples device memory through NVML, "
+            f"and this machine has none ({Device.open().reason})"
+        )
     from ci_profile import ATTACK_OVERRIDES, stage_ci_protocol
 
     d = Path(built_home["home"]) / "hog_protocol"
     stage_ci_protocol(d, **ATTACK_OVERRIDES)
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
     try:
-        spec = EvaluationSpec(task_id="local-smollm2", engine=str(REPO / "engines/attacks/dev-hog-memory"),
-                              evaluation_id="atk-hog-memory", label="hog_memory", target=str(built_home["target"]))
+        spec = EvaluationSpec(
+            task_id="local-smollm2",
+            engine=str(REPO / "engines/attacks/dev-hog-memory"),
+            evaluation_id="atk-hog-memory",
+            label="hog_memory",
+            target=str(built_home["target"]),
+        )
         assert Evaluation(spec, home=built_home["home"]).run() == "measured"
         from speculator_arena.scoring import score_warehouse
 
@@ -125,8 +134,10 @@ def test_a_contended_machine_voids_the_evaluation_instead_of_ranking_it(evaluate
     _need(evaluated, "host_contended")
     assert evaluated["status"]["host_contended"] == "void"
     ev = evaluated["scores"].evaluations.set_index("evaluation_id").loc["atk-host-contended"]
-    assert bool(ev["void"]) and ev["specscore"] != ev["specscore"]   # NaN: void, never a number
-    assert ev["specscore_reason"].startswith("void: host contended (candidate solo-0: foreign CPU"), ev["specscore_reason"]
+    assert bool(ev["void"]) and ev["specscore"] != ev["specscore"]  # NaN: void, never a number
+    assert ev["specscore_reason"].startswith("void: host contended (candidate solo-0: foreign CPU"), ev[
+        "specscore_reason"
+    ]
     rows = evaluated["contention"]["atk-host-contended"]
     share = sum(r["foreign_cpu_seconds"] for r in rows) / sum(r["ended_at"] - r["started_at"] for r in rows)
-    assert share > 0.5, share      # the hog's core, seen from outside the engine
+    assert share > 0.5, share  # the hog's core, seen from outside the engine

@@ -29,17 +29,31 @@ pytestmark = pytest.mark.slow
 
 TASK = "local-smollm2"
 # the calibration's run -> the attack module's evaluation that stands for it
-ADOPT = {"aa-1": "atk-dev-stock", "aa-2": "atk-aa-2", "aa-3": "atk-aa-3", "dev-ngram-4": "atk-dev-ngram", "dev-self-draft": "atk-dev-self-draft",
-         "loose-accept": "atk-loose-accept", "force-greedy": "atk-force-greedy", "other-sampling": "atk-other-sampling",
-         "quantized": "atk-quantized", "cut-half": "atk-cut-half", "empty-probe-replies": "atk-empty-probe-replies",
-         "garbage-logprob-ids": "atk-garbage-logprob-ids"}
+ADOPT = {
+    "aa-1": "atk-dev-stock",
+    "aa-2": "atk-aa-2",
+    "aa-3": "atk-aa-3",
+    "dev-ngram-4": "atk-dev-ngram",
+    "dev-self-draft": "atk-dev-self-draft",
+    "loose-accept": "atk-loose-accept",
+    "force-greedy": "atk-force-greedy",
+    "other-sampling": "atk-other-sampling",
+    "quantized": "atk-quantized",
+    "cut-half": "atk-cut-half",
+    "empty-probe-replies": "atk-empty-probe-replies",
+    "garbage-logprob-ids": "atk-garbage-logprob-ids",
+}
 HONEST = ("aa-1", "aa-2", "aa-3", "aa-4", "dev-ngram-4", "dev-self-draft")
 
 
 @pytest.fixture(scope="module")
 def calibrated(evaluated, built_home):
-    missing = [v for v in ADOPT.values() if v.replace("atk-", "").replace("-", "_") not in evaluated["status"]
-               and v.replace("atk-", "") not in evaluated["status"]]
+    missing = [
+        v
+        for v in ADOPT.values()
+        if v.replace("atk-", "").replace("-", "_") not in evaluated["status"]
+        and v.replace("atk-", "") not in evaluated["status"]
+    ]
     if missing:
         pytest.skip(f"the attack module's runs {missing} were not selected (ARENA_ATTACK_TEST_ONLY)")
     home = built_home["home"]
@@ -52,8 +66,19 @@ def calibrated(evaluated, built_home):
         base = evaluated["version"]
         wh = Warehouse(home)
         before = score_warehouse(wh, base)
-        args = ["calibrate", "--task", TASK, "--base", str(base), "--fit-grid", "small", "--fit-seconds", "2",
-                "--target", str(built_home["target"])] + [a for k, v in ADOPT.items() for a in ("--adopt", f"{k}={v}")]
+        args = [
+            "calibrate",
+            "--task",
+            TASK,
+            "--base",
+            str(base),
+            "--fit-grid",
+            "small",
+            "--fit-seconds",
+            "2",
+            "--target",
+            str(built_home["target"]),
+        ] + [a for k, v in ADOPT.items() for a in ("--adopt", f"{k}={v}")]
         rc = main(args)
         from speculator_arena.calibration.candidate import candidate_versions
 
@@ -63,10 +88,17 @@ def calibrated(evaluated, built_home):
         doc = yaml.safe_load((candidate_dir(home, TASK, version) / "candidate.yaml").read_text())
         publish = ["protocol", "publish", "--task", TASK, "--candidate", str(version), "--by", "ci-operator"]
         if not evidence["separates"]:
-            assert main(publish) == 2       # refused without the override
+            assert main(publish) == 2  # refused without the override
         assert main(publish + (["--override"] if not evidence["separates"] else [])) == 0
-        yield {"home": home, "wh": wh, "base": base, "version": version, "evidence": evidence, "doc": doc,
-               "before": before}
+        yield {
+            "home": home,
+            "wh": wh,
+            "base": base,
+            "version": version,
+            "evidence": evidence,
+            "doc": doc,
+            "before": before,
+        }
     finally:
         mp.undo()
 
@@ -95,9 +127,14 @@ def test_every_value_follows_scoring_md_on_the_stored_runs(calibrated):
     hi_q = g.at[(ids["quantized"], "greedy_agreement"), "statistic"]
     assert task["limits"]["greedy_agreement_floor"] == (round((lo_h + hi_q) / 2, 3) if lo_h - hi_q >= 0.2 else None)
     e = sc.evaluations.set_index("evaluation_id")
-    errs = [abs((e.at[i, "r_solo"] * e.at[i, "r_team"] * e.at[i, "r_busy"]) ** (1 / 3) - 1)
-            for i in (ids[f"aa-{k}"] for k in range(1, 5))]
-    assert task["speed_noise"] == {"mean_abs_error": round(float(np.mean(errs)), 4), "max_abs_error": round(max(errs), 4)}
+    errs = [
+        abs((e.at[i, "r_solo"] * e.at[i, "r_team"] * e.at[i, "r_busy"]) ** (1 / 3) - 1)
+        for i in (ids[f"aa-{k}"] for k in range(1, 5))
+    ]
+    assert task["speed_noise"] == {
+        "mean_abs_error": round(float(np.mean(errs)), 4),
+        "max_abs_error": round(max(errs), 4),
+    }
     assert task["dev_test_gap"] == min(0.95, round(5 * round(max(errs), 4), 4))
     # the A/A run the attack module lacks was run by this calibration, under its base version
     for k in (4,):
@@ -117,11 +154,11 @@ def test_m_and_c_come_from_the_fit_passes(calibrated):
     rows["out"] = rows["output_tokens"].fillna(0)
     from speculator_arena.dashboards.data_card import load_data_card
 
-    card = load_data_card(TASK, wh.home).stats["cache_hit_targets"]   # the served pool's card, else the repository's
+    card = load_data_card(TASK, wh.home).stats["cache_hit_targets"]  # the served pool's card, else the repository's
     assert fit["targets"]["cache_hit_tokens"] == card["target_cache_hit_token_weighted"]
     t_hit, t_ret = card["target_cache_hit_token_weighted"], card["returning_session_history_cached_target"]
     best = None
-    for (m, c) in [(1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)]:
+    for m, c in [(1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)]:
         r = rows[rows["pass_id"] == f"fit-m{m}-c{c:g}"]
         assert len(r), (m, c)
         prompt = r["prompt"].astype(float)
@@ -136,8 +173,11 @@ def test_m_and_c_come_from_the_fit_passes(calibrated):
                     hist += h
                     hit += min(s.at[i, "cached"], h)
         ret = hit / hist if hist else None
-        loss = ((hit_tokens - t_hit) / t_hit) ** 2 + ((hit_mean - t_hit) / t_hit) ** 2 + \
-            (1.0 if ret is None else ((ret - t_ret) / t_ret) ** 2)
+        loss = (
+            ((hit_tokens - t_hit) / t_hit) ** 2
+            + ((hit_mean - t_hit) / t_hit) ** 2
+            + (1.0 if ret is None else ((ret - t_ret) / t_ret) ** 2)
+        )
         if best is None or loss < best[0] - 1e-12:
             best = (loss, m, c)
     task = calibrated["doc"]["tasks"][TASK]
@@ -157,7 +197,7 @@ def test_on_the_published_version_honest_runs_pass_and_controls_fail_or_are_name
         failed = set(g.loc[g["verdict"] == "fail", "gate"])
         if name in HONEST:
             assert not failed, (name, g.to_string())
-        elif not failed:   # a planted attack not caught: the evidence names it, in red
+        elif not failed:  # a planted attack not caught: the evidence names it, in red
             assert any(name in p for p in ev["problems"]), (name, ev["problems"])
 
 
@@ -171,8 +211,9 @@ def test_publishing_rescored_the_warehouse_and_the_base_scores_are_unchanged(cal
     before = calibrated["before"].gates[cols]
     after = score_warehouse(wh, base, evaluation_ids=list(before["evaluation_id"].unique())).gates[cols]
     key = ["evaluation_id", "gate"]
-    pd.testing.assert_frame_equal(before.sort_values(key).reset_index(drop=True),
-                                  after.sort_values(key).reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        before.sort_values(key).reset_index(drop=True), after.sort_values(key).reset_index(drop=True)
+    )
     new = score_warehouse(wh, version, evaluation_ids=list(before["evaluation_id"].unique())).gates[cols]
     both = before.merge(new, on=key, suffixes=("_old", "_new"))
     moved = both[both["verdict_old"] != both["verdict_new"]]

@@ -17,8 +17,12 @@ BURN = "import time\nwhile time.process_time() < {s}: pass\n"
 
 def _detached_burner(cpu_seconds: float) -> int:
     """A burner re-parented away from this process's tree (its shell exits at once); its pid."""
-    out = subprocess.run(["sh", "-c", f"{sys.executable} -c '{BURN.format(s=cpu_seconds)}' >/dev/null 2>&1 & echo $!"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c '{BURN.format(s=cpu_seconds)}' >/dev/null 2>&1 & echo $!"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return int(out.split()[-1])
 
 
@@ -36,7 +40,7 @@ def _wait_gone(pid: int, timeout: float = 60.0) -> None:
 def test_own_work_and_exited_children_are_not_foreign():
     sampler = ContentionSampler(0.5).start()
     before = time.process_time()
-    while time.process_time() - before < 0.6:                                # the runner itself
+    while time.process_time() - before < 0.6:  # the runner itself
         pass
     subprocess.run([sys.executable, "-c", BURN.format(s=0.6)], check=True)  # a child that exits
     mine = time.process_time() - before

@@ -4,17 +4,22 @@ ARENA_HOME/dagster): the session's real evaluation (tests/real_evaluation.py), a
 from __future__ import annotations
 
 import dagster as dg
+from real_evaluation import ACCOUNT, LABEL
 
 from speculator_arena.cli import main
 from speculator_arena.runners.status import current_row
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.schema import TABLES
 
-from real_evaluation import ACCOUNT, LABEL
-
 FAST = {
-    "workloads": {w: {"interleave": 1 if w == "solo" else 2, "pass_seconds": 1,
-                      "speed": "request_time" if w == "solo" else "busy_window"} for w in ("solo", "team", "busy")},
+    "workloads": {
+        w: {
+            "interleave": 1 if w == "solo" else 2,
+            "pass_seconds": 1,
+            "speed": "request_time" if w == "solo" else "busy_window",
+        }
+        for w in ("solo", "team", "busy")
+    },
     "start_stop": {"health_timeout_seconds": 5, "sigterm_grace_seconds": 3},
     "grace_seconds": 5,
 }
@@ -46,8 +51,19 @@ def test_arena_evaluate_materializes_the_partition(real_evaluation):
 
 def test_evaluate_rejects_bad_input_without_storing(built_home, profile, capsys):
     profile(**FAST)
-    rc = main(["evaluate", "--task", "local-smollm2", "--engine", "/nonexistent/engine", "--home",
-               str(built_home["home"]), "--evaluation-id", "cli-bad"])
+    rc = main(
+        [
+            "evaluate",
+            "--task",
+            "local-smollm2",
+            "--engine",
+            "/nonexistent/engine",
+            "--home",
+            str(built_home["home"]),
+            "--evaluation-id",
+            "cli-bad",
+        ]
+    )
     assert rc == 2 and "engine directory not found" in capsys.readouterr().err
     assert current_row(Warehouse(built_home["home"]), "cli-bad") is None
     rc = main(["evaluate", "--resume", "no-such-eval", "--home", str(built_home["home"])])

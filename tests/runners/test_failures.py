@@ -25,16 +25,28 @@ from speculator_arena.runners.status import EvaluationStateError, current_row, r
 from speculator_arena.warehouse import Warehouse
 
 FAST = {
-    "workloads": {w: {"interleave": 1 if w == "solo" else 2, "pass_seconds": 1,
-                      "speed": "request_time" if w == "solo" else "busy_window"} for w in ("solo", "team", "busy")},
+    "workloads": {
+        w: {
+            "interleave": 1 if w == "solo" else 2,
+            "pass_seconds": 1,
+            "speed": "request_time" if w == "solo" else "busy_window",
+        }
+        for w in ("solo", "team", "busy")
+    },
     "start_stop": {"health_timeout_seconds": 3, "sigterm_grace_seconds": 3},
     "grace_seconds": 5,
 }
 
 
 def _spec(eid, cand, stock, built):
-    return EvaluationSpec(task_id="local-smollm2", engine=str(cand), stock_engine=str(stock), evaluation_id=eid,
-                          label=eid, target=str(built["target"]))
+    return EvaluationSpec(
+        task_id="local-smollm2",
+        engine=str(cand),
+        stock_engine=str(stock),
+        evaluation_id=eid,
+        label=eid,
+        target=str(built["target"]),
+    )
 
 
 def _all_parts_whole(home: Path) -> int:
@@ -63,7 +75,8 @@ def test_real_paired_evaluation_is_measured(real_evaluation, smollm2_target):
     assert row["status"] == "measured", (row["void_reason"], row["failure_reason"])
     passes = wh.read_table("passes", eid).to_pylist()
     assert sorted((p["engine"], p["pass_id"]) for p in passes) == sorted(
-        (e, f"{w}-{i}") for e in ("candidate", "stock") for w in ("solo", "team", "busy") for i in range(3))
+        (e, f"{w}-{i}") for e in ("candidate", "stock") for w in ("solo", "team", "busy") for i in range(3)
+    )
     assert all(p["status"] == "complete" for p in passes)
     device = json.loads(row["provenance"])["device"]
     assert all(p["memory_status"] == ("sampled" if device["nvml"] else "unavailable") for p in passes)
@@ -77,8 +90,13 @@ def test_real_paired_evaluation_is_measured(real_evaluation, smollm2_target):
     lanes_of = {p["pass_id"]: p["lanes"] for p in passes}
     for pid in ("solo-0", "team-1", "busy-2"):
         for lane in range(lanes_of[pid]):
-            firsts = {e: min((r for r in reqs if r["engine"] == e and r["pass_id"] == pid and r["lane"] == lane),
-                             key=lambda r: r["sent_at"]) for e in ("candidate", "stock")}
+            firsts = {
+                e: min(
+                    (r for r in reqs if r["engine"] == e and r["pass_id"] == pid and r["lane"] == lane),
+                    key=lambda r: r["sent_at"],
+                )
+                for e in ("candidate", "stock")
+            }
             assert firsts["candidate"]["session_id"] == firsts["stock"]["session_id"]
             assert firsts["candidate"]["seed"] == firsts["stock"]["seed"]
     assert any(r["pass_id"].startswith("warmup-") for r in reqs)
@@ -92,25 +110,40 @@ def test_real_paired_evaluation_is_measured(real_evaluation, smollm2_target):
     mets = wh.read_table("metrics", eid).to_pylist()
     assert {m["phase"] for m in mets} == {"before", "after"}
     assert {m["engine"] for m in mets} == {"candidate", "stock"}
-    for table, engine_col in (("probe_greedy", "engine"), ("probe_fidelity", "engine"), ("probe_scored", "reply_engine")):
+    for table, engine_col in (
+        ("probe_greedy", "engine"),
+        ("probe_fidelity", "engine"),
+        ("probe_scored", "reply_engine"),
+    ):
         probes = wh.read_table(table, eid).to_pylist()
         assert {p[engine_col] for p in probes if p["answered"]} == {"candidate", "stock"}, table
     starts = wh.read_table("engine_starts", eid).to_pylist()
     assert sorted((s["engine"], s["purpose"]) for s in starts) == [
-        ("candidate", "probe"), ("candidate", "timed"), ("stock", "probe"), ("stock", "timed")]
+        ("candidate", "probe"),
+        ("candidate", "timed"),
+        ("stock", "probe"),
+        ("stock", "timed"),
+    ]
     assert all(s["stop_signal"] == "SIGTERM" and s["healthy_at"] and not s["died"] for s in starts)
     scored = _scores(home, eid).evaluations.iloc[0]
     assert scored["specscore"] == scored["specscore"], scored["specscore_reason"]  # a number, never blank
     with pytest.raises(EvaluationStateError, match="already measured"):
-        Evaluation(EvaluationSpec(task_id=row["task_id"], engine="engines/dev-ngram", evaluation_id=eid,
-                                  target=str(smollm2_target)), home=home).run()
+        Evaluation(
+            EvaluationSpec(
+                task_id=row["task_id"], engine="engines/dev-ngram", evaluation_id=eid, target=str(smollm2_target)
+            ),
+            home=home,
+        ).run()
 
 
 def test_candidate_never_healthy_fails_and_scores_zero(built_home, engine_factory, profile):
     """Stand-in SSE engine: only it can be made never to answer /health (mode never_healthy)."""
     profile(**FAST)
-    ev = Evaluation(_spec("fx-mute", engine_factory("mute", "never_healthy"), engine_factory("ok"), built_home),
-                    home=built_home["home"], progress=lambda m: None)
+    ev = Evaluation(
+        _spec("fx-mute", engine_factory("mute", "never_healthy"), engine_factory("ok"), built_home),
+        home=built_home["home"],
+        progress=lambda m: None,
+    )
     t0 = time.time()
     assert ev.run() == "failed"
     assert time.time() - t0 < 60
@@ -127,8 +160,11 @@ def test_candidate_never_healthy_fails_and_scores_zero(built_home, engine_factor
 def test_candidate_dies_mid_pass(built_home, engine_factory, profile):
     """Stand-in SSE engine: only it can be made to die after a set number of requests (die_after=6)."""
     profile(**FAST)
-    ev = Evaluation(_spec("fx-die", engine_factory("dies", "die_after=6"), engine_factory("ok"), built_home),
-                    home=built_home["home"], progress=lambda m: None)
+    ev = Evaluation(
+        _spec("fx-die", engine_factory("dies", "die_after=6"), engine_factory("ok"), built_home),
+        home=built_home["home"],
+        progress=lambda m: None,
+    )
     assert ev.run() == "failed"
     wh = Warehouse(built_home["home"])
     row = current_row(wh, "fx-die")
@@ -147,8 +183,11 @@ def test_stock_failure_voids_and_keeps_candidate_rows(built_home, engine_factory
     """Stand-in SSE engines: the stock engine must fail to start on cue (never_healthy), which the
     real stock engine never does."""
     profile(**FAST)
-    ev = Evaluation(_spec("fx-stockfail", engine_factory("ok"), engine_factory("mute", "never_healthy"), built_home),
-                    home=built_home["home"], progress=lambda m: None)
+    ev = Evaluation(
+        _spec("fx-stockfail", engine_factory("ok"), engine_factory("mute", "never_healthy"), built_home),
+        home=built_home["home"],
+        progress=lambda m: None,
+    )
     assert ev.run() == "void"
     wh = Warehouse(built_home["home"])
     row = current_row(wh, "fx-stockfail")
@@ -162,15 +201,39 @@ def test_stock_failure_voids_and_keeps_candidate_rows(built_home, engine_factory
 def test_runner_killed_mid_pass_then_resume_voids(built_home, engine_factory, profile, tmp_path):
     """Stand-in SSE engine: the runner is SIGKILLed mid-pass, which needs an evaluation of its own
     (the shared real one must stay whole), and the stand-in makes that one take seconds, not minutes."""
-    profile(**{**FAST, "workloads": {w: {"interleave": 1 if w == "solo" else 2, "pass_seconds": 3,
-                                         "speed": "request_time" if w == "solo" else "busy_window"}
-                                     for w in ("solo", "team", "busy")}})
+    profile(
+        **{
+            **FAST,
+            "workloads": {
+                w: {
+                    "interleave": 1 if w == "solo" else 2,
+                    "pass_seconds": 3,
+                    "speed": "request_time" if w == "solo" else "busy_window",
+                }
+                for w in ("solo", "team", "busy")
+            },
+        }
+    )
     eng = engine_factory("ok")
     home = built_home["home"]
     wh = Warehouse(home)
-    cmd = [sys.executable, "-m", "speculator_arena.runners.evaluate", "--task", "local-smollm2", "--engine", str(eng),
-           "--stock-engine", str(eng), "--evaluation-id", "fx-killed", "--target", str(built_home["target"]),
-           "--home", str(home)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "speculator_arena.runners.evaluate",
+        "--task",
+        "local-smollm2",
+        "--engine",
+        str(eng),
+        "--stock-engine",
+        str(eng),
+        "--evaluation-id",
+        "fx-killed",
+        "--target",
+        str(built_home["target"]),
+        "--home",
+        str(home),
+    ]
     proc = subprocess.Popen(cmd, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + 120

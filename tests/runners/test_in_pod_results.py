@@ -23,8 +23,14 @@ def test_the_pods_runner_reports_through_pipes_and_its_rows_land_whole(built_hom
     profile(**FAST)
     home, eid = built_home["home"], "k8s-in-pod-1"
     eng = engine_factory("ok")
-    spec = EvaluationSpec(task_id="local-smollm2", engine=str(eng), stock_engine=str(eng), evaluation_id=eid,
-                          target=str(built_home["target"]), label="sse-ok")
+    spec = EvaluationSpec(
+        task_id="local-smollm2",
+        engine=str(eng),
+        stock_engine=str(eng),
+        evaluation_id=eid,
+        target=str(built_home["target"]),
+        label="sse-ok",
+    )
     launcher_row = Evaluation(spec, home=home).queue()
     results = tmp_path / "results" / eid
     command = [sys.executable, *pod_command(spec)[1:], "--home", str(results), "--artifacts", str(home)]
@@ -35,8 +41,7 @@ def test_the_pods_runner_reports_through_pipes_and_its_rows_land_whole(built_hom
         return dg.MaterializeResult(metadata={"messages": list(invocation.get_custom_messages())})
 
     instance = dg.DagsterInstance.ephemeral()
-    res = dg.materialize([pod], resources={"pipes": dg.PipesSubprocessClient()}, instance=instance,
-                         raise_on_error=True)
+    res = dg.materialize([pod], resources={"pipes": dg.PipesSubprocessClient()}, instance=instance, raise_on_error=True)
     messages = res.asset_materializations_for_node("pod")[0].metadata["messages"].value
     assert [m["status"] for m in messages if m["event"] == "status"] == ["queued", "running"]
     final = messages[-1]

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from speculator_arena.runners.lifecycle import (
-    EngineRun, EngineStartError, _proc_pids, detect_offload, free_port, unpack_engine)
+    EngineRun,
+    EngineStartError,
+    _proc_pids,
+    detect_offload,
+    free_port,
+    unpack_engine,
+)
 
 ROOT = os.geteuid() == 0
 
@@ -17,11 +23,23 @@ ROOT = os.geteuid() == 0
 def _run(src, tmp_path, **env) -> EngineRun:
     import sys
 
-    e = {"PATH": "/usr/bin:/bin", "ARENA_PYTHON": sys.executable, "TARGET": str(tmp_path), "MAX_NUM_SEQS": "3",
-         "GPU_MEMORY_UTILIZATION": "0.90"}
+    e = {
+        "PATH": "/usr/bin:/bin",
+        "ARENA_PYTHON": sys.executable,
+        "TARGET": str(tmp_path),
+        "MAX_NUM_SEQS": "3",
+        "GPU_MEMORY_UTILIZATION": "0.90",
+    }
     e.update(env)
-    return EngineRun(engine="candidate", purpose="timed", start_index=1, src=src, env_vars=e, port=free_port(),
-                     private_root=tmp_path / "private")
+    return EngineRun(
+        engine="candidate",
+        purpose="timed",
+        start_index=1,
+        src=src,
+        env_vars=e,
+        port=free_port(),
+        private_root=tmp_path / "private",
+    )
 
 
 def test_start_health_stop_and_cleanup(engine_factory, tmp_path):
@@ -116,8 +134,9 @@ def test_without_own_user_only_the_engines_new_shm_is_removed(engine_factory, tm
         try:
             assert er.wait_healthy(20)
             assert not er.unprivileged and er.privilege_note
-            engine_files = [p for p in Path("/dev/shm").iterdir()
-                            if p.name.startswith("arena-test-") and "keep" not in p.name]
+            engine_files = [
+                p for p in Path("/dev/shm").iterdir() if p.name.startswith("arena-test-") and "keep" not in p.name
+            ]
             assert engine_files
         finally:
             er.stop(5)

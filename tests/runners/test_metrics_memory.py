@@ -23,8 +23,8 @@ lat_count 5
 
 
 def test_fallback_parser_agrees_with_prometheus_client():
-    a = sorted((n, tuple(sorted(l.items())), v) for n, l, v in samples(TEXT))
-    b = sorted((n, tuple(sorted(l.items())), v) for n, l, v in _simple_samples(TEXT))
+    a = sorted((n, tuple(sorted(lab.items())), v) for n, lab, v in samples(TEXT))
+    b = sorted((n, tuple(sorted(lab.items())), v) for n, lab, v in _simple_samples(TEXT))
     assert a == b and len(a) == 6
     assert ("vllm:spec_decode_num_accepted_tokens_total", (("engine", "0"), ("model_name", 'q"8b')), 1234.0) in a
     with pytest.raises(ValueError):
@@ -34,8 +34,15 @@ def test_fallback_parser_agrees_with_prometheus_client():
 def test_scrape_real_engine(engine_factory, tmp_path):
     from speculator_arena.runners.lifecycle import EngineRun, free_port
 
-    er = EngineRun(engine="stock", purpose="timed", start_index=1, src=engine_factory("m"),
-                   env_vars={"PATH": "/usr/bin:/bin"}, port=free_port(), private_root=tmp_path / "p")
+    er = EngineRun(
+        engine="stock",
+        purpose="timed",
+        start_index=1,
+        src=engine_factory("m"),
+        env_vars={"PATH": "/usr/bin:/bin"},
+        port=free_port(),
+        private_root=tmp_path / "p",
+    )
     er.start(readable=[])
     try:
         assert er.wait_healthy(20)

@@ -26,8 +26,12 @@ def delta(text, finish=None) -> bytes:
     return event({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]})
 
 
-USAGE = event({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3,
-                                         "prompt_tokens_details": {"cached_tokens": 2}}})
+USAGE = event(
+    {
+        "choices": [],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}},
+    }
+)
 DONE = b"data: [DONE]\n\n"
 HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -146,7 +150,7 @@ def test_framing_split_anywhere_reads_the_same(server, size):
     """Every split of head, chunk-size lines, payloads, CRLFs and `[DONE]` across reads gives
     the same chunks; a line is stamped no earlier than the write that completed it."""
     reply = chunked_reply(delta("a"), delta("é€"), delta("c", "length"), USAGE, DONE)
-    server.play([(reply[i:i + size], 0.0005) for i in range(0, len(reply), size)])
+    server.play([(reply[i : i + size], 0.0005) for i in range(0, len(reply), size)])
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=time.time() + 30))
     assert r.done and r.error is None and r.chunk_texts == ["a", "é€", "c"] and r.finish_reason == "length"
     written = server.written[0]
@@ -199,11 +203,12 @@ def test_connect_refused_is_recorded():
 
 
 def test_broken_stream_keeps_what_came(server):
-    server.play([HEAD_CHUNKED + chunk(delta("half")) + b"40\r\ndata: {\"cho"], close=True)
+    server.play([HEAD_CHUNKED + chunk(delta("half")) + b'40\r\ndata: {"cho'], close=True)
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=None))
     assert not r.done and r.chunk_texts == ["half"]
-    assert r.error == ("RemoteProtocolError: peer closed connection without sending complete message body "
-                       "(incomplete chunked read)")
+    assert r.error == (
+        "RemoteProtocolError: peer closed connection without sending complete message body (incomplete chunked read)"
+    )
     server.play([], close=True)
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=None))
     assert r.error == "RemoteProtocolError: server disconnected without sending a response"
@@ -280,15 +285,17 @@ def test_decoding_matches_json_loads_on_every_payload():
     head = '{"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
     tail = ',"logprobs":null,"finish_reason":null}]}'
     payloads = [head + '"delta":{"role":"assistant","content":""}' + tail]
-    payloads += [head + '"delta":{"content":%s}' % json.dumps(w) + tail
-                 for w in ["Hel", "lo", ' "q"', "\\", "é\n", "😀", "", "\u2063x"]]
     payloads += [
-        head + '"delta":{"content":"a\\u00e9\\ud83d\\ude00"}' + tail,           # escapes a template never saw
-        head + '"delta":{"content":"a","content":"dup"}' + tail,                 # duplicate key: the last wins
+        head + '"delta":{"content":%s}' % json.dumps(w) + tail
+        for w in ["Hel", "lo", ' "q"', "\\", "é\n", "😀", "", "\u2063x"]
+    ]
+    payloads += [
+        head + '"delta":{"content":"a\\u00e9\\ud83d\\ude00"}' + tail,  # escapes a template never saw
+        head + '"delta":{"content":"a","content":"dup"}' + tail,  # duplicate key: the last wins
         head + '"delta":{"content":"x"},"logprobs":{"content":[]},"finish_reason":null}]}',  # another suffix
-        head + '"delta":{"content":"bad\\x"}' + tail,                            # invalid escape
-        head + '"delta":{"content":"ctl\x01"}' + tail,                           # raw control character
-        head + '"delta":{"content":"lone \udcff"}' + tail,                       # surrogate bytes: json.loads takes them
+        head + '"delta":{"content":"bad\\x"}' + tail,  # invalid escape
+        head + '"delta":{"content":"ctl\x01"}' + tail,  # raw control character
+        head + '"delta":{"content":"lone \udcff"}' + tail,  # surrogate bytes: json.loads takes them
         head + '"delta":{"content":"two" "tokens"}' + tail,
         head + '"delta":{"content":7}' + tail,
         head + '"delta":{"content":"end"},"logprobs":null,"finish_reason":"stop"}]}',
@@ -296,11 +303,12 @@ def test_decoding_matches_json_loads_on_every_payload():
         head + '"delta":{"content":"after"}' + tail,
     ]
     raw = [p.encode("utf-8", "surrogatepass") for p in payloads]
-    raw.insert(7, b'{"choices":[{"delta":{"content":"\xff"}}]}')                   # not UTF-8
+    raw.insert(7, b'{"choices":[{"delta":{"content":"\xff"}}]}')  # not UTF-8
     lines = [(float(i), p) for i, p in enumerate(raw)]
     expected = _reference(lines)
     assert len(expected[1]) > 10 and expected[2] == "stop" and expected[3] and expected[4]
     from speculator_arena.runners import stream
+
     for size in (64, 3, 1):  # slices of every size: the template carries over from one to the next
         res = stream.StreamResult(sent_at=0.0, lines=list(lines))
         old, stream.PARSE_SLICE = stream.PARSE_SLICE, size

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from speculator_arena.protocol.window import WindowRule
 from speculator_arena.runners.lifecycle import EngineRun, free_port
 from speculator_arena.runners.tokens import attribute_chunks, load_tokenizer
-from speculator_arena.protocol.window import WindowRule
 from speculator_arena.runners.workload import ClientConfig, record_rows, request_seed, run_lanes
 from speculator_arena.scoring.counted import counted_row
 
@@ -18,8 +18,15 @@ from speculator_arena.scoring.counted import counted_row
 @pytest.fixture
 def engine(engine_factory, tmp_path, request):
     mode = getattr(request, "param", "normal")
-    er = EngineRun(engine="candidate", purpose="timed", start_index=1, src=engine_factory("e", mode),
-                   env_vars={"PATH": "/usr/bin:/bin"}, port=free_port(), private_root=tmp_path / "p")
+    er = EngineRun(
+        engine="candidate",
+        purpose="timed",
+        start_index=1,
+        src=engine_factory("e", mode),
+        env_vars={"PATH": "/usr/bin:/bin"},
+        port=free_port(),
+        private_root=tmp_path / "p",
+    )
     er.start(readable=[])
     assert er.wait_healthy(20)
     yield er
@@ -27,18 +34,29 @@ def engine(engine_factory, tmp_path, request):
 
 
 def _cfg(er, tok, max_model_len=8192, cap=None):
-    return ClientConfig(base_url=er.base_url, served_name="m", evaluation_id="ev1", engine="candidate",
-                        sampling={"temperature": 0.7, "top_p": 0.8, "top_k": 20},
-                        window=WindowRule(max_model_len, 0.05, 128, 0.5), think_cap_s=300, think_scale=0.01,
-                        max_tokens_cap=cap, tokenizer=tok)
+    return ClientConfig(
+        base_url=er.base_url,
+        served_name="m",
+        evaluation_id="ev1",
+        engine="candidate",
+        sampling={"temperature": 0.7, "top_p": 0.8, "top_k": 20},
+        window=WindowRule(max_model_len, 0.05, 128, 0.5),
+        think_cap_s=300,
+        think_scale=0.01,
+        max_tokens_cap=cap,
+        tokenizer=tok,
+    )
 
 
 def test_closed_loop_lanes_and_rows(engine, qwen_tokenizer_dir, chat_sessions):
     tok = load_tokenizer(str(qwen_tokenizer_dir))
     cfg = _cfg(engine, tok)
     t0 = time.time()
-    recs = asyncio.run(run_lanes(cfg, chat_sessions[:12], lanes=3, interleave=2, pass_id="team-0",
-                                 ends_at=t0 + 3.0, grace_ends_at=t0 + 10))
+    recs = asyncio.run(
+        run_lanes(
+            cfg, chat_sessions[:12], lanes=3, interleave=2, pass_id="team-0", ends_at=t0 + 3.0, grace_ends_at=t0 + 10
+        )
+    )
     assert len(recs) >= 6
     # No request is sent after the pass ends; one request at a time per lane.
     assert all(r.result.sent_at < t0 + 3.0 for r in recs)
@@ -51,13 +69,16 @@ def test_closed_loop_lanes_and_rows(engine, qwen_tokenizer_dir, chat_sessions):
     by_key = {(r.session_id, r.turn): r for r in recs}
     second = next(r for r in recs if r.turn == 1)
     first = by_key[(second.session_id, 0)]
-    sent = second.messages[:second.n_messages]
+    sent = second.messages[: second.n_messages]
     assert sent[-2] == {"role": "assistant", "content": first.result.text}
     assert sent[0]["role"] == "system" and sent[-1]["role"] == "user"
-    row, reply = record_rows(second, evaluation_id="ev1", engine="candidate", pass_id="team-0", workload="team",
-                             pass_index=0, tokenizer=tok)
+    row, reply = record_rows(
+        second, evaluation_id="ev1", engine="candidate", pass_id="team-0", workload="team", pass_index=0, tokenizer=tok
+    )
     assert counted_row(row, slack=0, ends_at=t0 + 3.0, grace_ends_at=t0 + 10) and reply["text"] == second.result.text
-    assert "".join(second.result.chunk_texts) == reply["text"] and row["chunk_chars"] == [len(c) for c in second.result.chunk_texts]
+    assert "".join(second.result.chunk_texts) == reply["text"] and row["chunk_chars"] == [
+        len(c) for c in second.result.chunk_texts
+    ]
     assert row["output_tokens"] == len(tok(second.result.text, add_special_tokens=False)["input_ids"])
     assert sum(row["chunk_tokens"]) == row["output_tokens"] and len(row["chunk_times"]) == len(row["chunk_tokens"])
     assert row["usage_completion_tokens"] == 999 and row["output_tokens"] < 999  # the engine's claim is not used
@@ -69,12 +90,15 @@ def test_window_rule_cuts_history(engine, qwen_tokenizer_dir, chat_sessions):
     tok = load_tokenizer(str(qwen_tokenizer_dir))
     cfg = _cfg(engine, tok, max_model_len=200)
     t0 = time.time()
-    recs = asyncio.run(run_lanes(cfg, chat_sessions[:4], lanes=1, interleave=1, pass_id="solo-0",
-                                 ends_at=t0 + 3.0, grace_ends_at=t0 + 10))
+    recs = asyncio.run(
+        run_lanes(
+            cfg, chat_sessions[:4], lanes=1, interleave=1, pass_id="solo-0", ends_at=t0 + 3.0, grace_ends_at=t0 + 10
+        )
+    )
     cut = [r for r in recs if r.window_cut]
     assert cut, "a 200-token window must cut some history"
     for r in cut:
-        sent = r.messages[:r.n_messages]
+        sent = r.messages[: r.n_messages]
         assert sent[0]["role"] == "system" and sent[-1]["role"] == "user"
         assert cfg.window.estimate(r.prompt_tokens) <= 0.5 * 200 or r.n_messages == 2
 
@@ -83,26 +107,52 @@ def test_window_rule_cuts_history(engine, qwen_tokenizer_dir, chat_sessions):
 def test_over_budget_reply_is_not_counted(engine, qwen_tokenizer_dir, chat_sessions):
     tok = load_tokenizer(str(qwen_tokenizer_dir))
     t0 = time.time()
-    recs = asyncio.run(run_lanes(_cfg(engine, tok), chat_sessions[:1], lanes=1, interleave=1, pass_id="solo-0",
-                                 ends_at=t0 + 0.5, grace_ends_at=t0 + 10, max_requests_per_lane=1))
-    row, _ = record_rows(recs[0], evaluation_id="ev1", engine="candidate", pass_id="solo-0", workload="solo",
-                         pass_index=0, tokenizer=tok)
+    recs = asyncio.run(
+        run_lanes(
+            _cfg(engine, tok),
+            chat_sessions[:1],
+            lanes=1,
+            interleave=1,
+            pass_id="solo-0",
+            ends_at=t0 + 0.5,
+            grace_ends_at=t0 + 10,
+            max_requests_per_lane=1,
+        )
+    )
+    row, _ = record_rows(
+        recs[0], evaluation_id="ev1", engine="candidate", pass_id="solo-0", workload="solo", pass_index=0, tokenizer=tok
+    )
     assert row["done"] and row["output_tokens"] > row["max_tokens"] + 4
     # the stream was fine; the budget rule rejects it, even with protocol v2's slack of 4 tokens
     assert not counted_row(row, slack=4, ends_at=t0 + 0.5, grace_ends_at=t0 + 10) and row["error"] is None
 
 
 def test_grace_end_cuts_stream(engine_factory, tmp_path, qwen_tokenizer_dir, chat_sessions):
-    er = EngineRun(engine="candidate", purpose="timed", start_index=1,
-                   src=engine_factory("slow", "normal", ENGINE_CHUNK_DELAY="0.5"),
-                   env_vars={"PATH": "/usr/bin:/bin"}, port=free_port(), private_root=tmp_path / "p")
+    er = EngineRun(
+        engine="candidate",
+        purpose="timed",
+        start_index=1,
+        src=engine_factory("slow", "normal", ENGINE_CHUNK_DELAY="0.5"),
+        env_vars={"PATH": "/usr/bin:/bin"},
+        port=free_port(),
+        private_root=tmp_path / "p",
+    )
     er.start(readable=[])
     try:
         assert er.wait_healthy(20)
         tok = load_tokenizer(str(qwen_tokenizer_dir))
         t0 = time.time()
-        recs = asyncio.run(run_lanes(_cfg(er, tok), chat_sessions[:1], lanes=1, interleave=1, pass_id="solo-0",
-                                     ends_at=t0 + 0.2, grace_ends_at=t0 + 1.2))
+        recs = asyncio.run(
+            run_lanes(
+                _cfg(er, tok),
+                chat_sessions[:1],
+                lanes=1,
+                interleave=1,
+                pass_id="solo-0",
+                ends_at=t0 + 0.2,
+                grace_ends_at=t0 + 1.2,
+            )
+        )
         assert len(recs) == 1
         r = recs[0].result
         assert not r.done and "grace" in r.error and r.ended_at < t0 + 2.0

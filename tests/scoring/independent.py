@@ -34,6 +34,7 @@ ENGINES = ("candidate", "stock")
 
 # ---- inputs ---------------------------------------------------------------------------------
 
+
 def read_raw(home: Path, table: str, evaluation_id: str) -> pd.DataFrame:
     """Every stored part of one evaluation's table (no views, no packs): empty when none."""
     d = Path(home) / "raw" / table / f"evaluation_id={evaluation_id}"
@@ -46,7 +47,9 @@ def read_raw(home: Path, table: str, evaluation_id: str) -> pd.DataFrame:
 
 def protocol_document(version: int) -> dict:
     """vN.yaml, shipped or staged in ARENA_PROTOCOL_DIR, read as plain data."""
-    dirs = [SHIPPED_VERSIONS] + ([Path(os.environ["ARENA_PROTOCOL_DIR"])] if os.environ.get("ARENA_PROTOCOL_DIR") else [])
+    dirs = [SHIPPED_VERSIONS] + (
+        [Path(os.environ["ARENA_PROTOCOL_DIR"])] if os.environ.get("ARENA_PROTOCOL_DIR") else []
+    )
     for d in dirs:
         f = d / f"v{version}.yaml"
         if f.is_file():
@@ -87,6 +90,7 @@ def _list(x) -> list:
 
 
 # ---- the busy window --------------------------------------------------------------------------
+
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     out: list[list[float]] = []
@@ -145,9 +149,10 @@ def attribute(tokenizer, text: str, chunk_chars: list[int]) -> list[int]:
 
 # ---- the result -----------------------------------------------------------------------------
 
+
 @dataclass
 class Gate:
-    verdict: str                     # pass | fail | not measured
+    verdict: str  # pass | fail | not measured
     statistic: float = float("nan")
     se: float = float("nan")
     ci_low: float = float("nan")
@@ -161,26 +166,39 @@ class Gate:
 class Recomputed:
     evaluation_id: str
     protocol_version: int
-    requests: pd.DataFrame           # timed requests, with the arena's recount and `counted`
-    engine_passes: pd.DataFrame      # per pass and engine: requests, failures, speeds and their parts
-    passes: pd.DataFrame             # per pass: both speeds, failures, the failure rule, the ratio
+    requests: pd.DataFrame  # timed requests, with the arena's recount and `counted`
+    engine_passes: pd.DataFrame  # per pass and engine: requests, failures, speeds and their parts
+    passes: pd.DataFrame  # per pass: both speeds, failures, the failure rule, the ratio
     r: dict[str, float]
     gates: dict[str, Gate]
-    outcome: str                     # score | zero | void | blocked
+    outcome: str  # score | zero | void | blocked
     reasons: list[str]
-    specscore: float                 # the number shown: SpecScore, 0, or NaN (void, blocked)
-    findings: list[str] = field(default_factory=list)   # stored rows that disagree with the rules
+    specscore: float  # the number shown: SpecScore, 0, or NaN (void, blocked)
+    findings: list[str] = field(default_factory=list)  # stored rows that disagree with the rules
 
 
 # ---- the recomputation ------------------------------------------------------------------------
+
 
 def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None = None) -> Recomputed:
     """Every figure of SCORING.md for one evaluation, from its raw rows; `protocol_version`
     defaults to the version it ran under."""
     home = Path(home)
-    raw = {t: read_raw(home, t, evaluation_id) for t in (
-        "evaluations", "passes", "requests", "replies", "memory", "probe_greedy", "probe_scored",
-        "probe_fidelity", "engine_starts", "contention")}
+    raw = {
+        t: read_raw(home, t, evaluation_id)
+        for t in (
+            "evaluations",
+            "passes",
+            "requests",
+            "replies",
+            "memory",
+            "probe_greedy",
+            "probe_scored",
+            "probe_fidelity",
+            "engine_starts",
+            "contention",
+        )
+    }
     ev = raw["evaluations"].sort_values("updated_at").iloc[-1]
     version = int(protocol_version or ev["protocol_version"])
     rules = task_rules(protocol_document(version), ev["task_id"])
@@ -194,12 +212,17 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
         req, counted_frame = _requests(raw, passes, rules, tokenizer, findings)
         eng = _engine_passes(req, passes, rules, tokenizer, findings)
     else:  # an evaluation that ended before its timed passes (its outcome comes from its status)
-        req = counted_frame = pd.DataFrame(columns=["pass_id", "engine", "workload", "request_id", "session_id",
-                                                    "turn", "text", "tokens", "counted"])
+        req = counted_frame = pd.DataFrame(
+            columns=["pass_id", "engine", "workload", "request_id", "session_id", "turn", "text", "tokens", "counted"]
+        )
         eng = pd.DataFrame(columns=["pass_id", "engine", "workload", "pass_index", "counted_tokens"])
     paired = _pass_ratios(eng, rules)
-    r = {w: float(np.median(paired.loc[paired.workload == w, "ratio"].to_numpy(dtype=float)))
-         if (paired.workload == w).any() else float("nan") for w in WORKLOADS}
+    r = {
+        w: float(np.median(paired.loc[paired.workload == w, "ratio"].to_numpy(dtype=float)))
+        if (paired.workload == w).any()
+        else float("nan")
+        for w in WORKLOADS
+    }
 
     answering, stock_unanswered = _answering(raw, rules, tokenizer)
     gates = {
@@ -232,8 +255,11 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
         zero.append("offload in the candidate's start-up log")
     zero += [f"gate failed: {g}" for g, v in gates.items() if v.verdict == "fail"]
     zero += [f"r_{w} is 0" for w in WORKLOADS if r[w] == 0]
-    blocked = [f"gate not measured: {g}" for g, v in gates.items()
-               if v.verdict == "not measured" and (g != "memory" or rules["public"])]
+    blocked = [
+        f"gate not measured: {g}"
+        for g, v in gates.items()
+        if v.verdict == "not measured" and (g != "memory" or rules["public"])
+    ]
     if void:
         outcome, reasons, score = "void", void, float("nan")
     elif zero:
@@ -251,13 +277,17 @@ def _requests(raw, passes, rules, tokenizer, findings) -> tuple[pd.DataFrame, pd
     "counted"; and the counted ones alone."""
     req = raw["requests"]
     req = req[~req["pass_id"].str.startswith("warmup")].copy()
-    texts = {(e, i): t for e, i, t in zip(raw["replies"]["engine"], raw["replies"]["request_id"], raw["replies"]["text"])} \
-        if len(raw["replies"]) else {}
+    texts = (
+        {(e, i): t for e, i, t in zip(raw["replies"]["engine"], raw["replies"]["request_id"], raw["replies"]["text"])}
+        if len(raw["replies"])
+        else {}
+    )
     req["text"] = [texts.get((e, i)) for e, i in zip(req["engine"], req["request_id"])]
     req["tokens"] = [len(_ids(tokenizer, t)) for t in req["text"]]
     for _, q in req[req["tokens"] != req["output_tokens"]].iterrows():
-        findings.append(f"requests.output_tokens {q['output_tokens']} != {q['tokens']} tokens of the reply text "
-                        f"({q['request_id']})")
+        findings.append(
+            f"requests.output_tokens {q['output_tokens']} != {q['tokens']} tokens of the reply text ({q['request_id']})"
+        )
     bounds = passes.set_index(["pass_id", "engine"])[["ends_at", "grace_ends_at"]]
     b = bounds.reindex(pd.MultiIndex.from_arrays([req["pass_id"], req["engine"]]))
     slack = int(rules.get("count_slack_tokens", 0))  # SCORING.md: 0 in v1, a constant from v2 on
@@ -308,12 +338,24 @@ def _engine_passes(req, passes, rules, tokenizer, findings) -> pd.DataFrame:
             if len(per_chunk) != len(times):
                 findings.append(f"{len(per_chunk)} chunk token counts for {len(times)} chunk times ({x['request_id']})")
             busy_tokens += sum(k for t, k in zip(times, per_chunk) if inside(window, t))
-        rows.append(dict(
-            pass_id=p["pass_id"], engine=p["engine"], workload=p["workload"], pass_index=int(p["pass_index"]),
-            status=p["status"], requests=len(q), counted=len(c), failures=len(q) - len(c), counted_tokens=tokens,
-            request_seconds=seconds, request_time_speed=tokens / seconds if seconds > 0 else float("nan"),
-            busy_seconds=busy_seconds, busy_tokens=busy_tokens,
-            busy_window_speed=busy_tokens / busy_seconds if busy_seconds > 0 else float("nan")))
+        rows.append(
+            dict(
+                pass_id=p["pass_id"],
+                engine=p["engine"],
+                workload=p["workload"],
+                pass_index=int(p["pass_index"]),
+                status=p["status"],
+                requests=len(q),
+                counted=len(c),
+                failures=len(q) - len(c),
+                counted_tokens=tokens,
+                request_seconds=seconds,
+                request_time_speed=tokens / seconds if seconds > 0 else float("nan"),
+                busy_seconds=busy_seconds,
+                busy_tokens=busy_tokens,
+                busy_window_speed=busy_tokens / busy_seconds if busy_seconds > 0 else float("nan"),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -322,7 +364,7 @@ def _pass_ratios(eng: pd.DataFrame, rules) -> pd.DataFrame:
     are read as the larger of the two engines' request counts on it."""
     fr = rules["failure_rule"]
     rows = []
-    for (pid, w), g in (eng.groupby(["pass_id", "workload"]) if len(eng) else ()):
+    for (pid, w), g in eng.groupby(["pass_id", "workload"]) if len(eng) else ():
         kind = rules["workloads"][w]["speed"]
         col = "request_time_speed" if kind == "request_time" else "busy_window_speed"
         by = g.set_index("engine")
@@ -331,18 +373,40 @@ def _pass_ratios(eng: pd.DataFrame, rules) -> pd.DataFrame:
         c, s = by.loc["candidate"], by.loc["stock"]
         n = max(int(c["requests"]), int(s["requests"]))
         zeroed = int(c["failures"]) - int(s["failures"]) > max(fr["min_excess"], fr["share_of_requests"] * n)
-        cs = float(c[col]) if c[col] == c[col] else 0.0   # a candidate with no counted token: speed 0
+        cs = float(c[col]) if c[col] == c[col] else 0.0  # a candidate with no counted token: speed 0
         ss = float(s[col])
         ratio = 0.0 if zeroed else (cs / ss if ss > 0 else float("nan"))  # no stock speed: void, above
-        rows.append(dict(pass_id=pid, workload=w, pass_index=int(c["pass_index"]), candidate_speed=float(c[col]),
-                         stock_speed=ss, candidate_failures=int(c["failures"]), stock_failures=int(s["failures"]),
-                         requests=n, zeroed_by_failure_rule=bool(zeroed), ratio=ratio))
-    columns = ["pass_id", "workload", "pass_index", "candidate_speed", "stock_speed", "candidate_failures",
-               "stock_failures", "requests", "zeroed_by_failure_rule", "ratio"]
+        rows.append(
+            dict(
+                pass_id=pid,
+                workload=w,
+                pass_index=int(c["pass_index"]),
+                candidate_speed=float(c[col]),
+                stock_speed=ss,
+                candidate_failures=int(c["failures"]),
+                stock_failures=int(s["failures"]),
+                requests=n,
+                zeroed_by_failure_rule=bool(zeroed),
+                ratio=ratio,
+            )
+        )
+    columns = [
+        "pass_id",
+        "workload",
+        "pass_index",
+        "candidate_speed",
+        "stock_speed",
+        "candidate_failures",
+        "stock_failures",
+        "requests",
+        "zeroed_by_failure_rule",
+        "ratio",
+    ]
     return pd.DataFrame(rows, columns=columns).sort_values(["workload", "pass_index"]).reset_index(drop=True)
 
 
 # ---- gates ------------------------------------------------------------------------------------
+
 
 def _greedy(rows: pd.DataFrame, limits, tokenizer, findings) -> Gate:
     """Mean over prompts of common prefix / longer reply, on the arena's tokenization of the texts;
@@ -382,7 +446,9 @@ def _greedy(rows: pd.DataFrame, limits, tokenizer, findings) -> Gate:
 
 def _check_ids(row, ids, findings) -> None:
     if list(_list(row["token_ids"])) != ids:
-        findings.append(f"probe_greedy.token_ids of {row['engine']} {row['prompt_id']} are not the arena's tokenization")
+        findings.append(
+            f"probe_greedy.token_ids of {row['engine']} {row['prompt_id']} are not the arena's tokenization"
+        )
 
 
 def _cluster(y: np.ndarray, n: np.ndarray) -> tuple[float, float]:
@@ -402,9 +468,13 @@ def _two_sided(d: float, se: float, bound: float, z: float, detail: str) -> Gate
 
 def _replies(rows, replies, counted, rules, z, tokenizer, findings) -> dict[str, Gate]:
     """Sampled likelihood and first-choice share, candidate minus stock, over the answered rows."""
-    bounds = {"sampled_likelihood": float(rules["limits"]["likelihood_bound"]),
-              "first_choice": float(rules["limits"]["first_choice_bound"])}
-    out = {g: Gate("not measured", limit=b, detail="scored replies of both engines are needed") for g, b in bounds.items()}
+    bounds = {
+        "sampled_likelihood": float(rules["limits"]["likelihood_bound"]),
+        "first_choice": float(rules["limits"]["first_choice_bound"]),
+    }
+    out = {
+        g: Gate("not measured", limit=b, detail="scored replies of both engines are needed") for g, b in bounds.items()
+    }
     if not len(rows):
         return out
     want = int(rules["gates"]["sampled_likelihood"]["replies"])
@@ -435,8 +505,10 @@ def _replies(rows, replies, counted, rules, z, tokenizer, findings) -> dict[str,
             else:  # rows written before the arena's positions were stored: the reply tokenized alone
                 arena = _ids(tokenizer, reply)
             if len(lp) != len(arena) or len(ranks) != len(lp):
-                findings.append(f"scored reply {q['request_id']}: {len(lp)} log-probabilities, {len(ranks)} ranks, "
-                                f"{len(arena)} arena tokens")
+                findings.append(
+                    f"scored reply {q['request_id']}: {len(lp)} log-probabilities, {len(ranks)} ranks, "
+                    f"{len(arena)} arena tokens"
+                )
             s.append(sum(lp))
             x.append(sum(1 for k in ranks if k != 1))
             n.append(len(lp))
@@ -444,8 +516,13 @@ def _replies(rows, replies, counted, rules, z, tokenizer, findings) -> dict[str,
         stats[e] = {"L": _cluster(s, n), "F": _cluster(x, n), "R": len(n)}
     for g, key in (("sampled_likelihood", "L"), ("first_choice", "F")):
         (c, sec), (st, ses) = stats["candidate"][key], stats["stock"][key]
-        out[g] = _two_sided(c - st, math.hypot(sec, ses), bounds[g], z,
-                            f"candidate {c:.5f} ({stats['candidate']['R']}), stock {st:.5f} ({stats['stock']['R']})")
+        out[g] = _two_sided(
+            c - st,
+            math.hypot(sec, ses),
+            bounds[g],
+            z,
+            f"candidate {c:.5f} ({stats['candidate']['R']}), stock {st:.5f} ({stats['stock']['R']})",
+        )
     return out
 
 
@@ -465,8 +542,12 @@ def _fidelity(rows: pd.DataFrame, limits, gates_rules) -> Gate:
         if s is None or not s["answered"]:
             continue
         s_lp = np.asarray(_list(s["token_logprobs"]), dtype=float)
-        if (c is None or not c["answered"] or _list(c["token_ids"]) != _list(s["token_ids"])
-                or len(_list(c["token_logprobs"])) != len(s_lp)):
+        if (
+            c is None
+            or not c["answered"]
+            or _list(c["token_ids"]) != _list(s["token_ids"])
+            or len(_list(c["token_logprobs"])) != len(s_lp)
+        ):
             missing.append(len(s_lp))
             continue
         diff = np.abs(np.asarray(_list(c["token_logprobs"]), dtype=float) - s_lp)
@@ -479,8 +560,12 @@ def _fidelity(rows: pd.DataFrame, limits, gates_rules) -> Gate:
     if tokens == 0:
         return Gate("not measured", limit=ceiling, detail="no fixed text answered by the stock engine")
     value = total / tokens
-    return Gate("pass" if value <= ceiling else "fail", statistic=value, limit=ceiling,
-                detail=f"{tokens} tokens, {len(missing)} items at the worst value")
+    return Gate(
+        "pass" if value <= ceiling else "fail",
+        statistic=value,
+        limit=ceiling,
+        detail=f"{tokens} tokens, {len(missing)} items at the worst value",
+    )
 
 
 def _length(counted: pd.DataFrame, gates_rules, z) -> Gate:
@@ -531,8 +616,13 @@ def _answering(raw, rules, tokenizer) -> tuple[Gate, list[str]]:
     if len(sc):
         texts = dict(zip(zip(raw["replies"]["engine"], raw["replies"]["request_id"]), raw["replies"]["text"]))
         cut = int(rules["gates"]["sampled_likelihood"]["reply_chars"])
-        empty = np.array([not _ids(tokenizer, (texts.get((e, i)) or "")[:cut])
-                          for e, i in zip(sc["reply_engine"], sc["request_id"])], dtype=bool)
+        empty = np.array(
+            [
+                not _ids(tokenizer, (texts.get((e, i)) or "")[:cut])
+                for e, i in zip(sc["reply_engine"], sc["request_id"])
+            ],
+            dtype=bool,
+        )
         un = (sc["answered"] != True).to_numpy()  # noqa: E712
         cand = (sc["reply_engine"] == "candidate").to_numpy()
         shares[("sampled_likelihood", "candidate")] = (int((un & empty & cand).sum()), int(cand.sum()))
@@ -561,8 +651,10 @@ def _contended(rows: pd.DataFrame, rules) -> list[str]:
         steal = float(g["steal_seconds"].sum()) / total if total > 0 else 0.0
         gpu = g["foreign_gpu_processes"].fillna(0).max()
         if foreign > rule["max_foreign_cpu_share"] or steal > rule["max_steal_share"] or gpu > 0:
-            out.append(f"host contended ({engine} {pid}: foreign CPU {foreign:.2f} of a core, steal {steal:.1%}, "
-                       f"{int(gpu)} other device processes)")
+            out.append(
+                f"host contended ({engine} {pid}: foreign CPU {foreign:.2f} of a core, steal {steal:.1%}, "
+                f"{int(gpu)} other device processes)"
+            )
     return out
 
 
@@ -572,8 +664,10 @@ def _num(x) -> float:
 
 # ---- the board's interval (SCORING.md "Ties on the board") -------------------------------------
 
-def board_interval(ratios: dict[str, list[float]], evaluation_id: str, max_abs_error: float | None,
-                   resamples: int = 1000) -> tuple[float, float]:
+
+def board_interval(
+    ratios: dict[str, list[float]], evaluation_id: str, max_abs_error: float | None, resamples: int = 1000
+) -> tuple[float, float]:
     """The SpecScore's bootstrap 95% interval widened by the max A/A error, one resample at a time.
 
     SCORING.md fixes the resampling (passes within each workload, the median per workload, the

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 
+import independent
 import numpy as np
 import pandas as pd
 import pytest
 
-import independent
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import protocol_digest
 from speculator_arena.scoring import board_rows, board_text
@@ -36,22 +36,42 @@ def entry(eid, ratios=None, *, score=None, label=None, account=None, reference=F
     the scorer computes it), or a fixed `score` without passes (0 by a failed gate, or blank)."""
     if ratios is not None and not isinstance(ratios, dict):
         ratios = {w: list(ratios) for w in WORKLOADS}
-    if ratios is not None:   # a failed gate scores 0, as the scorer does
+    if ratios is not None:  # a failed gate scores 0, as the scorer does
         score = 0.0 if failed else float(np.prod([np.median(ratios[w]) for w in WORKLOADS])) ** (1.0 / 3.0)
-    return dict(eid=eid, ratios=ratios, score=score, label=label or eid, account=account or f"acct-{eid}",
-                reference=reference, failed=failed, created=created)
+    return dict(
+        eid=eid,
+        ratios=ratios,
+        score=score,
+        label=label or eid,
+        account=account or f"acct-{eid}",
+        reference=reference,
+        failed=failed,
+        created=created,
+    )
 
 
 def scores_of(entries, task="qwen3-8b", split="dev") -> Scores:
     ev, passes = [], []
     for e in entries:
         scored = e["score"] is not None and not math.isnan(e["score"])
-        ev.append(dict(evaluation_id=e["eid"], task_id=task, split=split, account_id=e["account"], label=e["label"],
-                       is_reference=e["reference"], status="measured", created_at=e["created"],
-                       specscore=e["score"] if scored else float("nan"),
-                       specscore_reason=("gate failed: " + e["failed"]) if e["failed"] else (None if scored else "void: x"),
-                       gates_pass=(False if e["failed"] else (True if scored else None)), failed_gates=e["failed"],
-                       not_measured_gates="", gap_flag=None))
+        ev.append(
+            dict(
+                evaluation_id=e["eid"],
+                task_id=task,
+                split=split,
+                account_id=e["account"],
+                label=e["label"],
+                is_reference=e["reference"],
+                status="measured",
+                created_at=e["created"],
+                specscore=e["score"] if scored else float("nan"),
+                specscore_reason=("gate failed: " + e["failed"]) if e["failed"] else (None if scored else "void: x"),
+                gates_pass=(False if e["failed"] else (True if scored else None)),
+                failed_gates=e["failed"],
+                not_measured_gates="",
+                gap_flag=None,
+            )
+        )
         for w, rs in (e["ratios"] or {}).items():
             passes += [dict(evaluation_id=e["eid"], workload=w, pass_index=i, ratio=float(r)) for i, r in enumerate(rs)]
     ev = pd.DataFrame(ev)
@@ -66,18 +86,20 @@ def ratios_by_workload(e) -> dict[str, list[float]]:
 def test_interval_is_the_seeded_bootstrap_of_the_pass_ratios():
     rng = np.random.default_rng(20261201)
     entries = [entry(f"ev-{i}", {w: rng.uniform(0.9, 1.9, 3).round(4).tolist() for w in WORKLOADS}) for i in range(4)]
-    entries.append(entry("ev-four", {w: rng.uniform(1.0, 1.6, 4).tolist() for w in WORKLOADS}))    # even counts
-    entries.append(entry("ev-uneven", {"solo": [1.3, 1.5], "team": [1.2, 1.25, 1.4], "busy": [1.1, 1.6, 1.3, 1.2, 1.25]}))
+    entries.append(entry("ev-four", {w: rng.uniform(1.0, 1.6, 4).tolist() for w in WORKLOADS}))  # even counts
+    entries.append(
+        entry("ev-uneven", {"solo": [1.3, 1.5], "team": [1.2, 1.25, 1.4], "busy": [1.1, 1.6, 1.3, 1.2, 1.25]})
+    )
     entries.append(entry("ev-zeroed", {"solo": [1.5, 1.6, 1.4], "team": [0.0, 1.3, 1.35], "busy": [1.2, 1.1, 1.25]}))
     scores = scores_of(entries)
-    for task in ("qwen3-8b", "local-smollm2"):   # calibrated (0.020) and not (null)
+    for task in ("qwen3-8b", "local-smollm2"):  # calibrated (0.020) and not (null)
         e = noise_of(task)
         got = specscore_intervals(scores.evaluations, scores.passes, e).set_index(scores.evaluations["evaluation_id"])
         for x in entries:
             low, high = independent.board_interval(ratios_by_workload(x), x["eid"], e)
             assert math.isclose(got.at[x["eid"], "interval_low"], low, rel_tol=1e-12), (task, x["eid"])
             assert math.isclose(got.at[x["eid"], "interval_high"], high, rel_tol=1e-12), (task, x["eid"])
-            assert low < x["score"] < high        # every entry's passes vary: a proper interval around it
+            assert low < x["score"] < high  # every entry's passes vary: a proper interval around it
     # the zeroed pass is resampled as a 0: some resamples' team median is 0, so the low end is below
     # the low end of the same evaluation with that pass at the others' level
     lifted = entry("ev-zeroed", {"solo": [1.5, 1.6, 1.4], "team": [1.3, 1.3, 1.35], "busy": [1.2, 1.1, 1.25]})
@@ -104,14 +126,20 @@ def test_interval_properties():
     for e in (0.02, 0.1):
         iv = specscore_intervals(s.evaluations, s.passes, e).iloc[0]
         assert (iv["boot_low"], iv["boot_high"]) == (raw["interval_low"], raw["interval_high"])
-        assert iv["interval_low"] == raw["interval_low"] * (1 - e) and iv["interval_high"] == raw["interval_high"] * (1 + e)
+        assert iv["interval_low"] == raw["interval_low"] * (1 - e) and iv["interval_high"] == raw["interval_high"] * (
+            1 + e
+        )
     # reproducible, and the same whatever else is on the board and in what order
     rng = np.random.default_rng(7)
     others = [entry(f"ev-{i}", {w: rng.uniform(1, 2, 9).tolist() for w in WORKLOADS}) for i in range(5)]
     alone = scores_of([others[2]])
     crowd = scores_of(others[::-1])
     a = specscore_intervals(alone.evaluations, alone.passes, 0.02).iloc[0]
-    c = specscore_intervals(crowd.evaluations, crowd.passes, 0.02).set_index(crowd.evaluations["evaluation_id"]).loc["ev-2"]
+    c = (
+        specscore_intervals(crowd.evaluations, crowd.passes, 0.02)
+        .set_index(crowd.evaluations["evaluation_id"])
+        .loc["ev-2"]
+    )
     assert (a["interval_low"], a["interval_high"]) == (c["interval_low"], c["interval_high"])
     # another evaluation id draws other resamples (the seed is the id's; nine passes a workload, so
     # that the quantiles do not fall on the same few values whatever the draws)
@@ -121,13 +149,19 @@ def test_interval_properties():
 
 
 def test_zero_and_blank_scores():
-    s = scores_of([entry("ev-ok", [1.2, 1.3, 1.25]),
-                   entry("ev-gated", [1.9, 2.0, 2.1], failed="length"),
-                   entry("ev-void", score=float("nan"))])
+    s = scores_of(
+        [
+            entry("ev-ok", [1.2, 1.3, 1.25]),
+            entry("ev-gated", [1.9, 2.0, 2.1], failed="length"),
+            entry("ev-void", score=float("nan")),
+        ]
+    )
     rows = board_rows(s, "qwen3-8b", "dev").set_index("evaluation_id")
     assert (rows.at["ev-gated", "interval_low"], rows.at["ev-gated", "interval_high"]) == (0.0, 0.0)
     assert math.isnan(rows.at["ev-void", "interval_low"]) and math.isnan(rows.at["ev-void", "interval_high"])
-    assert rows.at["ev-ok", "rank"] == 1 and pd.isna(rows.at["ev-gated", "rank"]) and pd.isna(rows.at["ev-void", "rank"])
+    assert (
+        rows.at["ev-ok", "rank"] == 1 and pd.isna(rows.at["ev-gated", "rank"]) and pd.isna(rows.at["ev-void", "rank"])
+    )
     assert not rows["tie"].any()
 
 
@@ -135,8 +169,14 @@ def test_entries_within_each_others_noise_share_a_rank():
     # qwen3-8b's max A/A error is 0.020: identical passes give point bootstraps, so the intervals are
     # the scores ± 2%: 1.50 [1.47, 1.53] and 1.48 [1.4504, 1.5096] overlap; 1.30 [1.274, 1.326] is below both
     assert noise_of("qwen3-8b") == 0.02
-    s = scores_of([entry("ev-b", [1.48] * 3, created=2.0), entry("ev-a", [1.50] * 3, created=1.0),
-                   entry("ev-c", [1.30] * 3), entry("ev-gated", [2.0] * 3, failed="greedy_agreement")])
+    s = scores_of(
+        [
+            entry("ev-b", [1.48] * 3, created=2.0),
+            entry("ev-a", [1.50] * 3, created=1.0),
+            entry("ev-c", [1.30] * 3),
+            entry("ev-gated", [2.0] * 3, failed="greedy_agreement"),
+        ]
+    )
     rows = board_rows(s, "qwen3-8b", "dev")
     got = rows.set_index("evaluation_id")
     assert list(rows["evaluation_id"]) == ["ev-a", "ev-b", "ev-c", "ev-gated"]
@@ -150,7 +190,9 @@ def test_entries_within_each_others_noise_share_a_rank():
     assert line["ev-c"].split()[0] == "3" and "1.3000 [1.274, 1.326]" in line["ev-c"]
     assert line["ev-gated"].split()[0] == "ev-gated" and "0.0000 [0.000, 0.000]" in line["ev-gated"]
     # without the calibrated noise (local-smollm2: not calibrated) the same scores are ranked apart
-    s_local = scores_of([entry("ev-b", [1.48] * 3), entry("ev-a", [1.50] * 3), entry("ev-c", [1.30] * 3)], task="local-smollm2")
+    s_local = scores_of(
+        [entry("ev-b", [1.48] * 3), entry("ev-a", [1.50] * 3), entry("ev-c", [1.30] * 3)], task="local-smollm2"
+    )
     local = board_rows(s_local, "local-smollm2", "dev")
     assert list(local["rank"]) == [1, 2, 3] and not local["tie"].any()
     assert "not calibrated" in board_text(s_local, split="dev")
@@ -160,9 +202,14 @@ def test_a_higher_score_with_a_narrow_interval_can_rank_below_a_wide_one():
     """LMArena's rule counts only intervals entirely above: a wide interval shares the top rank
     with the leader while a narrow one just below the leader's low end does not; rows are listed
     by rank, then SpecScore."""
-    s = scores_of([entry("ev-lead", [1.80, 1.80, 1.80]),
-                   entry("ev-narrow", [1.50, 1.50, 1.50]),
-                   entry("ev-wide", [0.9, 1.4, 2.4])], task="local-smollm2")   # not calibrated: the bootstrap alone
+    s = scores_of(
+        [
+            entry("ev-lead", [1.80, 1.80, 1.80]),
+            entry("ev-narrow", [1.50, 1.50, 1.50]),
+            entry("ev-wide", [0.9, 1.4, 2.4]),
+        ],
+        task="local-smollm2",
+    )  # not calibrated: the bootstrap alone
     rows = board_rows(s, "local-smollm2", "dev").set_index("evaluation_id")
     assert rows.at["ev-wide", "interval_high"] > 1.80 > rows.at["ev-narrow", "interval_high"]
     assert rows.at["ev-lead", "rank"] == 1 and rows.at["ev-wide", "rank"] == 1 and rows.at["ev-narrow", "rank"] == 2
@@ -172,9 +219,13 @@ def test_a_higher_score_with_a_narrow_interval_can_rank_below_a_wide_one():
 @pytest.mark.parametrize("aa_score, flagged", [(1.03, True), (0.975, True), (1.01, False), (0.99, False)])
 def test_aa_reference_outside_the_calibrated_noise_is_flagged(aa_score, flagged):
     # qwen3-8b's A/A reference is `stock` (kind none); its max A/A error is 0.020
-    s = scores_of([entry("ev-p", [1.4] * 3),
-                   entry("ev-stock", [aa_score] * 3, label="stock", account="operators", reference=True),
-                   entry("ev-ngram", [1.2] * 3, label="ngram-4", account="operators", reference=True)])
+    s = scores_of(
+        [
+            entry("ev-p", [1.4] * 3),
+            entry("ev-stock", [aa_score] * 3, label="stock", account="operators", reference=True),
+            entry("ev-ngram", [1.2] * 3, label="ngram-4", account="operators", reference=True),
+        ]
+    )
     rows = board_rows(s, "qwen3-8b", "dev")
     refs = rows[rows["section"] == "references"]
     assert list(refs["aa_flag"]) == [flagged, flagged]
@@ -187,8 +238,9 @@ def test_aa_reference_outside_the_calibrated_noise_is_flagged(aa_score, flagged)
 
 
 def test_aa_check_not_calibrated_and_not_measured():
-    s = scores_of([entry("ev-stock", [1.5] * 3, label="dev-stock", account="operators", reference=True)],
-                  task="local-smollm2")
+    s = scores_of(
+        [entry("ev-stock", [1.5] * 3, label="dev-stock", account="operators", reference=True)], task="local-smollm2"
+    )
     noise = board_noise(LATEST, "local-smollm2", board_rows(s, "local-smollm2", "dev"))
     assert noise["calibrated"] is False and noise["aa_flag"] is None and noise["aa_specscore"] == pytest.approx(1.5)
     assert noise["note"].startswith("not calibrated")
@@ -207,11 +259,20 @@ def test_board_json_carries_intervals_ranks_and_the_aa_flag(tmp_path):
     from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     wh = Warehouse(tmp_path / "home")
-    for i, (eid, sp, ref) in enumerate([("ev-a", 1.5, False), ("ev-b", 1.48, False), ("ev-c", 1.2, False),
-                                        ("ev-stock", 1.03, True)]):
-        write_synthetic_evaluation(wh, eid, task_id="qwen3-8b", account_id="operators" if ref else f"acct-{eid}",
-                                   label="stock" if ref else eid, is_reference=ref, seed=i + 1,
-                                   created_at=1.8e9 + i, speedups={w: sp for w in WORKLOADS})
+    for i, (eid, sp, ref) in enumerate(
+        [("ev-a", 1.5, False), ("ev-b", 1.48, False), ("ev-c", 1.2, False), ("ev-stock", 1.03, True)]
+    ):
+        write_synthetic_evaluation(
+            wh,
+            eid,
+            task_id="qwen3-8b",
+            account_id="operators" if ref else f"acct-{eid}",
+            label="stock" if ref else eid,
+            is_reference=ref,
+            seed=i + 1,
+            created_at=1.8e9 + i,
+            speedups={w: sp for w in WORKLOADS},
+        )
     doc = board_json(BoardMemo(wh.home), "qwen3-8b", "dev")
     part = {r["evaluation_id"]: r for r in doc["participants"]}
     assert [part[e]["rank"] for e in ("ev-a", "ev-b", "ev-c")] == [1, 1, 3]
@@ -219,7 +280,9 @@ def test_board_json_carries_intervals_ranks_and_the_aa_flag(tmp_path):
     for e, sp in (("ev-a", 1.5), ("ev-b", 1.48), ("ev-c", 1.2)):
         r = part[e]
         assert r["interval_low"] < r["specscore"] < r["interval_high"]
-        assert r["interval_low"] == pytest.approx(sp * 0.98, rel=1e-6) and r["interval_high"] == pytest.approx(sp * 1.02, rel=1e-6)
+        assert r["interval_low"] == pytest.approx(sp * 0.98, rel=1e-6) and r["interval_high"] == pytest.approx(
+            sp * 1.02, rel=1e-6
+        )
     assert doc["noise"]["calibrated"] and doc["noise"]["max_abs_error"] == 0.02
     assert doc["noise"]["aa_flag"] is True and doc["noise"]["aa_reference"] == "stock"
     assert doc["references"][0]["aa_flag"] is True and doc["references"][0]["rank"] == 1

@@ -2,15 +2,13 @@
 
 import numpy as np
 import pyarrow as pa
+from scoring_hand import write_hand_pass
+from test_sql_speeds import LANES
 
 from speculator_arena.scoring.busy import busy_windows
 from speculator_arena.scoring.busy_scan import busy_windows_from_parquet
-from speculator_arena.scoring.score import _busy, _open
-from speculator_arena.scoring.score import sql_text
+from speculator_arena.scoring.score import _busy, _open, sql_text
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
-
-from scoring_hand import write_hand_pass
-from test_sql_speeds import LANES
 
 KEY = ["evaluation_id", "pass_id", "engine"]
 
@@ -24,36 +22,95 @@ def _partitions(wh):
 def _edge_cases(wh):
     """Rows the counted rule and the join decide: late, past grace, no [DONE], over budget,
     warm-up, no pass row, no last token, and rows written out of pass order."""
-    reqs = [(0, 0.0, 10.0, 20, True, [(1, 5), (3, 5), (9, 5), (10, 5)]),
-            (1, 2.0, 5.0, 5, None, [(4, 2), (5, 3)]),             # done unknown: not counted
-            (1, 6.0, 120.0, 8, True, [(7, 4), (120, 4)]),          # ends after the grace end
-            (2, 101.0, 110.0, 8, True, [(102, 4), (110, 4)]),      # sent after the pass ended
-            (2, 1.0, 9.0, 2000, True, [(3, 1000), (9, 1000)])]     # over max_tokens
+    reqs = [
+        (0, 0.0, 10.0, 20, True, [(1, 5), (3, 5), (9, 5), (10, 5)]),
+        (1, 2.0, 5.0, 5, None, [(4, 2), (5, 3)]),  # done unknown: not counted
+        (1, 6.0, 120.0, 8, True, [(7, 4), (120, 4)]),  # ends after the grace end
+        (2, 101.0, 110.0, 8, True, [(102, 4), (110, 4)]),  # sent after the pass ended
+        (2, 1.0, 9.0, 2000, True, [(3, 1000), (9, 1000)]),
+    ]  # over max_tokens
     write_hand_pass(wh, "e", "team-0", "stock", 2, reqs, ends_at=100.0, grace_ends_at=115.0)
     write_hand_pass(wh, "e", "team-0", "candidate", 3, LANES)
     # a warm-up pass and a request whose pass row does not exist: neither joins
-    wh.write_rows("passes", "e", [dict(pass_id="warmup-0", engine="stock", workload="team", lanes=1, ends_at=50.0,
-                                       grace_ends_at=60.0, status="complete")], part="warm")
-    base = dict(workload="team", lane=0, session_id="x", turn=0, first_token_at=1.0, output_tokens=4,
-                max_tokens=10, done=True)
-    wh.write_rows("requests", "e", [
-        dict(base, pass_id="warmup-0", engine="stock", request_id="w", sent_at=0.0, last_token_at=2.0, ended_at=2.0,
-             chunk_times=[1.0, 2.0], chunk_tokens=[2, 2]),
-        dict(base, pass_id="team-9", engine="stock", request_id="orphan", sent_at=0.0, last_token_at=2.0,
-             ended_at=2.0, chunk_times=[1.0], chunk_tokens=[4]),
-        dict(base, pass_id="team-0", engine="stock", request_id="nolast", sent_at=3.0, last_token_at=None,
-             ended_at=8.0, chunk_times=[], chunk_tokens=[]),
-        dict(base, pass_id="team-0", engine="candidate", request_id="late-part", sent_at=2.5, last_token_at=7.5,
-             ended_at=7.5, chunk_times=[3.0, 7.5], chunk_tokens=[2, 2]),
-    ], part="mixed")
+    wh.write_rows(
+        "passes",
+        "e",
+        [
+            dict(
+                pass_id="warmup-0",
+                engine="stock",
+                workload="team",
+                lanes=1,
+                ends_at=50.0,
+                grace_ends_at=60.0,
+                status="complete",
+            )
+        ],
+        part="warm",
+    )
+    base = dict(
+        workload="team", lane=0, session_id="x", turn=0, first_token_at=1.0, output_tokens=4, max_tokens=10, done=True
+    )
+    wh.write_rows(
+        "requests",
+        "e",
+        [
+            dict(
+                base,
+                pass_id="warmup-0",
+                engine="stock",
+                request_id="w",
+                sent_at=0.0,
+                last_token_at=2.0,
+                ended_at=2.0,
+                chunk_times=[1.0, 2.0],
+                chunk_tokens=[2, 2],
+            ),
+            dict(
+                base,
+                pass_id="team-9",
+                engine="stock",
+                request_id="orphan",
+                sent_at=0.0,
+                last_token_at=2.0,
+                ended_at=2.0,
+                chunk_times=[1.0],
+                chunk_tokens=[4],
+            ),
+            dict(
+                base,
+                pass_id="team-0",
+                engine="stock",
+                request_id="nolast",
+                sent_at=3.0,
+                last_token_at=None,
+                ended_at=8.0,
+                chunk_times=[],
+                chunk_tokens=[],
+            ),
+            dict(
+                base,
+                pass_id="team-0",
+                engine="candidate",
+                request_id="late-part",
+                sent_at=2.5,
+                last_token_at=7.5,
+                ended_at=7.5,
+                chunk_times=[3.0, 7.5],
+                chunk_tokens=[2, 2],
+            ),
+        ],
+        part="mixed",
+    )
 
 
 def _view_and_scan(wh, ids=None):
     con = _open(wh)
     try:
         scan = _busy(con, wh, ids)
-        view = con.execute("SELECT * FROM pass_busy WHERE $ids IS NULL OR list_contains($ids, evaluation_id)",
-                           {"ids": ids}).df()
+        view = con.execute(
+            "SELECT * FROM pass_busy WHERE $ids IS NULL OR list_contains($ids, evaluation_id)", {"ids": ids}
+        ).df()
         table = con.sql(sql_text("busy_inputs.sql"), params={"ids": ids}).to_arrow_table()
     finally:
         con.close()
@@ -71,7 +128,7 @@ def test_parquet_scan_equals_the_sql_view_and_the_numpy_path(wh):
     assert (m.busy_tokens_scan == m.busy_tokens_sql).all()
     assert (m.busy_tokens_scan == m.busy_tokens).all()
     assert (m.busy_seconds_scan - m.busy_seconds_sql).abs().max() < 1e-9
-    assert (m.busy_seconds_scan == m.busy_seconds).all()        # same kernel, same bits
+    assert (m.busy_seconds_scan == m.busy_seconds).all()  # same kernel, same bits
     h = m[m.evaluation_id == "h"].iloc[0]
     assert h.busy_seconds_scan == 7 and h.busy_tokens_scan == 24
     e = m[m.evaluation_id == "e"].set_index("engine")
@@ -92,13 +149,29 @@ def test_parquet_scan_honours_the_evaluation_filter(wh):
 def test_duplicate_pass_rows_are_left_to_the_sql_path(wh):
     write_hand_pass(wh, "d", "team-0", "stock", 2, LANES)
     # a second row for the same pass (other part): the SQL join repeats every request
-    wh.write_rows("passes", "d", [dict(pass_id="team-0", engine="stock", workload="team", pass_index=0, lanes=1,
-                                       started_at=0.0, ends_at=100.0, grace_ends_at=160.0, status="complete")],
-                  part="again")
+    wh.write_rows(
+        "passes",
+        "d",
+        [
+            dict(
+                pass_id="team-0",
+                engine="stock",
+                workload="team",
+                pass_index=0,
+                lanes=1,
+                started_at=0.0,
+                ends_at=100.0,
+                grace_ends_at=160.0,
+                status="complete",
+            )
+        ],
+        part="again",
+    )
     write_hand_pass(wh, "h", "team-0", "stock", 2, LANES)
     parts = {e: sorted(str(p) for p in wh.partition_dir("requests", e).glob("*.parquet")) for e in ("d", "h")}
     passes = pa.concat_tables([wh.read_table("passes", e) for e in ("d", "h")]).select(
-        ["evaluation_id", "pass_id", "engine", "lanes", "ends_at", "grace_ends_at"])
+        ["evaluation_id", "pass_id", "engine", "lanes", "ends_at", "grace_ends_at"]
+    )
     passes = passes.append_column("count_slack_tokens", pa.array([0] * passes.num_rows, pa.int64()))
     fast, to_sql = busy_windows_from_parquet(parts, passes, threads=2)
     assert to_sql == ["d"] and set(fast.evaluation_id) == {"h"}
@@ -133,10 +206,12 @@ def test_staged_rows_of_the_scan_equal_the_sql_view(wh):
     assert len(a) == len(b) > 100
     assert not b.counted.all() and b.counted.any()
     e = b[b.evaluation_id == "e"]
-    assert len(e) == len(a[a.evaluation_id == "e"]) == 10    # of 12 rows: the warm-up and orphan rows left out
+    assert len(e) == len(a[a.evaluation_id == "e"]) == 10  # of 12 rows: the warm-up and orphan rows left out
     for c in STAGED.names:
-        assert pd.Series(a[c]).equals(pd.Series(b[c]).astype(a[c].dtype)) or \
-            ((a[c] == b[c]) | (a[c].isna() & b[c].isna())).all(), c
+        assert (
+            pd.Series(a[c]).equals(pd.Series(b[c]).astype(a[c].dtype))
+            or ((a[c] == b[c]) | (a[c].isna() & b[c].isna())).all()
+        ), c
 
 
 def _reference_window(sent, end, lanes, times, toks):
@@ -148,7 +223,7 @@ def _reference_window(sent, end, lanes, times, toks):
     with np.errstate(invalid="ignore"):
         seg = np.diff(pts)
     secs = float(seg[(inflight >= lanes) & np.isfinite(seg)].sum())
-    count = np.searchsorted(S, times, "right") - np.searchsorted(E, times, "left")   # starts <= t - ends < t
+    count = np.searchsorted(S, times, "right") - np.searchsorted(E, times, "left")  # starts <= t - ends < t
     count[np.isnan(times)] = 0
     return secs, int(toks[count >= lanes].sum())
 
@@ -174,7 +249,7 @@ def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit():
             hi = e[i] if np.isfinite(e[i]) else 70.0
             t = np.round(rng.uniform(s[i] if np.isfinite(s[i]) else 0.0, hi, k), 1)
             if k and rng.random() < 0.1:
-                t[0] = s[i] if rng.random() < 0.5 else e[i]   # exactly on an event
+                t[0] = s[i] if rng.random() < 0.5 else e[i]  # exactly on an event
             if k and rng.random() < 0.03:
                 t[-1] = np.nan
             times.append(t)

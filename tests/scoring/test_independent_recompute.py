@@ -20,6 +20,7 @@ import math
 import shutil
 from pathlib import Path
 
+import independent
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -29,14 +30,13 @@ import pytest
 from speculator_arena.scoring import score_warehouse
 from speculator_arena.warehouse import Warehouse
 
-import independent
-
 pytestmark = pytest.mark.slow
 REL = 1e-9
 WORKLOADS = independent.WORKLOADS
 
 
 # ---- comparison -----------------------------------------------------------------------------
+
 
 def _close(a, b) -> bool:
     a, b = float(a), float(b)
@@ -72,11 +72,15 @@ def disagreements(ind: independent.Recomputed, scores) -> list[str]:
         if not _close(ind.r[w], ev[f"r_{w}"]):
             out.append(f"r_{w}: SCORING.md {ind.r[w]!r}, scorer {ev[f'r_{w}']!r}")
     if not _close(ind.specscore, ev["specscore"]):
-        out.append(f"SpecScore: SCORING.md {ind.specscore!r} ({ind.outcome}: {'; '.join(ind.reasons)}), "
-                   f"scorer {ev['specscore']!r} ({ev['specscore_reason']})")
+        out.append(
+            f"SpecScore: SCORING.md {ind.specscore!r} ({ind.outcome}: {'; '.join(ind.reasons)}), "
+            f"scorer {ev['specscore']!r} ({ev['specscore_reason']})"
+        )
     if ind.outcome != scorer_outcome(ev):
-        out.append(f"outcome: SCORING.md {ind.outcome} ({'; '.join(ind.reasons)}), scorer {scorer_outcome(ev)} "
-                   f"({ev['specscore_reason']})")
+        out.append(
+            f"outcome: SCORING.md {ind.outcome} ({'; '.join(ind.reasons)}), scorer {scorer_outcome(ev)} "
+            f"({ev['specscore_reason']})"
+        )
     gates = scores.gates.set_index("gate")
     for name, g in ind.gates.items():
         q = gates.loc[name]
@@ -84,7 +88,9 @@ def disagreements(ind: independent.Recomputed, scores) -> list[str]:
             if not _close(getattr(g, col), q[col]):
                 out.append(f"gate {name} {col}: SCORING.md {getattr(g, col)!r}, scorer {q[col]!r}")
         if g.verdict != q["verdict"]:
-            out.append(f"gate {name} verdict: SCORING.md {g.verdict} ({g.detail}), scorer {q['verdict']} ({q['detail']})")
+            out.append(
+                f"gate {name} verdict: SCORING.md {g.verdict} ({g.detail}), scorer {q['verdict']} ({q['detail']})"
+            )
     return out
 
 
@@ -107,6 +113,7 @@ def real(real_evaluation, tokenizer):
 
 # ---- the evaluation as it ran -----------------------------------------------------------------
 
+
 def test_stored_rows_follow_the_rules(real):
     """What the runner stored is what SCORING.md's figures need: each reply's output tokens are the
     arena's count of its text, each chunk's tokens add up to it, the likelihood sample holds
@@ -120,8 +127,10 @@ def test_stored_rows_follow_the_rules(real):
     # the busy window lies within the span of the pass's requests (first sent to last end)
     req = ind.requests.assign(end=ind.requests["last_token_at"].fillna(ind.requests["ended_at"]))
     span = req.groupby(["pass_id", "engine"]).apply(lambda g: g["end"].max() - g["sent_at"].min())
-    assert (eng.set_index(["pass_id", "engine"])["busy_seconds"] <= span.reindex(
-        eng.set_index(["pass_id", "engine"]).index) + 1e-9).all()
+    assert (
+        eng.set_index(["pass_id", "engine"])["busy_seconds"]
+        <= span.reindex(eng.set_index(["pass_id", "engine"]).index) + 1e-9
+    ).all()
 
 
 def test_every_pass_speed_and_ratio_agree(real):
@@ -157,12 +166,16 @@ def test_board_interval_is_a_bootstrap_of_the_recomputed_passes(real):
     e = independent.protocol_document(ind.protocol_version)["tasks"][ev["task_id"]]["speed_noise"]["max_abs_error"]
     low, high = independent.board_interval(ratios, ind.evaluation_id, e)
     row = board_rows(scores, ev["task_id"], ev["split"]).set_index("evaluation_id").loc[ind.evaluation_id]
-    assert math.isclose(row["interval_low"], low, rel_tol=1e-7) and math.isclose(row["interval_high"], high, rel_tol=1e-7)
+    assert math.isclose(row["interval_low"], low, rel_tol=1e-7) and math.isclose(
+        row["interval_high"], high, rel_tol=1e-7
+    )
     assert low <= ind.specscore <= high and row["rank"] == 1 and not row["tie"]
     # a calibrated error widens the same bootstrap exactly
     wide = specscore_intervals(scores.evaluations, scores.passes, 0.05).iloc[0]
     low5, high5 = independent.board_interval(ratios, ind.evaluation_id, 0.05)
-    assert math.isclose(wide["interval_low"], low5, rel_tol=1e-7) and math.isclose(wide["interval_high"], high5, rel_tol=1e-7)
+    assert math.isclose(wide["interval_low"], low5, rel_tol=1e-7) and math.isclose(
+        wide["interval_high"], high5, rel_tol=1e-7
+    )
     assert wide["interval_low"] == wide["boot_low"] * 0.95 and wide["interval_high"] == wide["boot_high"] * 1.05
 
 
@@ -178,6 +191,7 @@ def test_every_gate_agrees(real):
 
 
 # ---- planted faults on copies of its rows ---------------------------------------------------------
+
 
 def _rewrite(home: Path, table: str, eid: str, change) -> None:
     """Apply `change(df) -> df` to every stored part of the table, keeping each part's schema."""
@@ -203,6 +217,7 @@ def plant_greedy_unanswered(home, eid):
         df["token_ids"] = df["token_ids"].where(~m, None)
         df["error"] = df["error"].where(~m, "planted: no reply")
         return df
+
     _rewrite(home, "probe_greedy", eid, f)
 
 
@@ -213,6 +228,7 @@ def plant_fidelity_garbage_ids(home, eid):
         m = (df["engine"] == "candidate") & (df["text_id"] == first)
         df["token_ids"] = [list(np.asarray(x) + 1) if hit else x for x, hit in zip(df["token_ids"], m)]
         return df
+
     _rewrite(home, "probe_fidelity", eid, f)
 
 
@@ -222,6 +238,7 @@ def plant_stock_pass_without_tokens(home, eid):
         df.loc[m, "done"] = False
         df["error"] = df["error"].where(~m, "planted: stream ended without [DONE]")
         return df
+
     _rewrite(home, "requests", eid, f)
 
 
@@ -232,6 +249,7 @@ def plant_error_after_done(home, eid):
         m = (df["engine"] == "candidate") & (df["request_id"] == rid)
         df["error"] = df["error"].where(~m, "malformed SSE payload: planted")
         return df
+
     _rewrite(home, "requests", eid, f)
 
 
@@ -241,6 +259,7 @@ def plant_candidate_fails_solo(home, eid):
         df.loc[m, "done"] = False
         df["error"] = df["error"].where(~m, "planted: HTTP 500")
         return df
+
     _rewrite(home, "requests", eid, f)
 
 
@@ -279,13 +298,17 @@ def plant_candidate_empty_scored_replies(home, eid):
 def plant_reply_over_budget(home, eid):
     """A counted candidate reply of n tokens on solo-0 gets max_tokens n - 2: within a slack of 4,
     beyond a slack of 0."""
-    rid = _first_request(home, eid, lambda df: (df["engine"] == "candidate") & (df["pass_id"] == "solo-0")
-                         & (df["output_tokens"] > 2) & df["done"])
+    rid = _first_request(
+        home,
+        eid,
+        lambda df: (df["engine"] == "candidate") & (df["pass_id"] == "solo-0") & (df["output_tokens"] > 2) & df["done"],
+    )
 
     def f(df):
         m = (df["engine"] == "candidate") & (df["request_id"] == rid)
         df.loc[m, "max_tokens"] = df.loc[m, "output_tokens"] - 2
         return df
+
     _rewrite(home, "requests", eid, f)
 
 
@@ -349,28 +372,54 @@ def _slack_version() -> int | None:
 # name: (plant, the version to score under ("run": the evaluation's own, "slack": the first with a
 # counted slack, or a version number), what SCORING.md says, the assertion of the independent result)
 PLANTS = {
-    "greedy_item_unanswered": (plant_greedy_unanswered, "run",
-                               "Probe items the candidate does not answer: greedy agreement a = 0", _expect_greedy),
-    "fidelity_garbage_token_ids": (plant_fidelity_garbage_ids, "run",
-                                   "prompt_logprobs not covering the arena's positions fail the item: worst value, "
-                                   "at least 1 nat per token", _expect_fidelity),
-    "stock_pass_without_tokens": (plant_stock_pass_without_tokens, "run",
-                                  "Outcomes: the stock engine counted no tokens on a timed pass -> void",
-                                  _expect_stock_void),
-    "error_after_done": (plant_error_after_done, "run",
-                         "Counted requests: an HTTP error or broken stream is a failure even if [DONE] came",
-                         _expect_error_after_done),
-    "candidate_fails_solo": (plant_candidate_fails_solo, "run",
-                             "Failure rule and Outcomes: a workload's median ratio 0 -> 0", _expect_solo_zero),
-    "candidate_empty_scored_replies": (plant_candidate_empty_scored_replies, "run",
-                                       "Outcomes: a candidate can never cause a void by what it returns",
-                                       _expect_not_void),
-    "reply_over_budget_v1": (plant_reply_over_budget, 1,
-                             "Counted requests: over max_tokens + count_slack_tokens (0 in v1) fails",
-                             _expect_over_budget_v1),
-    "reply_over_budget_with_slack": (plant_reply_over_budget, "slack",
-                                     "Counted requests: within max_tokens + count_slack_tokens (4 from v2) counts",
-                                     _expect_over_budget_slack),
+    "greedy_item_unanswered": (
+        plant_greedy_unanswered,
+        "run",
+        "Probe items the candidate does not answer: greedy agreement a = 0",
+        _expect_greedy,
+    ),
+    "fidelity_garbage_token_ids": (
+        plant_fidelity_garbage_ids,
+        "run",
+        "prompt_logprobs not covering the arena's positions fail the item: worst value, at least 1 nat per token",
+        _expect_fidelity,
+    ),
+    "stock_pass_without_tokens": (
+        plant_stock_pass_without_tokens,
+        "run",
+        "Outcomes: the stock engine counted no tokens on a timed pass -> void",
+        _expect_stock_void,
+    ),
+    "error_after_done": (
+        plant_error_after_done,
+        "run",
+        "Counted requests: an HTTP error or broken stream is a failure even if [DONE] came",
+        _expect_error_after_done,
+    ),
+    "candidate_fails_solo": (
+        plant_candidate_fails_solo,
+        "run",
+        "Failure rule and Outcomes: a workload's median ratio 0 -> 0",
+        _expect_solo_zero,
+    ),
+    "candidate_empty_scored_replies": (
+        plant_candidate_empty_scored_replies,
+        "run",
+        "Outcomes: a candidate can never cause a void by what it returns",
+        _expect_not_void,
+    ),
+    "reply_over_budget_v1": (
+        plant_reply_over_budget,
+        1,
+        "Counted requests: over max_tokens + count_slack_tokens (0 in v1) fails",
+        _expect_over_budget_v1,
+    ),
+    "reply_over_budget_with_slack": (
+        plant_reply_over_budget,
+        "slack",
+        "Counted requests: within max_tokens + count_slack_tokens (4 from v2) counts",
+        _expect_over_budget_slack,
+    ),
 }
 
 # The cases in which the current scorer does not yet follow SCORING.md (issue 10). Delete an
@@ -378,7 +427,7 @@ PLANTS = {
 AWAITING = {
     "error_after_done": "scorer counts a stream with a recorded error when a [DONE] line came",
     "candidate_empty_scored_replies": "scorer charges the unscored empty candidate replies to the stock engine "
-                                      "and voids the evaluation (SCORING.md: the candidate's failure, 0)",
+    "and voids the evaluation (SCORING.md: the candidate's failure, 0)",
 }
 
 
@@ -417,8 +466,10 @@ def test_planted_fault_recomputed_as_scoring_md_says(case, planted):
     PLANTS[case][3](ind, reference)
 
 
-@pytest.mark.parametrize("case", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=AWAITING[k]))
-                                  if k in AWAITING else k for k in PLANTS])
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=AWAITING[k])) if k in AWAITING else k for k in PLANTS],
+)
 def test_planted_fault_scored_as_scoring_md_says(case, planted):
     """The scorer on the planted copy agrees with the independent reading, figure for figure."""
     ind, scores, _ = planted(case)

@@ -48,16 +48,26 @@ def test_counted_slack_is_the_versions_and_the_view_agrees_with_the_function(wh)
     v1, v2 = score_warehouse(wh, 1), score_warehouse(wh, 2)
     f1 = v1.passes[v1.passes.evaluation_id == "s"].candidate_failures.sum()
     f2 = v2.passes[v2.passes.evaluation_id == "s"].candidate_failures.sum()
-    assert f1 - f2 == 4                     # the four within the slack count under v2 only
+    assert f1 - f2 == 4  # the four within the slack count under v2 only
     # the view that analysts read states the same rule as scoring/counted.py, row for row
     con = wh.connect(read_only=True)
     try:
-        rows = con.execute("SELECT done, output_tokens, max_tokens, sent_at, pass_ends_at, ended_at, "
-                           "pass_grace_ends_at, counted FROM staged_requests").df()
+        rows = con.execute(
+            "SELECT done, output_tokens, max_tokens, sent_at, pass_ends_at, ended_at, "
+            "pass_grace_ends_at, counted FROM staged_requests"
+        ).df()
     finally:
         con.close()
-    mine = counted(rows["done"].to_numpy(dtype=bool), rows["output_tokens"], rows["max_tokens"], 4,
-                   rows["sent_at"], rows["pass_ends_at"], rows["ended_at"], rows["pass_grace_ends_at"])
+    mine = counted(
+        rows["done"].to_numpy(dtype=bool),
+        rows["output_tokens"],
+        rows["max_tokens"],
+        4,
+        rows["sent_at"],
+        rows["pass_ends_at"],
+        rows["ended_at"],
+        rows["pass_grace_ends_at"],
+    )
     assert (mine == rows["counted"].to_numpy(dtype=bool)).all() and (~mine).sum() >= 2
 
 
@@ -69,7 +79,7 @@ def test_a_contended_pass_voids_the_evaluation_and_v1_does_not_judge_it(wh):
     assert bool(c.void) and math.isnan(c.specscore)
     assert c.specscore_reason.startswith("void: host contended (candidate team-0: foreign CPU 0.80 of a core")
     assert one(s, "q").specscore > 1 and not one(s, "q").void
-    assert one(score_warehouse(wh, 1), "c").specscore > 1     # v1 has no contention rule
+    assert one(score_warehouse(wh, 1), "c").specscore > 1  # v1 has no contention rule
 
 
 def test_missing_contention_rows_void_an_evaluation_run_under_a_version_that_records_them(wh):
@@ -97,7 +107,10 @@ def test_unanswered_greedy_prompts_count_zero_from_v2(wh):
     """The candidate leaves 2 of 6 greedy prompts unanswered: v1 dropped them (mean over 4), v2
     counts them a = 0 (mean over 6), so skipping never raises the agreement."""
     write_synthetic_evaluation(wh, "u", attack="candidate_unanswered", protocol_version=1)
-    g1, g2 = gate(score_warehouse(wh, 1), "u", "greedy_agreement"), gate(score_warehouse(wh, 2), "u", "greedy_agreement")
+    g1, g2 = (
+        gate(score_warehouse(wh, 1), "u", "greedy_agreement"),
+        gate(score_warehouse(wh, 2), "u", "greedy_agreement"),
+    )
     assert g2.statistic == pytest.approx(g1.statistic * 4 / 6)
     assert "2 left unanswered by the candidate, counted as 0" in g2.detail
 
@@ -106,10 +119,18 @@ def test_a_skipped_fidelity_text_scores_its_worst_value(wh):
     """One of 6 fidelity texts unanswered by the candidate: under v2 its tokens count at
     max(largest per-token difference seen, 1 nat), so skipping fails a gate the rest passes."""
     write_synthetic_evaluation(wh, "f")
-    _edit(wh, "probe_fidelity", "f", lambda t: t.assign(
-        answered=~((t.engine == "candidate") & (t.text_id == t.text_id.iloc[0])),
-        token_logprobs=[None if (e == "candidate" and i == t.text_id.iloc[0]) else lp
-                        for e, i, lp in zip(t.engine, t.text_id, t.token_logprobs)]))
+    _edit(
+        wh,
+        "probe_fidelity",
+        "f",
+        lambda t: t.assign(
+            answered=~((t.engine == "candidate") & (t.text_id == t.text_id.iloc[0])),
+            token_logprobs=[
+                None if (e == "candidate" and i == t.text_id.iloc[0]) else lp
+                for e, i, lp in zip(t.engine, t.text_id, t.token_logprobs)
+            ],
+        ),
+    )
     s = score_warehouse(wh)
     g = gate(s, "f", "target_fidelity")
     rows = wh.read_table("probe_fidelity", "f").to_pandas()
@@ -133,14 +154,18 @@ def test_memory_samples_must_cover_the_passes_but_an_over_budget_peak_still_fail
     write_synthetic_evaluation(wh, "hog", task_id="qwen3-8b", seed=3, attack="memory")
     # every other sample of the candidate's solo-0 lost: gaps over the protocol's 2 s
     for eid in ("gap", "hog"):
-        _edit(wh, "memory", eid, lambda t: t[~((t.engine == "candidate") & (t.pass_id == "solo-0")
-                                               & (np.arange(len(t)) % 2 == 1))])
+        _edit(
+            wh,
+            "memory",
+            eid,
+            lambda t: t[~((t.engine == "candidate") & (t.pass_id == "solo-0") & (np.arange(len(t)) % 2 == 1))],
+        )
     s = score_warehouse(wh)
     g = gate(s, "gap", "memory")
     assert g.verdict == "not measured" and "samples do not cover the timed passes" in g.detail
     assert bool(one(s, "gap").void) and "memory" in one(s, "gap").specscore_reason
     assert gate(s, "hog", "memory").verdict == "fail" and one(s, "hog").specscore == 0.0
-    assert gate(score_warehouse(wh, 1), "gap", "memory").verdict == "pass"   # v1 judged the peak alone
+    assert gate(score_warehouse(wh, 1), "gap", "memory").verdict == "pass"  # v1 judged the peak alone
 
 
 def test_the_board_ranks_the_last_scored_evaluation_and_both_boards_agree(tmp_path):
@@ -148,7 +173,9 @@ def test_the_board_ranks_the_last_scored_evaluation_and_both_boards_agree(tmp_pa
     from speculator_arena.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "home")
-    write_synthetic_evaluation(wh, "a1", split="test", account_id="A", created_at=1.0e9, speedups={"solo": 1.5, "team": 1.5, "busy": 1.5})
+    write_synthetic_evaluation(
+        wh, "a1", split="test", account_id="A", created_at=1.0e9, speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}
+    )
     write_synthetic_evaluation(wh, "a2", split="test", account_id="A", created_at=1.1e9, attack="contended")
     write_synthetic_evaluation(wh, "a3", split="test", account_id="A", created_at=1.2e9, attack="void")
     write_synthetic_evaluation(wh, "b1", split="test", account_id="B", created_at=1.0e9, attack="contended")
@@ -156,7 +183,7 @@ def test_the_board_ranks_the_last_scored_evaluation_and_both_boards_agree(tmp_pa
     web_rows = BoardMemo(wh.home).board("local-smollm2", None).boards["test"]
     for rows in (text_rows, web_rows):
         by = rows.set_index("account_id")
-        assert by.loc["A", "evaluation_id"] == "a1" and by.loc["A", "rank"] == 1      # not hidden by a2, a3
+        assert by.loc["A", "evaluation_id"] == "a1" and by.loc["A", "rank"] == 1  # not hidden by a2, a3
         assert by.loc["B", "evaluation_id"] == "b1" and pd_isna(by.loc["B", "rank"])  # nothing scored: unranked
     assert list(text_rows.evaluation_id) == list(web_rows.evaluation_id)
 

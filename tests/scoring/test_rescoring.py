@@ -14,8 +14,7 @@ from speculator_arena.scoring.registry import ProtocolChangedError, score_and_re
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
-
-SHIPPED = load_protocol().version   # the latest shipped version
+SHIPPED = load_protocol().version  # the latest shipped version
 NEXT = SHIPPED + 1
 
 
@@ -60,13 +59,13 @@ def test_a_used_version_cannot_change(arena_home, tmp_path, monkeypatch, capsys)
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged))
     score_and_record(wh, NEXT)
     pin = json.loads((scores_dir(wh, NEXT) / "protocol.json").read_text())
-    stage_next(staged, likelihood_bound=0.5)          # edit the staged version after it was used
+    stage_next(staged, likelihood_bound=0.5)  # edit the staged version after it was used
     with pytest.raises(ProtocolChangedError, match="immutable"):
         score_and_record(wh, NEXT)
     assert json.loads((scores_dir(wh, NEXT) / "protocol.json").read_text()) == pin
     assert main(["score", "--protocol", str(NEXT)]) == 2
     assert "immutable" in capsys.readouterr().err
-    assert main(["score", "--protocol", "1"]) == 0   # other versions are unaffected
+    assert main(["score", "--protocol", "1"]) == 0  # other versions are unaffected
 
 
 def test_arena_score_command_json_and_board(arena_home, capsys):

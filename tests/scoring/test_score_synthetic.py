@@ -35,9 +35,17 @@ def test_known_speedups_give_their_geometric_mean(wh):
     assert exp["specscore"] == pytest.approx((1.6 * 1.4 * 1.2) ** (1 / 3))
 
 
-@pytest.mark.parametrize("attack,gate_name", [("likelihood", "sampled_likelihood"), ("first_choice", "first_choice"),
-                                              ("greedy", "greedy_agreement"), ("fidelity", "target_fidelity"),
-                                              ("length", "length"), ("candidate_unanswered", "answering")])
+@pytest.mark.parametrize(
+    "attack,gate_name",
+    [
+        ("likelihood", "sampled_likelihood"),
+        ("first_choice", "first_choice"),
+        ("greedy", "greedy_agreement"),
+        ("fidelity", "target_fidelity"),
+        ("length", "length"),
+        ("candidate_unanswered", "answering"),
+    ],
+)
 def test_each_attack_fails_its_gate_and_only_that_gate(wh, attack, gate_name):
     write_synthetic_evaluation(wh, "clean", seed=1)
     write_synthetic_evaluation(wh, "bad", seed=1, attack=attack)
@@ -86,7 +94,7 @@ def test_partial_evaluation_is_blank_with_reasons_not_smaller(wh):
     e = one(s, "p")
     assert math.isnan(e.specscore) and "running" in e.specscore_reason
     assert math.isnan(e.r_busy) and "stock pass missing" in e.r_busy_reason
-    assert e.r_solo == pytest.approx(1.6, rel=1e-5)   # complete workloads keep their ratio
+    assert e.r_solo == pytest.approx(1.6, rel=1e-5)  # complete workloads keep their ratio
     f = s.figures[(s.figures.evaluation_id == "p")]
     assert f["value"].isna().all() and f["reason"].notna().all()
     assert gate(s, "p", "length").verdict == "not measured"
@@ -118,24 +126,44 @@ def test_greedy_and_fidelity_hand_rows_both_sides_of_the_limit(wh):
     write_synthetic_evaluation(wh, "g")
     rows = []
     for pid, cand, stock in (("p1", [1, 2, 3, 4], [1, 2, 9]), ("p2", [5, 6], [5, 6]), ("p3", [], [])):
-        rows += [dict(engine="candidate", prompt_id=pid, token_ids=cand, answered=True),
-                 dict(engine="stock", prompt_id=pid, token_ids=stock, answered=True)]
+        rows += [
+            dict(engine="candidate", prompt_id=pid, token_ids=cand, answered=True),
+            dict(engine="stock", prompt_id=pid, token_ids=stock, answered=True),
+        ]
     wh.write_rows("probe_greedy", "g", rows, replace=True)
     # fidelity: |diff| 0.001 over 2 tokens -> 0.0005 <= 1e-3 passes
-    wh.write_rows("probe_fidelity", "g", [
-        dict(engine="candidate", text_id="t", token_ids=[1, 2], token_logprobs=[-1.0, -2.0], answered=True),
-        dict(engine="stock", text_id="t", token_ids=[1, 2], token_logprobs=[-1.0, -2.001], answered=True)], replace=True)
+    wh.write_rows(
+        "probe_fidelity",
+        "g",
+        [
+            dict(engine="candidate", text_id="t", token_ids=[1, 2], token_logprobs=[-1.0, -2.0], answered=True),
+            dict(engine="stock", text_id="t", token_ids=[1, 2], token_logprobs=[-1.0, -2.001], answered=True),
+        ],
+        replace=True,
+    )
     s = score_warehouse(wh)
     g = gate(s, "g", "greedy_agreement")
-    assert g.statistic == pytest.approx((2 / 4 + 1.0) / 2) and g.verdict == "pass"   # empty pair left out
+    assert g.statistic == pytest.approx((2 / 4 + 1.0) / 2) and g.verdict == "pass"  # empty pair left out
     f = gate(s, "g", "target_fidelity")
     assert f.statistic == pytest.approx(0.0005) and f.verdict == "pass"
-    wh.write_rows("probe_greedy", "g", [dict(engine="candidate", prompt_id="p1", token_ids=[1, 2, 3, 4], answered=True),
-                                        dict(engine="stock", prompt_id="p1", token_ids=[1, 7, 3], answered=True)],
-                  replace=True)
-    wh.write_rows("probe_fidelity", "g", [
-        dict(engine="candidate", text_id="t", token_ids=[1, 2], token_logprobs=[-1.0, -2.0], answered=True),
-        dict(engine="stock", text_id="t", token_ids=[1, 2], token_logprobs=[-1.0, -2.003], answered=True)], replace=True)
+    wh.write_rows(
+        "probe_greedy",
+        "g",
+        [
+            dict(engine="candidate", prompt_id="p1", token_ids=[1, 2, 3, 4], answered=True),
+            dict(engine="stock", prompt_id="p1", token_ids=[1, 7, 3], answered=True),
+        ],
+        replace=True,
+    )
+    wh.write_rows(
+        "probe_fidelity",
+        "g",
+        [
+            dict(engine="candidate", text_id="t", token_ids=[1, 2], token_logprobs=[-1.0, -2.0], answered=True),
+            dict(engine="stock", text_id="t", token_ids=[1, 2], token_logprobs=[-1.0, -2.003], answered=True),
+        ],
+        replace=True,
+    )
     s = score_warehouse(wh)
     assert gate(s, "g", "greedy_agreement").statistic == pytest.approx(0.25)
     assert gate(s, "g", "greedy_agreement").verdict == "fail"
@@ -168,9 +196,11 @@ def test_figures_percentiles_cache_and_acceptance(wh):
     ttft = (st.first_token_at - st.sent_at).to_numpy()
     assert f.loc[("x", "stock", "all", "ttft_p90"), "value"] == pytest.approx(np.percentile(ttft, 90))
     assert f.loc[("x", "stock", "all", "cache_hit_tokens"), "value"] == pytest.approx(
-        st.cached_tokens.sum() / st.usage_prompt_tokens.sum())
+        st.cached_tokens.sum() / st.usage_prompt_tokens.sum()
+    )
     assert f.loc[("x", "stock", "all", "cache_hit_mean"), "value"] == pytest.approx(
-        (st.cached_tokens / st.usage_prompt_tokens).mean())
+        (st.cached_tokens / st.usage_prompt_tokens).mean()
+    )
     lat = (st.ended_at - st.sent_at).to_numpy()
     assert f.loc[("x", "stock", "all", "latency_p95"), "value"] == pytest.approx(np.percentile(lat, 95))
     # synthetic counters: accepted = 1.5 x drafts, draft tokens = 3 x drafts
@@ -182,14 +212,18 @@ def test_figures_percentiles_cache_and_acceptance(wh):
 
 
 def test_gap_flag_both_sides(wh):
-    write_synthetic_evaluation(wh, "d1", account_id="A", split="dev", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5},
-                               created_at=1.8e9)
-    write_synthetic_evaluation(wh, "t1", account_id="A", split="test", speedups={"solo": 1.3, "team": 1.3, "busy": 1.3},
-                               created_at=1.8e9 + 1)   # 1.3 < 0.9 x 1.5 = 1.35: flagged
-    write_synthetic_evaluation(wh, "d2", account_id="B", split="dev", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5},
-                               created_at=1.8e9)
-    write_synthetic_evaluation(wh, "t2", account_id="B", split="test", speedups={"solo": 1.4, "team": 1.4, "busy": 1.4},
-                               created_at=1.8e9 + 1)   # 1.4 >= 1.35: not flagged
+    write_synthetic_evaluation(
+        wh, "d1", account_id="A", split="dev", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}, created_at=1.8e9
+    )
+    write_synthetic_evaluation(
+        wh, "t1", account_id="A", split="test", speedups={"solo": 1.3, "team": 1.3, "busy": 1.3}, created_at=1.8e9 + 1
+    )  # 1.3 < 0.9 x 1.5 = 1.35: flagged
+    write_synthetic_evaluation(
+        wh, "d2", account_id="B", split="dev", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}, created_at=1.8e9
+    )
+    write_synthetic_evaluation(
+        wh, "t2", account_id="B", split="test", speedups={"solo": 1.4, "team": 1.4, "busy": 1.4}, created_at=1.8e9 + 1
+    )  # 1.4 >= 1.35: not flagged
     s = score_warehouse(wh)
     assert bool(one(s, "t1").gap_flag) is True
     assert bool(one(s, "t2").gap_flag) is False
@@ -197,20 +231,38 @@ def test_gap_flag_both_sides(wh):
 
 def test_board_ranking_gated_below_and_references_apart(wh):
     kw = dict(split="test")
-    write_synthetic_evaluation(wh, "old", account_id="A", label="a-old", speedups={"solo": 3, "team": 3, "busy": 3},
-                               created_at=1.0e9, **kw)
-    write_synthetic_evaluation(wh, "new", account_id="A", label="a-new", speedups={"solo": 1.2, "team": 1.2, "busy": 1.2},
-                               created_at=1.1e9, **kw)
-    write_synthetic_evaluation(wh, "b", account_id="B", label="b", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}, **kw)
-    write_synthetic_evaluation(wh, "c", account_id="C", label="c", speedups={"solo": 2, "team": 2, "busy": 2},
-                               attack="fidelity", **kw)
-    write_synthetic_evaluation(wh, "r", account_id="ops", label="dev-stock", is_reference=True,
-                               speedups={"solo": 1, "team": 1, "busy": 1}, **kw)
+    write_synthetic_evaluation(
+        wh, "old", account_id="A", label="a-old", speedups={"solo": 3, "team": 3, "busy": 3}, created_at=1.0e9, **kw
+    )
+    write_synthetic_evaluation(
+        wh,
+        "new",
+        account_id="A",
+        label="a-new",
+        speedups={"solo": 1.2, "team": 1.2, "busy": 1.2},
+        created_at=1.1e9,
+        **kw,
+    )
+    write_synthetic_evaluation(
+        wh, "b", account_id="B", label="b", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}, **kw
+    )
+    write_synthetic_evaluation(
+        wh, "c", account_id="C", label="c", speedups={"solo": 2, "team": 2, "busy": 2}, attack="fidelity", **kw
+    )
+    write_synthetic_evaluation(
+        wh,
+        "r",
+        account_id="ops",
+        label="dev-stock",
+        is_reference=True,
+        speedups={"solo": 1, "team": 1, "busy": 1},
+        **kw,
+    )
     write_synthetic_evaluation(wh, "devonly", account_id="D", label="d", split="dev")
     s = score_warehouse(wh)
     rows = board_rows(s, "local-smollm2", split="test")
     parts = rows[rows.section == "participants"]
-    assert list(parts.evaluation_id) == ["b", "new", "c"]      # last of A only; gated c below
+    assert list(parts.evaluation_id) == ["b", "new", "c"]  # last of A only; gated c below
     assert list(parts["rank"].iloc[:2]) == [1, 2] and parts["rank"].isna().iloc[2]
     refs = rows[rows.section == "references"]
     assert list(refs.evaluation_id) == ["r"] and refs.iloc[0].specscore == 1.0
@@ -234,7 +286,7 @@ def test_scoring_reads_an_existing_duckdb_file_read_only(wh):
     from speculator_arena.warehouse import analysts
 
     write_synthetic_evaluation(wh, "e")
-    analysts.refresh(wh.home)                 # the analysts' arena.duckdb exists beside the Parquet
+    analysts.refresh(wh.home)  # the analysts' arena.duckdb exists beside the Parquet
     before = (wh.home / "arena.duckdb").stat().st_mtime_ns
     assert one(score_warehouse(wh), "e").specscore > 1
     assert (wh.home / "arena.duckdb").stat().st_mtime_ns == before

@@ -11,8 +11,7 @@ def test_scores_asset_materializes_a_protocol_partition(tmp_path):
     wh = Warehouse(tmp_path / "home")
     write_synthetic_evaluation(wh, "e1", split="test", label="fast-one")
     write_synthetic_evaluation(wh, "e2", split="test", label="broken", attack="fidelity", account_id="other")
-    result = dg.materialize([scores], partition_key="1",
-                            resources=default_resources(wh.home))
+    result = dg.materialize([scores], partition_key="1", resources=default_resources(wh.home))
     assert result.success
     mat = result.asset_materializations_for_node("scores")[0]
     md = mat.metadata

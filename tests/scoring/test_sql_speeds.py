@@ -1,14 +1,15 @@
 """Per-pass speeds and the failure rule in SQL, on hand-made rows."""
 
 import pytest
+from scoring_hand import write_hand_pass
 
 from speculator_arena.scoring import score_warehouse
 
-from scoring_hand import write_hand_pass
-
-LANES = [(0, 0.0, 10.0, 20, True, [(1, 5), (3, 5), (9, 5), (10, 5)]),
-         (1, 2.0, 5.0, 5, True, [(4, 2), (5, 3)]),
-         (1, 6.0, 12.0, 108, True, [(7, 4), (12, 4), (5.5, 100)])]
+LANES = [
+    (0, 0.0, 10.0, 20, True, [(1, 5), (3, 5), (9, 5), (10, 5)]),
+    (1, 2.0, 5.0, 5, True, [(4, 2), (5, 3)]),
+    (1, 6.0, 12.0, 108, True, [(7, 4), (12, 4), (5.5, 100)]),
+]
 
 
 def speeds(wh):
@@ -32,21 +33,39 @@ def test_failed_request_occupies_lane_but_its_tokens_do_not_count(wh):
     write_hand_pass(wh, "h", "team-0", "stock", 2, lanes)
     row = speeds(wh).iloc[0]
     assert row.busy_seconds == 7
-    assert row.busy_tokens == 24 - 4   # the failed request's chunk at 7 no longer counts
+    assert row.busy_tokens == 24 - 4  # the failed request's chunk at 7 no longer counts
     assert row.failures == 1 and row.counted == 2
 
 
 def test_solo_speed_is_tokens_over_request_time(wh):
-    write_hand_pass(wh, "h", "solo-0", "stock", 1, [(0, 0.0, 4.0, 40, True, None), (0, 5.0, 6.0, 20, True, None),
-                                                    (0, 7.0, 8.0, 999, False, None)])
+    write_hand_pass(
+        wh,
+        "h",
+        "solo-0",
+        "stock",
+        1,
+        [(0, 0.0, 4.0, 40, True, None), (0, 5.0, 6.0, 20, True, None), (0, 7.0, 8.0, 999, False, None)],
+    )
     row = speeds(wh).iloc[0]
     assert row.request_time_speed == pytest.approx(60 / 5)
 
 
 def test_request_sent_after_pass_end_or_ended_after_grace_is_not_counted(wh):
-    write_hand_pass(wh, "h", "solo-0", "stock", 1, [(0, 0.0, 4.0, 40, True, None), (0, 100.0, 101.0, 20, True, None),
-                                                    (0, 99.0, 160.5, 20, True, None), (0, 99.5, 160.0, 30, True, None)],
-                    ends_at=100.0, grace_ends_at=160.0)
+    write_hand_pass(
+        wh,
+        "h",
+        "solo-0",
+        "stock",
+        1,
+        [
+            (0, 0.0, 4.0, 40, True, None),
+            (0, 100.0, 101.0, 20, True, None),
+            (0, 99.0, 160.5, 20, True, None),
+            (0, 99.5, 160.0, 30, True, None),
+        ],
+        ends_at=100.0,
+        grace_ends_at=160.0,
+    )
     row = speeds(wh).iloc[0]
     assert row.counted == 2 and row.failures == 2
     assert row.request_time_speed == pytest.approx(70 / (4 + 60.5))

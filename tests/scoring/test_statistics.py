@@ -3,8 +3,13 @@ import math
 import numpy as np
 import pytest
 
-from speculator_arena.scoring.statistics import (busy_window, cluster_ratio, cluster_ratio_direct, percentile,
-                                                 two_sided_fails)
+from speculator_arena.scoring.statistics import (
+    busy_window,
+    cluster_ratio,
+    cluster_ratio_direct,
+    percentile,
+    two_sided_fails,
+)
 
 
 def test_cluster_se_hand_case_and_sums_agree_with_direct():
@@ -30,8 +35,10 @@ def test_cluster_se_blank_with_one_cluster():
     assert math.isnan(float(se))
 
 
-@pytest.mark.parametrize("stat,se,fails", [(0.05, 0.01, True), (0.03, 0.01, False), (-0.05, 0.01, True),
-                                           (-0.03, 0.01, False), (0.0, 0.0, False)])
+@pytest.mark.parametrize(
+    "stat,se,fails",
+    [(0.05, 0.01, True), (0.03, 0.01, False), (-0.05, 0.01, True), (-0.03, 0.01, False), (0.0, 0.0, False)],
+)
 def test_two_sided_rule_both_sides(stat, se, fails):
     f, low, high = two_sided_fails(stat, se, 0.02, 1.96)
     assert bool(f) is fails
@@ -51,5 +58,5 @@ def test_busy_window_overlapping_and_gapped_lanes():
     chunks = [(1, 5), (3, 5), (9, 5), (10, 5), (4, 2), (5, 3), (7, 4), (12, 4), (5.5, 100)]
     seconds, tokens = busy_window(intervals, 2, chunks)
     assert seconds == 7
-    assert tokens == 5 + 5 + 5 + 2 + 3 + 4   # 1, 12 and the gap at 5.5 are outside
+    assert tokens == 5 + 5 + 5 + 2 + 3 + 4  # 1, 12 and the gap at 5.5 are outside
     assert busy_window(intervals, 3, chunks) == (0, 0)

@@ -52,8 +52,8 @@ def test_the_dagster_asset_materializes_it(home):
 
 
 def test_the_hook_reports_and_never_raises(home):
-    (home / "arena.duckdb").mkdir()          # the place of the file is taken: the rename fails
+    (home / "arena.duckdb").mkdir()  # the place of the file is taken: the rename fails
     said = []
     analysts.refresh_after_evaluation(home, say=said.append)
     assert said and "not refreshed" in said[0] and "arena warehouse analysts" in said[0]
-    assert not list(home.glob(".arena.duckdb.*"))   # no temporary file left behind
+    assert not list(home.glob(".arena.duckdb.*"))  # no temporary file left behind

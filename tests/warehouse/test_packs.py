@@ -22,8 +22,12 @@ def _settle():
 def _frames(scores):
     """The scorer's frames in a canonical row order (reading order is not part of the result)."""
     out = {}
-    for name, keys in (("evaluations", ["evaluation_id"]), ("passes", ["evaluation_id", "pass_id"]),
-                       ("gates", ["evaluation_id", "gate"]), ("figures", ["evaluation_id", "engine", "workload", "figure"])):
+    for name, keys in (
+        ("evaluations", ["evaluation_id"]),
+        ("passes", ["evaluation_id", "pass_id"]),
+        ("gates", ["evaluation_id", "gate"]),
+        ("figures", ["evaluation_id", "engine", "workload", "figure"]),
+    ):
         df = getattr(scores, name)
         out[name] = df.sort_values(keys, kind="stable").reset_index(drop=True)
     return out
@@ -43,12 +47,23 @@ def varied(tmp_path):
     wh = Warehouse(tmp_path / "home")
     kinds = [a for a in ATTACKS if a is not None]
     for i, attack in enumerate([None, *kinds]):
-        write_synthetic_evaluation(wh, f"e{i:02d}", seed=i, attack=attack, account_id=f"acct-{i % 3}",
-                                   split="test" if i % 2 else "dev", created_at=1.7e9 + i)
+        write_synthetic_evaluation(
+            wh,
+            f"e{i:02d}",
+            seed=i,
+            attack=attack,
+            account_id=f"acct-{i % 3}",
+            split="test" if i % 2 else "dev",
+            created_at=1.7e9 + i,
+        )
     write_synthetic_evaluation(wh, "running", seed=99, created_at=1.7e9 + 99)
-    wh.write_rows("evaluations", "running", [dict(task_id="local-smollm2", split="dev", status="running",
-                                                  account_id="acct-0", created_at=1.7e9 + 99)],
-                  part="status", replace=True)
+    wh.write_rows(
+        "evaluations",
+        "running",
+        [dict(task_id="local-smollm2", split="dev", status="running", account_id="acct-0", created_at=1.7e9 + 99)],
+        part="status",
+        replace=True,
+    )
     _settle()
     return wh
 
@@ -59,12 +74,16 @@ def test_scores_are_identical_from_packs_and_from_parts(varied):
     finished = set(before.evaluations.loc[before.evaluations["status"].isin(packs.FINISHED), "evaluation_id"])
     assert report.packed == len(finished) and report.pack is not None
     resolved = packs.resolve(varied.home, sorted(before.evaluations["evaluation_id"]))
-    assert set(resolved.packed_ids) == finished and set(resolved.unpacked) == {"running", "e08"}  # e08: partial, still running
+    assert set(resolved.packed_ids) == finished and set(resolved.unpacked) == {
+        "running",
+        "e08",
+    }  # e08: partial, still running
     _assert_same_scores(before, score_warehouse(varied))
     some = sorted(finished)[:3]
-    _assert_same_scores(score_warehouse(varied, evaluation_ids=some),
-                        score_warehouse(Warehouse(varied.home), evaluation_ids=some))
-    assert packs.pack(varied.home).pack is None      # nothing new: no second pack
+    _assert_same_scores(
+        score_warehouse(varied, evaluation_ids=some), score_warehouse(Warehouse(varied.home), evaluation_ids=some)
+    )
+    assert packs.pack(varied.home).pack is None  # nothing new: no second pack
 
 
 def test_a_changed_evaluation_is_read_from_its_parts(varied):
@@ -85,7 +104,7 @@ def test_a_changed_evaluation_is_read_from_its_parts(varied):
     assert packs.resolve(varied.home, ["e01"]).unpacked == ["e01"]
     _settle()
     report = packs.pack(varied.home)
-    assert report.packed == 2 and not report.rewritten    # only what changed goes into the new pack
+    assert report.packed == 2 and not report.rewritten  # only what changed goes into the new pack
     assert packs.resolve(varied.home, [target, "e01"]).unpacked == []
 
 
@@ -120,7 +139,7 @@ def test_too_many_packs_are_rewritten_as_one_and_retired_ones_removed(tmp_path, 
 def test_evaluations_written_moments_ago_wait_for_the_next_run(tmp_path):
     wh = Warehouse(tmp_path / "home")
     write_synthetic_evaluation(wh, "fresh", seed=1)
-    r = packs.pack(wh.home)     # no settling: its partitions' mtimes are not trusted yet
+    r = packs.pack(wh.home)  # no settling: its partitions' mtimes are not trusted yet
     assert r.packed == 0 and r.skipped_recent == 1
 
 
@@ -133,13 +152,23 @@ def test_replies_are_never_packed(varied):
 
 def test_cli_and_dagster_asset_pack(varied):
     env = dict(os.environ, ARENA_HOME=str(varied.home))
-    out = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "warehouse", "pack"], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "speculator_arena.cli", "warehouse", "pack"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "packed 12 evaluations" in out or "packed" in out
     n = len(packs.resolve(varied.home, [f"e{i:02d}" for i in range(20)]).packed_ids)
     assert n > 0
-    again = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "warehouse", "pack"], env=env,
-                           capture_output=True, text=True, check=True).stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "speculator_arena.cli", "warehouse", "pack"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "nothing to pack" in again
 
     from speculator_arena.assets.packs import raw_packs
@@ -153,8 +182,9 @@ def test_cli_and_dagster_asset_pack(varied):
 
 def test_no_warehouse_is_a_clear_error(tmp_path):
     env = dict(os.environ, ARENA_HOME=str(tmp_path / "nowhere"))
-    r = subprocess.run([sys.executable, "-m", "speculator_arena.cli", "warehouse", "pack"], env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "speculator_arena.cli", "warehouse", "pack"], env=env, capture_output=True, text=True
+    )
     assert r.returncode == 2 and "no warehouse at" in r.stderr
 
 

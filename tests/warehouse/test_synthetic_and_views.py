@@ -1,8 +1,8 @@
 import pytest
 
 from speculator_arena.protocol import load_protocol
-from speculator_arena.warehouse import TABLES, Warehouse
 from speculator_arena.scoring.score import sql_text
+from speculator_arena.warehouse import TABLES, Warehouse
 from speculator_arena.warehouse.store import sql_statements
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation, write_synthetic_warehouse
 
@@ -36,8 +36,12 @@ def test_write_synthetic_warehouse_and_views(tmp_path):
     con = wh.connect()
     try:
         assert con.execute("SELECT count(DISTINCT evaluation_id) FROM staged_requests").fetchone()[0] == 3
-        assert con.execute("SELECT count(*) FROM pass_speeds WHERE busy_window_speed IS NULL AND workload <> 'solo'"
-                           ).fetchone()[0] == 0
+        assert (
+            con.execute(
+                "SELECT count(*) FROM pass_speeds WHERE busy_window_speed IS NULL AND workload <> 'solo'"
+            ).fetchone()[0]
+            == 0
+        )
         assert con.execute("SELECT count(*) FROM board_latest").fetchone()[0] == 3
     finally:
         con.close()

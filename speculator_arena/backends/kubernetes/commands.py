@@ -11,8 +11,11 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     k = sub.add_parser("k8s", help="the kubernetes backend: manifests for operators")
     ksub = k.add_subparsers(dest="k8s_command", required=True)
-    m = ksub.add_parser("manifests", help="write the namespace, quota, network policy, volumes, RBAC and an "
-                                         "example evaluation pod as YAML (with kustomization.yaml)")
+    m = ksub.add_parser(
+        "manifests",
+        help="write the namespace, quota, network policy, volumes, RBAC and an "
+        "example evaluation pod as YAML (with kustomization.yaml)",
+    )
     m.add_argument("--task", required=True)
     m.add_argument("--out", default=None, help="directory to write (default: print every file to stdout)")
     m.add_argument("--namespace", default=None)
@@ -27,8 +30,15 @@ def example_spec(task_id: str, version: int | None):
     from speculator_arena.runners.harness import EvaluationSpec, default_stock_engine
 
     stock = default_stock_engine(task_id, version)
-    return EvaluationSpec(task_id=task_id, engine=stock, stock_engine=stock, evaluation_id=f"{task_id}-example",
-                          label="example", target=f"{POD_ARTIFACTS}/checkpoints/{task_id}", protocol_version=version)
+    return EvaluationSpec(
+        task_id=task_id,
+        engine=stock,
+        stock_engine=stock,
+        evaluation_id=f"{task_id}-example",
+        label="example",
+        target=f"{POD_ARTIFACTS}/checkpoints/{task_id}",
+        protocol_version=version,
+    )
 
 
 def _manifests(args) -> int:
@@ -47,6 +57,9 @@ def _manifests(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         (out / name).write_text(text, encoding="utf-8")
-    print(f"wrote {len(files)} files to {out}; apply with `kubectl apply -k {out}` "
-          "(evaluation-pod.yaml is an example: the launcher creates one per evaluation)", file=sys.stderr)
+    print(
+        f"wrote {len(files)} files to {out}; apply with `kubectl apply -k {out}` "
+        "(evaluation-pod.yaml is an example: the launcher creates one per evaluation)",
+        file=sys.stderr,
+    )
     return 0

@@ -23,19 +23,38 @@ from pathlib import Path
 
 from speculator_arena import settings
 
-POD_RESULTS = "/arena/results"       # the results volume's sub-directory of this evaluation
-POD_ARTIFACTS = "/arena/artifacts"   # read-only: pools/, sealed targets and speculators, engines
-POD_SCRATCH = "/arena/scratch"       # HOME and caches (emptyDir)
+POD_RESULTS = "/arena/results"  # the results volume's sub-directory of this evaluation
+POD_ARTIFACTS = "/arena/artifacts"  # read-only: pools/, sealed targets and speculators, engines
+POD_SCRATCH = "/arena/scratch"  # HOME and caches (emptyDir)
 MODULE = "speculator_arena.backends.kubernetes.in_pod"
 
 
 def pod_command(spec) -> list[str]:
     """The container's command for an EvaluationSpec (whose paths are the pod's)."""
-    cmd = ["python", "-m", MODULE, "--task", spec.task_id, "--engine", spec.engine, "--split", spec.split,
-           "--evaluation-id", spec.evaluation_id, "--kind", spec.solution_kind]
-    for flag, value in (("--stock-engine", spec.stock_engine), ("--label", spec.label), ("--account", spec.account_id),
-                        ("--submission", spec.submission_id), ("--speculator", spec.speculator),
-                        ("--target", spec.target), ("--protocol-version", spec.protocol_version)):
+    cmd = [
+        "python",
+        "-m",
+        MODULE,
+        "--task",
+        spec.task_id,
+        "--engine",
+        spec.engine,
+        "--split",
+        spec.split,
+        "--evaluation-id",
+        spec.evaluation_id,
+        "--kind",
+        spec.solution_kind,
+    ]
+    for flag, value in (
+        ("--stock-engine", spec.stock_engine),
+        ("--label", spec.label),
+        ("--account", spec.account_id),
+        ("--submission", spec.submission_id),
+        ("--speculator", spec.speculator),
+        ("--target", spec.target),
+        ("--protocol-version", spec.protocol_version),
+    ):
         if value is not None:
             cmd += [flag, str(value)]
     if spec.is_reference:
@@ -46,8 +65,9 @@ def pod_command(spec) -> list[str]:
 def parse(argv: list[str] | None):
     from speculator_arena.runners.evaluate import add_arguments
 
-    p = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog=f"python -m {MODULE}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_arguments(p)
     p.add_argument("--submission", default=None)
     p.add_argument("--protocol-version", type=int, default=None)
@@ -124,9 +144,14 @@ def run(args, reporter: Reporter) -> dict:
     _hand_over(home)
     manifest = write_results_manifest(home, spec.evaluation_id)
     row = ev.row or {}
-    summary = {"event": "results", "evaluation_id": spec.evaluation_id, "status": status,
-               "reason": row.get("void_reason") or row.get("failure_reason"),
-               "parts": len(manifest["parts"]), "rows": sum(p["rows"] for p in manifest["parts"])}
+    summary = {
+        "event": "results",
+        "evaluation_id": spec.evaluation_id,
+        "status": status,
+        "reason": row.get("void_reason") or row.get("failure_reason"),
+        "parts": len(manifest["parts"]),
+        "rows": sum(p["rows"] for p in manifest["parts"]),
+    }
     reporter.event(**summary)
     return summary
 

@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dagster_k8s import PipesK8sClient
@@ -54,8 +54,7 @@ def read_pod(core: k8s.CoreV1Api, namespace: str, name: str) -> k8s.V1Pod | None
         raise
 
 
-def wait_until_started(core: k8s.CoreV1Api, namespace: str, name: str, s: KubernetesSettings,
-                       sleep=time.sleep) -> None:
+def wait_until_started(core: k8s.CoreV1Api, namespace: str, name: str, s: KubernetesSettings, sleep=time.sleep) -> None:
     """Return once the runner container runs (or ran); raise PodEnded for a pod that cannot."""
     seen = False
     while True:
@@ -64,8 +63,12 @@ def wait_until_started(core: k8s.CoreV1Api, namespace: str, name: str, s: Kubern
             sleep(s.poll_interval_s)  # not visible yet right after its creation
             seen = True
             continue
-        outcome = classify_pod(pod, now=datetime.now(timezone.utc), unschedulable_timeout_s=s.unschedulable_timeout_s,
-                               container=manifests.RUNNER_CONTAINER)
+        outcome = classify_pod(
+            pod,
+            now=datetime.now(UTC),
+            unschedulable_timeout_s=s.unschedulable_timeout_s,
+            container=manifests.RUNNER_CONTAINER,
+        )
         if outcome is not None and not outcome.ok:
             raise PodEnded(outcome)
         if is_started(pod, manifests.RUNNER_CONTAINER):
@@ -120,10 +123,14 @@ class KubernetesLauncher:
         net = k8s.NetworkingV1Api()
         create_patch = {
             "Namespace": (lambda o: core.create_namespace(o), lambda o: core.patch_namespace(s.namespace, o)),
-            "ResourceQuota": (lambda o: core.create_namespaced_resource_quota(s.namespace, o),
-                              lambda o: core.patch_namespaced_resource_quota(o.metadata.name, s.namespace, o)),
-            "NetworkPolicy": (lambda o: net.create_namespaced_network_policy(s.namespace, o),
-                              lambda o: net.patch_namespaced_network_policy(o.metadata.name, s.namespace, o)),
+            "ResourceQuota": (
+                lambda o: core.create_namespaced_resource_quota(s.namespace, o),
+                lambda o: core.patch_namespaced_resource_quota(o.metadata.name, s.namespace, o),
+            ),
+            "NetworkPolicy": (
+                lambda o: net.create_namespaced_network_policy(s.namespace, o),
+                lambda o: net.patch_namespaced_network_policy(o.metadata.name, s.namespace, o),
+            ),
         }
         for obj in manifests.namespace_objects(s):
             create, patch = create_patch[obj.kind]
@@ -138,24 +145,30 @@ class KubernetesLauncher:
                 core.read_namespaced_persistent_volume_claim(claim, s.namespace)
             except ApiException as exc:
                 if exc.status == 404:
-                    raise RuntimeError(f"no PersistentVolumeClaim {claim} in namespace {s.namespace}: "
-                                       "apply `arena k8s manifests` (volumes.yaml) or create it") from None
+                    raise RuntimeError(
+                        f"no PersistentVolumeClaim {claim} in namespace {s.namespace}: "
+                        "apply `arena k8s manifests` (volumes.yaml) or create it"
+                    ) from None
                 raise
 
     # ---- one evaluation ---------------------------------------------------------------------
     def preflight(self, spec: EvaluationSpec) -> EvaluationSpec:
         """Bad input fails here, before anything is stored: the spec as the pod sees it."""
         if not spec.target:
-            raise ValueError("the kubernetes backend needs --target: a sealed target on the artifacts volume "
-                             "(the pod has no network to prepare one)")
+            raise ValueError(
+                "the kubernetes backend needs --target: a sealed target on the artifacts volume "
+                "(the pod has no network to prepare one)"
+            )
         pod_spec = manifests.pod_spec_of(spec, self.s)
         ours = self.wh.home / "pools" / spec.task_id
         theirs = Path(self.s.artifacts_root) / "pools" / spec.task_id
         for rel in (("dev" if spec.split == "dev" else f"hidden/{spec.split}") + "/manifest.json", "probes.jsonl"):
             a, b = ours / rel, theirs / rel
             if not b.is_file() or not a.is_file() or a.read_bytes() != b.read_bytes():
-                raise ValueError(f"the artifacts volume's pool {b} is missing or differs from {a}: "
-                                 "copy the built pools to the artifacts volume")
+                raise ValueError(
+                    f"the artifacts volume's pool {b} is missing or differs from {a}: "
+                    "copy the built pools to the artifacts volume"
+                )
         return pod_spec
 
     def run(self, spec: EvaluationSpec, context) -> str:
@@ -189,26 +202,38 @@ class KubernetesLauncher:
         try:
             if outcome.ok:
                 try:
-                    return land(self.wh, results, eid, launcher_row=row, provenance={**where, "pod_outcome": outcome.kind})
+                    return land(
+                        self.wh, results, eid, launcher_row=row, provenance={**where, "pod_outcome": outcome.kind}
+                    )
                 except ResultsRejected as exc:
                     reason = f"results rejected: {exc.reason}"
             else:
                 reason = f"pod {outcome.kind}: {outcome.reason}"
-            return write_status(self.wh, row, "void", void_reason=reason[:500], provenance={"pod_outcome": outcome.kind})
+            return write_status(
+                self.wh, row, "void", void_reason=reason[:500], provenance={"pod_outcome": outcome.kind}
+            )
         finally:
             shutil.rmtree(results, ignore_errors=True)
 
     def _run_pod(self, context, pod: k8s.V1Pod, task) -> PodOutcome:
         body = manifests.to_dict(pod)
-        pipes = ArenaPipesK8sClient(self.s, kubeconfig_file=self.s.kubeconfig or None,
-                                    kube_context=self.s.kube_context or None, poll_interval=self.s.poll_interval_s)
+        pipes = ArenaPipesK8sClient(
+            self.s,
+            kubeconfig_file=self.s.kubeconfig or None,
+            kube_context=self.s.kube_context or None,
+            poll_interval=self.s.poll_interval_s,
+        )
         name, ns = body["metadata"]["name"], self.s.namespace
         outcome, error = None, None
         try:
             invocation = pipes.run(
-                context=context, namespace=ns, base_pod_meta=body["metadata"], base_pod_spec=body["spec"],
+                context=context,
+                namespace=ns,
+                base_pod_meta=body["metadata"],
+                base_pod_spec=body["spec"],
                 pod_wait_timeout=active_deadline_seconds(task) + self.s.unschedulable_timeout_s,
-                delete_pod_on_completion=False)
+                delete_pod_on_completion=False,
+            )
             for message in invocation.get_custom_messages():
                 self.say(f"[pod {name}] {json.dumps(message, default=str)}")
         except PodEnded as exc:
@@ -218,9 +243,12 @@ class KubernetesLauncher:
         finally:
             try:
                 final = read_pod(self.core, ns, name)
-                outcome = outcome or classify_pod(final, now=datetime.now(timezone.utc),
-                                                  unschedulable_timeout_s=self.s.unschedulable_timeout_s,
-                                                  container=manifests.RUNNER_CONTAINER)
+                outcome = outcome or classify_pod(
+                    final,
+                    now=datetime.now(UTC),
+                    unschedulable_timeout_s=self.s.unschedulable_timeout_s,
+                    container=manifests.RUNNER_CONTAINER,
+                )
             finally:
                 self.delete_pod(name)
         if outcome is None:

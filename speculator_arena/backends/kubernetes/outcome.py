@@ -22,9 +22,9 @@ NODE_LOSS_DISRUPTIONS = ("DeletionByTaintManager", "DeletionByPodGC")
 
 @dataclass(frozen=True)
 class PodOutcome:
-    kind: str           # succeeded | unschedulable | image_pull | container_config | oom_killed | evicted
-                        # | preempted | deadline_exceeded | node_lost | runner_failed | vanished
-    status: str         # succeeded | void
+    kind: str  # succeeded | unschedulable | image_pull | container_config | oom_killed | evicted
+    # | preempted | deadline_exceeded | node_lost | runner_failed | vanished
+    status: str  # succeeded | void
     reason: str
 
     @property
@@ -49,8 +49,9 @@ def _container(pod: k8s.V1Pod, name: str | None) -> k8s.V1ContainerStatus | None
     return next((c for c in statuses if name is None or c.name == name), None)
 
 
-def classify_pod(pod: k8s.V1Pod | None, *, now: datetime, unschedulable_timeout_s: float,
-                 container: str | None = None) -> PodOutcome | None:
+def classify_pod(
+    pod: k8s.V1Pod | None, *, now: datetime, unschedulable_timeout_s: float, container: str | None = None
+) -> PodOutcome | None:
     """The pod's final outcome, or None while it may still succeed.
 
     `pod` None: the API server no longer has it (deleted by the node lifecycle controller after
@@ -74,8 +75,10 @@ def classify_pod(pod: k8s.V1Pod | None, *, now: datetime, unschedulable_timeout_
     if phase == "Unknown" or why == "NodeLost":
         return _void("node_lost", f"node lost: {message or 'the pod state could not be obtained from its node'}")
     if why == "DeadlineExceeded":
-        return _void("deadline_exceeded", f"ran past activeDeadlineSeconds ({pod.spec.active_deadline_seconds} s): "
-                                          f"{message}".strip())
+        return _void(
+            "deadline_exceeded",
+            f"ran past activeDeadlineSeconds ({pod.spec.active_deadline_seconds} s): {message}".strip(),
+        )
     if why == "Evicted":
         return _void("evicted", f"evicted: {message}")
     if why in ("Shutdown", "Terminated", "NodeShutdown"):
@@ -86,8 +89,10 @@ def classify_pod(pod: k8s.V1Pod | None, *, now: datetime, unschedulable_timeout_
         if term.exit_code == 0 and phase != "Failed":
             return PodOutcome("succeeded", "succeeded", "the runner exited 0")
         detail = (term.message or "").strip()
-        return _void("runner_failed", f"the runner failed (exit code {term.exit_code}, {term.reason})"
-                                      + (f": {detail}" if detail else ""))
+        return _void(
+            "runner_failed",
+            f"the runner failed (exit code {term.exit_code}, {term.reason})" + (f": {detail}" if detail else ""),
+        )
     if phase == "Failed":
         return _void("runner_failed", f"the pod failed: {why} {message}".strip())
     if phase == "Succeeded":
@@ -98,14 +103,19 @@ def classify_pod(pod: k8s.V1Pod | None, *, now: datetime, unschedulable_timeout_
     if waiting is not None and waiting.reason in CONTAINER_CONFIG_FAILURES:
         waited = _seconds_since(pod.metadata.creation_timestamp, now)
         if waited > unschedulable_timeout_s:
-            return _void("container_config", f"the container could not be created for {waited:.0f} s "
-                                             f"({waiting.reason}): {waiting.message or ''}".strip())
+            return _void(
+                "container_config",
+                f"the container could not be created for {waited:.0f} s "
+                f"({waiting.reason}): {waiting.message or ''}".strip(),
+            )
     scheduled = _condition(pod, "PodScheduled")
     if phase == "Pending" and scheduled is not None and scheduled.status == "False":
         waited = _seconds_since(pod.metadata.creation_timestamp, now)
         if waited > unschedulable_timeout_s:
-            return _void("unschedulable", f"unschedulable for {waited:.0f} s ({scheduled.reason}): "
-                                          f"{scheduled.message or ''}".strip())
+            return _void(
+                "unschedulable",
+                f"unschedulable for {waited:.0f} s ({scheduled.reason}): {scheduled.message or ''}".strip(),
+            )
     return None
 
 

@@ -11,15 +11,45 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}
-SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes"}
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}
 SELINUX_TYPES = {None, "", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-                      "projected", "secret", "image"}
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+    "image",
+}
 VOLUME_META = {"name"}
 
 
@@ -154,10 +184,26 @@ def restricted_capabilities(spec):
             yield f"{where}: capabilities.add may hold only NET_BIND_SERVICE, not {sorted(extra)}"
 
 
-BASELINE: tuple[Callable, ...] = (host_process, host_namespaces, privileged, baseline_capabilities, host_path,
-                                  host_ports, apparmor, selinux, proc_mount, sysctls)
-RESTRICTED: tuple[Callable, ...] = BASELINE + (volume_types, privilege_escalation, run_as_non_root, run_as_user,
-                                               seccomp, restricted_capabilities)
+BASELINE: tuple[Callable, ...] = (
+    host_process,
+    host_namespaces,
+    privileged,
+    baseline_capabilities,
+    host_path,
+    host_ports,
+    apparmor,
+    selinux,
+    proc_mount,
+    sysctls,
+)
+RESTRICTED: tuple[Callable, ...] = BASELINE + (
+    volume_types,
+    privilege_escalation,
+    run_as_non_root,
+    run_as_user,
+    seccomp,
+    restricted_capabilities,
+)
 
 
 def restricted_violations(pod: dict) -> list[str]:

@@ -58,7 +58,7 @@ class ResultsRejected(Exception):
 @dataclass(frozen=True)
 class Part:
     table: str
-    path: str        # relative to the results directory
+    path: str  # relative to the results directory
     bytes: int
     sha256: str
     rows: int
@@ -71,8 +71,15 @@ def write_results_manifest(results_dir: str | os.PathLike, evaluation_id: str) -
     parts = []
     for table in TABLES:
         for f in part_files(root, table, evaluation_id):
-            parts.append(Part(table, f.relative_to(root).as_posix(), f.stat().st_size, sha256_file(f),
-                              pq.ParquetFile(f).metadata.num_rows).__dict__)
+            parts.append(
+                Part(
+                    table,
+                    f.relative_to(root).as_posix(),
+                    f.stat().st_size,
+                    sha256_file(f),
+                    pq.ParquetFile(f).metadata.num_rows,
+                ).__dict__
+            )
     manifest = {"format": FORMAT, "evaluation_id": evaluation_id, "written_at": time.time(), "parts": parts}
     write_json_atomic(root / MANIFEST, manifest, indent=1, sort_keys=True)
     return manifest
@@ -87,7 +94,11 @@ def _read_manifest(root: Path, evaluation_id: str) -> dict:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ResultsRejected(f"unreadable {MANIFEST}: {exc}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("parts"), list):
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("format") != FORMAT
+        or not isinstance(manifest.get("parts"), list)
+    ):
         raise ResultsRejected(f"{MANIFEST} is not a format-{FORMAT} results manifest")
     if manifest.get("evaluation_id") != evaluation_id:
         raise ResultsRejected(f"{MANIFEST} is for {manifest.get('evaluation_id')!r}, not {evaluation_id!r}")
@@ -113,8 +124,11 @@ def verify_results(results_dir: str | os.PathLike, evaluation_id: str) -> tuple[
     listed = {p.path for p in parts}
     if len(listed) != len(parts):
         raise ResultsRejected("the manifest lists a part twice")
-    found = {f.relative_to(root).as_posix() for f in (root / "raw").rglob("*") if not f.is_dir()} \
-        if (root / "raw").is_dir() else set()
+    found = (
+        {f.relative_to(root).as_posix() for f in (root / "raw").rglob("*") if not f.is_dir()}
+        if (root / "raw").is_dir()
+        else set()
+    )
     if found - listed:
         raise ResultsRejected(f"files the manifest does not list: {sorted(found - listed)[:5]}")
     for p in parts:
@@ -155,8 +169,15 @@ def staging_dir(wh: Warehouse, evaluation_id: str) -> Path:
     return wh.home / "landing" / evaluation_id
 
 
-def land(wh: Warehouse, results_dir: str | os.PathLike, evaluation_id: str, *, launcher_row: dict,
-         provenance: dict | None = None, on_step=None) -> dict:
+def land(
+    wh: Warehouse,
+    results_dir: str | os.PathLike,
+    evaluation_id: str,
+    *,
+    launcher_row: dict,
+    provenance: dict | None = None,
+    on_step=None,
+) -> dict:
     """Verify the results and land them whole; returns the evaluation's final row.
 
     `launcher_row`: the evaluation's current row in the warehouse (queued by the launcher); its
@@ -191,12 +212,24 @@ def land(wh: Warehouse, results_dir: str | os.PathLike, evaluation_id: str, *, l
     for t in tables:
         fsync_dir(stage / t)
     prov = json.loads(launcher_row.get("provenance") or "{}")
-    prov.update(provenance or {}, pod_runner=json.loads(pod_row.get("provenance") or "{}"),
-                landed={"parts": len(parts) - 1, "rows": {t: sum(p.rows for p in parts if p.table == t) for t in tables}})
-    final = dict(launcher_row, status=pod_row["status"], void_reason=pod_row.get("void_reason"),
-                 failure_reason=pod_row.get("failure_reason"), provenance=json.dumps(prov, sort_keys=True, default=str))
-    write_json_atomic(stage / JOURNAL, {"evaluation_id": evaluation_id, "tables": tables, "final_row": final},
-                      indent=1, sort_keys=True)
+    prov.update(
+        provenance or {},
+        pod_runner=json.loads(pod_row.get("provenance") or "{}"),
+        landed={"parts": len(parts) - 1, "rows": {t: sum(p.rows for p in parts if p.table == t) for t in tables}},
+    )
+    final = dict(
+        launcher_row,
+        status=pod_row["status"],
+        void_reason=pod_row.get("void_reason"),
+        failure_reason=pod_row.get("failure_reason"),
+        provenance=json.dumps(prov, sort_keys=True, default=str),
+    )
+    write_json_atomic(
+        stage / JOURNAL,
+        {"evaluation_id": evaluation_id, "tables": tables, "final_row": final},
+        indent=1,
+        sort_keys=True,
+    )
     step("committed")
     return _apply(wh, evaluation_id, step)
 
@@ -217,8 +250,9 @@ def _apply(wh: Warehouse, evaluation_id: str, step) -> dict:
         fsync_dir(dest.parent)
         step(f"landed {t}")
     final = journal["final_row"]
-    row = write_status(wh, final, final["status"], void_reason=final.get("void_reason"),
-                       failure_reason=final.get("failure_reason"))
+    row = write_status(
+        wh, final, final["status"], void_reason=final.get("void_reason"), failure_reason=final.get("failure_reason")
+    )
     step("status written")
     shutil.rmtree(stage)
     return row

@@ -26,22 +26,22 @@ GPU_RESOURCE = "nvidia.com/gpu"
 @dataclass
 class KubernetesSettings:
     namespace: str = "arena-evaluations"
-    image: str = ""                       # default: runner_image(protocol's engine image)
-    artifacts_claim: str = "arena-artifacts"   # ReadOnlyMany: pools/, targets, speculators, engines
-    results_claim: str = "arena-results"       # ReadWriteMany: one sub-directory per evaluation
+    image: str = ""  # default: runner_image(protocol's engine image)
+    artifacts_claim: str = "arena-artifacts"  # ReadOnlyMany: pools/, targets, speculators, engines
+    results_claim: str = "arena-results"  # ReadWriteMany: one sub-directory per evaluation
     artifacts_root: str = "/mnt/arena-artifacts"  # where this (launcher) machine mounts the artifacts volume
-    results_root: str = "/mnt/arena-results"      # where this machine mounts the results volume
-    runner_uid: int = 1000                # the image's unprivileged user (Dockerfile: arena)
-    gpu_quota: int = 8                    # GPUs the namespace may request at once (ResourceQuota)
-    unschedulable_timeout_s: float = 900.0   # a pod no node can take is void after this long
+    results_root: str = "/mnt/arena-results"  # where this machine mounts the results volume
+    runner_uid: int = 1000  # the image's unprivileged user (Dockerfile: arena)
+    gpu_quota: int = 8  # GPUs the namespace may request at once (ResourceQuota)
+    unschedulable_timeout_s: float = 900.0  # a pod no node can take is void after this long
     poll_interval_s: float = 10.0
-    memory_limit: str = ""                # e.g. "200Gi"; empty: no limit (the node's memory)
-    cpu_request: str = ""                 # e.g. "8"
-    kubeconfig: str = ""                  # empty: in-cluster config, else KUBECONFIG / ~/.kube/config
+    memory_limit: str = ""  # e.g. "200Gi"; empty: no limit (the node's memory)
+    cpu_request: str = ""  # e.g. "8"
+    kubeconfig: str = ""  # empty: in-cluster config, else KUBECONFIG / ~/.kube/config
     kube_context: str = ""
-    artifacts_size: str = "2Ti"           # the exported PVCs' requests (the launcher never creates volumes)
+    artifacts_size: str = "2Ti"  # the exported PVCs' requests (the launcher never creates volumes)
     results_size: str = "500Gi"
-    storage_class: str = ""               # empty: the cluster's default class
+    storage_class: str = ""  # empty: the cluster's default class
     gpu_products: dict[str, str] = field(default_factory=dict)  # task id -> nvidia.com/gpu.product
 
     @classmethod

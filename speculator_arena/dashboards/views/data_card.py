@@ -15,8 +15,10 @@ def main() -> None:
     card = load_data_card(sel.task_id, sel.home)
     if card is None:
         where = ", ".join(f"`{p}.md`" for p in card_locations(sel.task_id, sel.home))
-        st.info(f"No data card has been built for {sel.task_id} yet (looked for {where}). "
-                "Building the task's pools writes it.")
+        st.info(
+            f"No data card has been built for {sel.task_id} yet (looked for {where}). "
+            "Building the task's pools writes it."
+        )
         return
     st.caption(f"From `{card.source}`")
     if card.markdown:

@@ -5,7 +5,6 @@ explained with what it holds so far; a test evaluation's engine logs and error t
 shown (they could repeat hidden prompts).
 """
 
-
 import pandas as pd
 import streamlit as st
 
@@ -25,10 +24,17 @@ FIGURE_NAMES = {
     "wall_seconds": "wall time of the timed passes (s)",
     "output_tokens_per_second": "output tokens per second (generated / wall)",
     "generated_tokens": "generated tokens",
-    "latency_mean": "latency mean (s)", "latency_p50": "latency p50 (s)", "latency_p95": "latency p95 (s)",
-    "ttft_p50": "TTFT p50 (s)", "ttft_p90": "TTFT p90 (s)", "ttft_p99": "TTFT p99 (s)",
-    "tpot_p50": "TPOT p50 (s)", "tpot_p90": "TPOT p90 (s)", "tpot_p99": "TPOT p99 (s)",
-    "cache_hit_tokens": "cache hit, token-weighted", "cache_hit_mean": "cache hit, mean per request",
+    "latency_mean": "latency mean (s)",
+    "latency_p50": "latency p50 (s)",
+    "latency_p95": "latency p95 (s)",
+    "ttft_p50": "TTFT p50 (s)",
+    "ttft_p90": "TTFT p90 (s)",
+    "ttft_p99": "TTFT p99 (s)",
+    "tpot_p50": "TPOT p50 (s)",
+    "tpot_p90": "TPOT p90 (s)",
+    "tpot_p99": "TPOT p99 (s)",
+    "cache_hit_tokens": "cache hit, token-weighted",
+    "cache_hit_mean": "cache hit, mean per request",
     "tokens_per_chunk": "tokens per chunk",
     "mean_acceptance_length": "mean acceptance length (engine's counters)",
     "draft_acceptance_rate": "draft acceptance rate (engine's counters)",
@@ -56,8 +62,13 @@ def pick_evaluation(sel) -> str | None:
         r = labels.loc[eid]
         return f"{r['label']} · {r['split']} · {r['status']} · {eid}"
 
-    choice = st.selectbox("Evaluation", options, index=options.index(current), format_func=show,
-                          help=f"The newest {MAX_OPTIONS} evaluations of the task; link one with ?evaluation=<id>.")
+    choice = st.selectbox(
+        "Evaluation",
+        options,
+        index=options.index(current),
+        format_func=show,
+        help=f"The newest {MAX_OPTIONS} evaluations of the task; link one with ?evaluation=<id>.",
+    )
     if choice != wanted:
         st.query_params["evaluation"] = choice
     return choice
@@ -66,13 +77,17 @@ def pick_evaluation(sel) -> str | None:
 def status_notice(ev: pd.Series, raw) -> None:
     status = ev["status"]
     if status in ("queued", "running"):
-        st.warning(f"This evaluation is {status}: its score appears once every pass and probe is stored. "
-                   "What it holds so far is below; figures that need missing rows are blank with the reason.")
+        st.warning(
+            f"This evaluation is {status}: its score appears once every pass and probe is stored. "
+            "What it holds so far is below; figures that need missing rows are blank with the reason."
+        )
     elif status == "void":
         st.warning(f"Void (refunded, never ranked): {fmt.text(ev.get('void_reason')) or 'no reason recorded'}.")
     elif status == "failed":
-        st.error(f"Failed: {fmt.text(ev.get('failure_reason')) or 'no reason recorded'}. A candidate engine that "
-                 "does not start or dies scores 0 (protocol section 7).")
+        st.error(
+            f"Failed: {fmt.text(ev.get('failure_reason')) or 'no reason recorded'}. A candidate engine that "
+            "does not start or dies scores 0 (protocol section 7)."
+        )
     if status not in FINISHED or status == "void":
         st.table(raw.row_counts.rename(columns={"table": "raw table", "rows": "rows stored"}), hide_index=True)
 
@@ -86,8 +101,10 @@ def score_section(ev: pd.Series, passes: pd.DataFrame, version: int) -> None:
     reason = fmt.text(ev.get("specscore_reason"))
     rs = [ev.get(f"r_{w}") for w in WORKLOADS]
     if not reason and all(fmt.finite(r) for r in rs):
-        st.markdown(f"SpecScore = (r_solo · r_team · r_busy)^(1/3) = ({' · '.join(fmt.ratio(r) for r in rs)})^(1/3) "
-                    f"= **{fmt.score(ev.get('specscore'))}**, every gate passing (protocol v{version}, section 5).")
+        st.markdown(
+            f"SpecScore = (r_solo · r_team · r_busy)^(1/3) = ({' · '.join(fmt.ratio(r) for r in rs)})^(1/3) "
+            f"= **{fmt.score(ev.get('specscore'))}**, every gate passing (protocol v{version}, section 5)."
+        )
     else:
         st.markdown(f"SpecScore {fmt.score(ev.get('specscore'))}: {fmt.md_escape(reason) or 'no reason given'}.")
     for w in WORKLOADS:
@@ -95,26 +112,34 @@ def score_section(ev: pd.Series, passes: pd.DataFrame, version: int) -> None:
         if why:
             st.caption(f"r_{w} blank: {why}")
 
-    st.markdown("**Per pass.** A pass's ratio is the candidate's speed over the stock engine's on the same "
-                "sessions; r_w is the median over its passes. A pass where the candidate failed more requests "
-                "than the stock engine by more than the failure rule allows counts 0.")
+    st.markdown(
+        "**Per pass.** A pass's ratio is the candidate's speed over the stock engine's on the same "
+        "sessions; r_w is the median over its passes. A pass where the candidate failed more requests "
+        "than the stock engine by more than the failure rule allows counts 0."
+    )
     if passes.empty:
         st.info("No pass rows stored yet.")
         return
     order = {w: i for i, w in enumerate(WORKLOADS)}
     passes = passes.assign(_o=passes["workload"].map(order)).sort_values(["_o", "pass_index"]).drop(columns="_o")
-    shown = pd.DataFrame({
-        "workload": passes["workload"],
-        "pass": passes["pass_index"].astype("Int64").astype(str),
-        "candidate tok/s": passes["candidate_speed"].map(lambda x: fmt.num(x, 2)),
-        "stock tok/s": passes["stock_speed"].map(lambda x: fmt.num(x, 2)),
-        "ratio": passes["ratio"].map(fmt.ratio),
-        "failures (candidate / stock)": [f"{fmt.text(c) or 0} / {fmt.text(s) or 0}"
-                                         for c, s in zip(passes["candidate_failures"], passes["stock_failures"])],
-        "requests": passes["requests"].map(lambda x: fmt.BLANK if fmt.missing(x) else str(int(x))),
-        "zeroed by failure rule": passes["zeroed_by_failure_rule"].map(lambda x: "yes" if x is True or x == 1 else ""),
-        "why blank": passes.get("ratio_reason", pd.Series([None] * len(passes))).map(fmt.text),
-    })
+    shown = pd.DataFrame(
+        {
+            "workload": passes["workload"],
+            "pass": passes["pass_index"].astype("Int64").astype(str),
+            "candidate tok/s": passes["candidate_speed"].map(lambda x: fmt.num(x, 2)),
+            "stock tok/s": passes["stock_speed"].map(lambda x: fmt.num(x, 2)),
+            "ratio": passes["ratio"].map(fmt.ratio),
+            "failures (candidate / stock)": [
+                f"{fmt.text(c) or 0} / {fmt.text(s) or 0}"
+                for c, s in zip(passes["candidate_failures"], passes["stock_failures"])
+            ],
+            "requests": passes["requests"].map(lambda x: fmt.BLANK if fmt.missing(x) else str(int(x))),
+            "zeroed by failure rule": passes["zeroed_by_failure_rule"].map(
+                lambda x: "yes" if x is True or x == 1 else ""
+            ),
+            "why blank": passes.get("ratio_reason", pd.Series([None] * len(passes))).map(fmt.text),
+        }
+    )
     st.table(shown, hide_index=True)
 
 
@@ -123,16 +148,20 @@ def gates_section(gates: pd.DataFrame) -> None:
     if gates.empty:
         st.info("No gate rows.")
         return
-    shown = pd.DataFrame({
-        "gate": gates["gate"],
-        "statistic": gates["statistic"].map(fmt.general),
-        "SE": gates["se"].map(fmt.general),
-        "95% CI": [fmt.BLANK if fmt.missing(lo) else f"[{fmt.general(lo)}, {fmt.general(hi)}]"
-                   for lo, hi in zip(gates["ci_low"], gates["ci_high"])],
-        "bound": gates["limit"].map(fmt.general),
-        "verdict": gates["verdict"].map(fmt.text),
-        "detail": gates["detail"].map(fmt.text),
-    })
+    shown = pd.DataFrame(
+        {
+            "gate": gates["gate"],
+            "statistic": gates["statistic"].map(fmt.general),
+            "SE": gates["se"].map(fmt.general),
+            "95% CI": [
+                fmt.BLANK if fmt.missing(lo) else f"[{fmt.general(lo)}, {fmt.general(hi)}]"
+                for lo, hi in zip(gates["ci_low"], gates["ci_high"])
+            ],
+            "bound": gates["limit"].map(fmt.general),
+            "verdict": gates["verdict"].map(fmt.text),
+            "detail": gates["detail"].map(fmt.text),
+        }
+    )
     st.table(shown, hide_index=True)
 
 
@@ -151,11 +180,28 @@ def failures_section(ev: pd.Series, raw, split: str) -> None:
         st.table(f, hide_index=True)
         any_shown = True
     starts = raw.engine_starts
-    bad = starts[(starts["died"] == True) | (starts["offload_detected"] == True)
-                 | (starts["device_idle_ok"] == False)] if not starts.empty else starts
+    bad = (
+        starts[(starts["died"] == True) | (starts["offload_detected"] == True) | (starts["device_idle_ok"] == False)]
+        if not starts.empty
+        else starts
+    )
     if not bad.empty:
-        st.table(bad[["engine", "purpose", "start_index", "exit_code", "stop_signal", "died", "offload_detected",
-                      "offload_evidence", "device_idle_ok"]], hide_index=True)
+        st.table(
+            bad[
+                [
+                    "engine",
+                    "purpose",
+                    "start_index",
+                    "exit_code",
+                    "stop_signal",
+                    "died",
+                    "offload_detected",
+                    "offload_evidence",
+                    "device_idle_ok",
+                ]
+            ],
+            hide_index=True,
+        )
         any_shown = True
     if not any_shown:
         st.markdown("No failed timed request, engine death, offload or busy device recorded.")
@@ -181,13 +227,17 @@ def plots_section(ev: pd.Series, raw, version: int) -> None:
         st.info("Not measured: " + ("; ".join(notes) if notes else "no memory samples stored for this evaluation."))
         return
     budgets = raw.passes[["workload", "pass_index", "engine", "device_total_bytes", "gpu_memory_utilization"]].copy()
-    budgets["budget_bytes"] = [memory_budget_bytes(t, u, slack) if slack is not None else None
-                               for t, u in zip(budgets["device_total_bytes"], budgets["gpu_memory_utilization"])]
+    budgets["budget_bytes"] = [
+        memory_budget_bytes(t, u, slack) if slack is not None else None
+        for t, u in zip(budgets["device_total_bytes"], budgets["gpu_memory_utilization"])
+    ]
     budgets = budgets.dropna(subset=["budget_bytes"]).drop_duplicates(["workload", "pass_index"])
     if not budgets.empty:
         b = budgets.iloc[0]
-        st.caption(f"Budget = GPU_MEMORY_UTILIZATION × device total + slack = {b['gpu_memory_utilization']} × "
-                   f"{fmt.gib(b['device_total_bytes'])} + {slack} GiB = {fmt.gib(b['budget_bytes'])} (protocol section 7).")
+        st.caption(
+            f"Budget = GPU_MEMORY_UTILIZATION × device total + slack = {b['gpu_memory_utilization']} × "
+            f"{fmt.gib(b['device_total_bytes'])} + {slack} GiB = {fmt.gib(b['budget_bytes'])} (protocol section 7)."
+        )
     for w in WORKLOADS:
         if (raw.memory["workload"] == w).any():
             st.markdown(f"**{w}**")
@@ -197,24 +247,33 @@ def plots_section(ev: pd.Series, raw, version: int) -> None:
 def contention_section(raw, version: int) -> None:
     st.subheader("Host contention")
     rule = load_protocol(version).contention
-    st.caption("What else used the machine during the timed passes, read from outside the engine: a pass whose "
-               "foreign CPU averages over " + (f"{rule.max_foreign_cpu_share} of a core, whose steal exceeds "
-                                                f"{rule.max_steal_share:.0%}, or " if rule else "the limit, ")
-               + "during which another process held the device is contended, and the evaluation is void "
-               "(SCORING.md, host contention)." + ("" if rule else f" Protocol v{version} does not judge contention."))
+    st.caption(
+        "What else used the machine during the timed passes, read from outside the engine: a pass whose "
+        "foreign CPU averages over "
+        + (
+            f"{rule.max_foreign_cpu_share} of a core, whose steal exceeds {rule.max_steal_share:.0%}, or "
+            if rule
+            else "the limit, "
+        )
+        + "during which another process held the device is contended, and the evaluation is void "
+        "(SCORING.md, host contention)." + ("" if rule else f" Protocol v{version} does not judge contention.")
+    )
     if raw.contention.empty:
         st.info("No contention rows stored: the evaluation ran under a protocol version that did not record them.")
         return
     for w in WORKLOADS:
         if (raw.contention["workload"] == w).any():
             st.markdown(f"**{w}**")
-            st.altair_chart(charts.contention(raw.contention, w, rule.max_foreign_cpu_share if rule else None),
-                            width="content")
+            st.altair_chart(
+                charts.contention(raw.contention, w, rule.max_foreign_cpu_share if rule else None), width="content"
+            )
 
 
 def figures_section(figures: pd.DataFrame) -> None:
     st.subheader("Figures (ADR-0009)")
-    st.caption("Derived from the stored rows only; a figure is blank, with the reason, when any row it needs is missing.")
+    st.caption(
+        "Derived from the stored rows only; a figure is blank, with the reason, when any row it needs is missing."
+    )
     if figures.empty:
         st.info("No figures.")
         return
@@ -242,8 +301,11 @@ def figures_section(figures: pd.DataFrame) -> None:
 def provenance_section(ev: pd.Series, raw, version: int, digest: str | None, split: str) -> None:
     st.subheader("Protocol and provenance")
     run_v = ev.get("run_protocol_version")
-    st.markdown(f"Run under protocol **v{fmt.text(run_v) or '?'}**; scored here under protocol **v{version}**"
-                + (f" (digest `{digest[:16]}`)" if digest else "") + ".")
+    st.markdown(
+        f"Run under protocol **v{fmt.text(run_v) or '?'}**; scored here under protocol **v{version}**"
+        + (f" (digest `{digest[:16]}`)" if digest else "")
+        + "."
+    )
     prov = provenance(ev.get("provenance"))
     if isinstance(prov, dict):
         st.json(prov)
@@ -285,8 +347,10 @@ def main() -> None:
     ev = frames.evaluations.iloc[0]
     split = fmt.text(ev.get("split"))
     st.header(fmt.text(ev.get("label")) or eid)
-    st.caption(f"`{eid}` · account {fmt.text(ev.get('account_id'))} · task {fmt.text(ev.get('task_id'))} · split {split} · "
-               f"status {fmt.text(ev.get('status'))}" + (" · reference" if bool(ev.get("is_reference")) else ""))
+    st.caption(
+        f"`{eid}` · account {fmt.text(ev.get('account_id'))} · task {fmt.text(ev.get('task_id'))} · split {split} · "
+        f"status {fmt.text(ev.get('status'))}" + (" · reference" if bool(ev.get("is_reference")) else "")
+    )
     status_notice(ev, raw)
     version = frames.protocol_version or sel.protocol_version
     score_section(ev, frames.passes, version)

@@ -13,9 +13,11 @@ def main() -> None:
     sel = st.session_state["selection"]
     st.title(f"Dev/test gap: {sel.task_id or 'no task'}")
     gap = load_protocol(sel.protocol_version).dev_test_gap
-    st.caption(f"A submission is flagged when its last scored test SpecScore is below (1 − {gap}) × its last "
-               f"scored dev SpecScore (protocol v{sel.protocol_version}, gap {gap}). A speculator that memorized "
-               "the public pool gains more on dev than on the hidden test pool.")
+    st.caption(
+        f"A submission is flagged when its last scored test SpecScore is below (1 − {gap}) × its last "
+        f"scored dev SpecScore (protocol v{sel.protocol_version}, gap {gap}). A speculator that memorized "
+        "the public pool gains more on dev than on the hidden test pool."
+    )
     frames = cached.board_or_notice(sel)
     if frames is None:
         return
@@ -31,16 +33,24 @@ def main() -> None:
         d = dev.iloc[-1] if len(dev) else None
         t = test.iloc[-1] if len(test) else None
         flag = grp["gap_flag"].dropna()
-        rows.append({
-            "Account": fmt.md_escape(acct),
-            "Last dev": evaluation_md(d["label"], d["evaluation_id"], sel.protocol_version) if d is not None else fmt.BLANK,
-            "dev SpecScore": fmt.score(d["specscore"]) if d is not None else fmt.BLANK,
-            "Last test": evaluation_md(t["label"], t["evaluation_id"], sel.protocol_version) if t is not None else fmt.BLANK,
-            "test SpecScore": fmt.score(t["specscore"]) if t is not None else fmt.BLANK,
-            "flag below": fmt.score((1 - gap) * d["specscore"]) if d is not None else fmt.BLANK,
-            "Gap": fmt.flag(flag.iloc[0]) if len(flag) else ("needs both splits" if d is None or t is None else fmt.BLANK),
-            "_order": (0 if len(flag) and bool(flag.iloc[0]) else 1, str(acct)),
-        })
+        rows.append(
+            {
+                "Account": fmt.md_escape(acct),
+                "Last dev": evaluation_md(d["label"], d["evaluation_id"], sel.protocol_version)
+                if d is not None
+                else fmt.BLANK,
+                "dev SpecScore": fmt.score(d["specscore"]) if d is not None else fmt.BLANK,
+                "Last test": evaluation_md(t["label"], t["evaluation_id"], sel.protocol_version)
+                if t is not None
+                else fmt.BLANK,
+                "test SpecScore": fmt.score(t["specscore"]) if t is not None else fmt.BLANK,
+                "flag below": fmt.score((1 - gap) * d["specscore"]) if d is not None else fmt.BLANK,
+                "Gap": fmt.flag(flag.iloc[0])
+                if len(flag)
+                else ("needs both splits" if d is None or t is None else fmt.BLANK),
+                "_order": (0 if len(flag) and bool(flag.iloc[0]) else 1, str(acct)),
+            }
+        )
     if not rows:
         st.info(f"No account has a scored evaluation of {sel.task_id} yet.")
         return

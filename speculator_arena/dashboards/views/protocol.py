@@ -24,17 +24,24 @@ def main() -> None:
     for task_id, task in proto.tasks.items():
         tp = proto.task(task_id)
         lim = tp.limits
-        rows.append({
-            "task": task_id, "public": "yes" if task.public else "no (development)",
-            "target": f"{task.model} @ {task.revision}", "window": str(task.max_model_len),
-            "lanes solo / team / busy": " / ".join(str(tp.lanes[w]) for w in ("solo", "team", "busy")),
-            "fidelity ceiling": str(lim.fidelity_ceiling), "likelihood bound": str(lim.likelihood_bound),
-            "first-choice bound": str(lim.first_choice_bound),
-            "greedy floor": "none" if lim.greedy_agreement_floor is None else str(lim.greedy_agreement_floor),
-        })
+        rows.append(
+            {
+                "task": task_id,
+                "public": "yes" if task.public else "no (development)",
+                "target": f"{task.model} @ {task.revision}",
+                "window": str(task.max_model_len),
+                "lanes solo / team / busy": " / ".join(str(tp.lanes[w]) for w in ("solo", "team", "busy")),
+                "fidelity ceiling": str(lim.fidelity_ceiling),
+                "likelihood bound": str(lim.likelihood_bound),
+                "first-choice bound": str(lim.first_choice_bound),
+                "greedy floor": "none" if lim.greedy_agreement_floor is None else str(lim.greedy_agreement_floor),
+            }
+        )
     st.table(pd.DataFrame(rows), hide_index=True)
-    st.markdown(f"Dev/test gap flag: **{proto.dev_test_gap}**; memory slack **{proto.gates.memory.slack_gib} GiB** "
-                f"over GPU_MEMORY_UTILIZATION **{proto.engine_environment.gpu_memory_utilization}**.")
+    st.markdown(
+        f"Dev/test gap flag: **{proto.dev_test_gap}**; memory slack **{proto.gates.memory.slack_gib} GiB** "
+        f"over GPU_MEMORY_UTILIZATION **{proto.engine_environment.gpu_memory_utilization}**."
+    )
     with st.expander("The whole document (`arena protocol --json`)", expanded=False):
         st.json(doc)
     calibration_section(v)
@@ -69,18 +76,34 @@ def calibration_section(v: int) -> None:
     evidence, plots = found
     rec = publication(v) or {}
     st.subheader(f"Calibration of {evidence['task_id']} (evidence)")
-    st.markdown(f"Published by **{rec.get('published_by', '?')}** at {rec.get('published_at', '?')}, from runs made "
-                f"under v{evidence['base_version']} ({len(evidence['runs'])} runs).")
+    st.markdown(
+        f"Published by **{rec.get('published_by', '?')}** at {rec.get('published_at', '?')}, from runs made "
+        f"under v{evidence['base_version']} ({len(evidence['runs'])} runs)."
+    )
     if evidence["problems"]:
-        st.error("This calibration does not separate the honest runs from every control"
-                 + (" (published with an operator's override)" if rec.get("override") else "") + ":\n\n"
-                 + "\n".join(f"- {p}" for p in evidence["problems"]))
+        st.error(
+            "This calibration does not separate the honest runs from every control"
+            + (" (published with an operator's override)" if rec.get("override") else "")
+            + ":\n\n"
+            + "\n".join(f"- {p}" for p in evidence["problems"])
+        )
     st.table(pd.DataFrame(value_table(evidence)), hide_index=True)
-    runs = pd.DataFrame([{"run": r["name"], "role": r["role"], "evaluation": r["evaluation_id"],
-                          "failed gates": ", ".join(r["failed_gates"]) or "-",
-                          "verdict": (("caught" if r["caught"] else "NOT CAUGHT") if r["role"] == "control"
-                                      else ("passes every gate" if r["passes_every_gate"] else "FAILS"))}
-                         for r in evidence["verdicts"]])
+    runs = pd.DataFrame(
+        [
+            {
+                "run": r["name"],
+                "role": r["role"],
+                "evaluation": r["evaluation_id"],
+                "failed gates": ", ".join(r["failed_gates"]) or "-",
+                "verdict": (
+                    ("caught" if r["caught"] else "NOT CAUGHT")
+                    if r["role"] == "control"
+                    else ("passes every gate" if r["passes_every_gate"] else "FAILS")
+                ),
+            }
+            for r in evidence["verdicts"]
+        ]
+    )
     st.table(runs, hide_index=True)
     for name, file in (evidence.get("plots") or {}).items():
         if (plots / file).exists():

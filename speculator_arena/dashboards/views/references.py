@@ -35,22 +35,38 @@ def main() -> None:
     if not listed:
         st.info(f"Protocol v{proto.version} lists no reference for {sel.task_id}.")
     else:
-        st.table(pd.DataFrame([{
-            "reference": r.name, "kind": r.kind, "engine directory": r.engine, "speculator": r.speculator or "none",
-            f"measured on {sel.split}": "yes" if r.name in measured else "not yet",
-        } for r in listed]), hide_index=True)
+        st.table(
+            pd.DataFrame(
+                [
+                    {
+                        "reference": r.name,
+                        "kind": r.kind,
+                        "engine directory": r.engine,
+                        "speculator": r.speculator or "none",
+                        f"measured on {sel.split}": "yes" if r.name in measured else "not yet",
+                    }
+                    for r in listed
+                ]
+            ),
+            hide_index=True,
+        )
 
     st.subheader("Measured")
     if refs.empty:
-        st.info(sel.state.message if sel.state.evaluations == 0 else
-                f"No reference has a finished {sel.split} evaluation of {sel.task_id} yet.")
+        st.info(
+            sel.state.message
+            if sel.state.evaluations == 0
+            else f"No reference has a finished {sel.split} evaluation of {sel.task_id} yet."
+        )
         return
     st.markdown(board_table.markdown(refs, sel.protocol_version, label_column="Reference"))
     board_table.show_aa_check(st, board_noise(frames.protocol_version or sel.protocol_version, sel.task_id, board))
     failing = refs[refs["failed_gates"].fillna("") != ""]
     for r in failing.itertuples():
-        st.caption(f"{fmt.text(r.label)} misses a gate ({fmt.text(r.failed_gates)}) and stays on the board as a "
-                   "reference that fails.")
+        st.caption(
+            f"{fmt.text(r.label)} misses a gate ({fmt.text(r.failed_gates)}) and stays on the board as a "
+            "reference that fails."
+        )
 
 
 main()

@@ -15,8 +15,10 @@ def main() -> None:
     proto = load_protocol()
     st.title("Submit")
     client = _client("")
-    st.caption(f"Submissions go to the arena's API at {client.url} (protocol v{proto.version}, section 2). "
-               "Your token was shown once when your account was made; the arena keeps only its hash.")
+    st.caption(
+        f"Submissions go to the arena's API at {client.url} (protocol v{proto.version}, section 2). "
+        "Your token was shown once when your account was made; the arena keeps only its hash."
+    )
     token = st.text_input("Token", type="password", key="submit_token")
     with st.form("submission"):
         tasks = proto.public_tasks() + [t for t in proto.tasks if t not in proto.public_tasks()]
@@ -24,16 +26,23 @@ def main() -> None:
         split = st.selectbox("Split", ["dev", "test"], key="submit_split")
         kind = st.selectbox("Solution kind", list(proto.submission.kinds), key="submit_kind")
         method = st.text_input("Method (free text)", key="submit_method")
-        archive = st.file_uploader("Engine directory as .tar.gz (launch.sh at its top)", type=["gz", "tgz"],
-                                   key="submit_archive")
+        archive = st.file_uploader(
+            "Engine directory as .tar.gz (launch.sh at its top)", type=["gz", "tgz"], key="submit_archive"
+        )
         repo = st.text_input("…or an engine repository URL@COMMIT (40 hex)", key="submit_repo")
         speculator = st.text_input("Speculator: Hugging Face REPO@COMMIT (optional)", key="submit_speculator")
         sent = st.form_submit_button("Submit")
     if sent:
         try:
-            doc = build_submission(task, split, kind, method, engine_repo=repo.strip() or None,
-                                   engine_archive=archive.getvalue() if archive else None,
-                                   speculator=speculator.strip() or None)
+            doc = build_submission(
+                task,
+                split,
+                kind,
+                method,
+                engine_repo=repo.strip() or None,
+                engine_archive=archive.getvalue() if archive else None,
+                speculator=speculator.strip() or None,
+            )
             got = _client(token).submit(doc)
         except SubmitError as exc:
             st.error(f"Refused: {exc}")

@@ -75,8 +75,9 @@ def _parse_set(item, where: str) -> SetDeclaration:
     w = item.get("weight")
     if w is not None and (not isinstance(w, (int, float)) or isinstance(w, bool) or w <= 0):
         raise DeclarationError(f"{where}: weight must be a positive number, got {w!r}")
-    return SetDeclaration(**{k: (str(v) if k not in ("weight",) else (float(v) if v is not None else None))
-                             for k, v in item.items()})
+    return SetDeclaration(
+        **{k: (str(v) if k not in ("weight",) else (float(v) if v is not None else None)) for k, v in item.items()}
+    )
 
 
 def load_declarations(path: str | os.PathLike | None = None, _seen: tuple = ()) -> list[SetDeclaration]:
@@ -108,8 +109,10 @@ def load_declarations(path: str | os.PathLike | None = None, _seen: tuple = ()) 
         ws = [d.weight for d in out if d.family == fam]
         given = sum(w for w in ws if w is not None)
         if given > 1 + 1e-9 or (given >= 1 - 1e-9 and None in ws and given > 0):
-            raise DeclarationError(f"{p}: the weights of the {fam} sets add up to {given:g}; they are shares of "
-                                   "the family's sessions (at most 1, below 1 when some sets have none)")
+            raise DeclarationError(
+                f"{p}: the weights of the {fam} sets add up to {given:g}; they are shares of "
+                "the family's sessions (at most 1, below 1 when some sets have none)"
+            )
     if not out:
         raise DeclarationError(f"{p}: no sets declared")
     return out
