@@ -516,11 +516,31 @@ class Evaluation:
         sessions = self.pool.warmup(self.eid, w, L)
         now = time.time()
         wl = self.task.workloads[w]
-        records = asyncio.run(run_lanes(cfg, sessions, L, 1, pass_id, now + wl.pass_seconds,
-                                        now + wl.pass_seconds + self.task.grace_seconds,
-                                        max_requests_per_lane=waves, stop_check=lambda: not er.alive()))
-        rows = [record_rows(r, evaluation_id=self.eid, engine=engine, pass_id=pass_id, workload=w,
-                            pass_index=None, tokenizer=self.tokenizer)[0] for r in records]
+        records = asyncio.run(
+            run_lanes(
+                cfg,
+                sessions,
+                L,
+                1,
+                pass_id,
+                now + wl.pass_seconds,
+                now + wl.pass_seconds + self.task.grace_seconds,
+                max_requests_per_lane=waves,
+                stop_check=lambda: not er.alive(),
+            )
+        )
+        rows = [
+            record_rows(
+                r,
+                evaluation_id=self.eid,
+                engine=engine,
+                pass_id=pass_id,
+                workload=w,
+                pass_index=None,
+                tokenizer=self.tokenizer,
+            )[0]
+            for r in records
+        ]
         self.write("requests", rows)
         if not er.alive():
             er.died = True

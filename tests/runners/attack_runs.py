@@ -173,8 +173,15 @@ def _stop_hog(pid: int) -> None:
         pass
 
 
-def _stage_variant(d: Path, version: int, new: int, *, texts: int | None = None,
-                   contention: float | None = None, warmup_waves: int | None = None) -> int:
+def _stage_variant(
+    d: Path,
+    version: int,
+    new: int,
+    *,
+    texts: int | None = None,
+    contention: float | None = None,
+    warmup_waves: int | None = None,
+) -> int:
     """Stage v<new> in `d`: v<version> with `texts` fidelity texts, a foreign-CPU limit of
     `contention` cores or `warmup_waves` warm-up waves; return its number."""
     import yaml
