@@ -203,12 +203,12 @@ class FitPasses:
         from speculator_arena.runners.workload import record_rows, run_lanes
 
         ev, t = self.ev, self.ev.task
-        ev.target = Path(ev.spec.target) if ev.spec.target else ev._prepare_target()
+        ev.target = Path(ev.spec.target) if ev.spec.target else ev.prepare_target()
         ev.tokenizer = load_tokenizer(str(ev.target))
         pool = load_pool(ev.spec.task_id, "dev", home=ev.wh.home)
         ev.queue()  # an evaluations row, so the fit's request rows belong to a stored evaluation
-        ev._protect_home()
-        er = ev._start(
+        ev.protect_home()
+        er = ev.start_engine(
             "stock", resolve_engine_path(self.stock), "calibration fit", t.engine_environment.gpu_memory_utilization
         )
         try:
@@ -255,7 +255,7 @@ class FitPasses:
                 if not er.alive():
                     raise RuntimeError("the stock engine died during the m/c fit")
         finally:
-            ev._stop_engine(er, record=False)
+            ev.stop_engine(er, record=False)
             from speculator_arena.runners.status import write_status
 
             # void: short stock passes, not a paired evaluation; never scored, never ranked

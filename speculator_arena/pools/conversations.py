@@ -130,7 +130,7 @@ def _iter_swe_jsonl(path: Path):
     for lineno, start, obj in iter_jsonl(path):
         where = f"line {lineno} (byte {start})"
         try:
-            t = readers._trajectory(obj)
+            t = readers.trajectory(obj)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             rid = _rid(obj, "?") if isinstance(obj, dict) else "?"
             raise SourceFormatError(path, f"{where}, record {rid}", f"bad trajectory: {exc!r}") from None
@@ -165,7 +165,7 @@ def _iter_swe_traj(path: Path):
         if isinstance(obj, dict) and not obj.get("instance_id") and not (obj.get("info") or {}).get("instance_id"):
             obj = dict(obj, instance_id=f.name.removesuffix(".traj.json"))
         try:
-            t = readers._trajectory(obj)
+            t = readers.trajectory(obj)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SourceFormatError(f, f"whole file, record {rid}", f"bad trajectory: {exc!r}") from None
         yield f.name, t

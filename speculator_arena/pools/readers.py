@@ -140,7 +140,7 @@ def _jsonl(path: Path, check) -> ReadResult:
 
 
 # ---- coding-agent trajectories (mini-swe-agent) ------------------------------------------------
-def _trajectory(obj: dict) -> dict:
+def trajectory(obj: dict) -> dict:
     """One mini-swe-agent trajectory. Tool messages (`role: tool`, as newer versions write
     observations) become user messages: the protocol sends tool outputs as user messages
     (docs/contracts.md); `tool_messages` counts them for the data card."""
@@ -186,7 +186,7 @@ MAX_MESSAGE_CHARS = 1_000_000
 
 def read_agent_trajectories(path: Path) -> ReadResult:
     """mini-swe-agent trajectories, one JSON object per line (`instance_id`, `messages[]`)."""
-    return _jsonl(Path(path), _trajectory)
+    return _jsonl(Path(path), trajectory)
 
 
 # ---- AgentX cc-traces (Weka format) -------------------------------------------------------------

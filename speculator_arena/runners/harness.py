@@ -291,7 +291,7 @@ class Evaluation:
             if runner_alive(state):
                 raise EvaluationStateError(f"evaluation {self.eid} is running under pid {state.get('pid')}")
             return resume_dead(self.wh, self.eid, progress=self.progress)
-        self._protect_home()
+        self.protect_home()
         write_state(self.wh, self.eid, **own_identity(), phase="starting")
         self.row = write_status(self.wh, self.row, "running", provenance={"runner": own_identity()})
         old = self._install_signals()
@@ -312,7 +312,7 @@ class Evaluation:
         er = self.current_engine
         if er is not None and er.stopped_at is None and er.proc is not None:
             phase = self.phase
-            self._stop_engine(er, record=True)
+            self.stop_engine(er, record=True)
             self.phase = phase
 
     def _install_signals(self):
@@ -329,7 +329,7 @@ class Evaluation:
         for s, h in (old or {}).items():
             signal.signal(s, h)
 
-    def _protect_home(self) -> None:
+    def protect_home(self) -> None:
         """The engine's user must not read the warehouse or the runner's files (section 9)."""
         for sub in ("raw", "runs", "dagster"):
             d = self.wh.home / sub
@@ -340,7 +340,7 @@ class Evaluation:
         s = self.spec
         self.say(f"task {s.task_id}, split {s.split}, engine {s.engine}")
         self.set_phase("preparing")
-        target = Path(s.target) if s.target else self._prepare_target()
+        target = Path(s.target) if s.target else self.prepare_target()
         self.target = target
         self.tokenizer = load_tokenizer(str(target))
         from speculator_arena.pools.api import load_pool
@@ -373,7 +373,7 @@ class Evaluation:
             return self.finish("void", void_reason=reason)
         return self.finish("measured")
 
-    def _prepare_target(self) -> Path:
+    def prepare_target(self) -> Path:
         from speculator_arena.checkpoints import prepare_checkpoint
 
         self.say("preparing the sealed target checkpoint")
@@ -424,7 +424,7 @@ class Evaluation:
             Path(sysconfig.get_paths()["purelib"]),
         ]
 
-    def _start(self, name: str, src: Path, purpose: str, gpu_util: float) -> EngineRun:
+    def start_engine(self, name: str, src: Path, purpose: str, gpu_util: float) -> EngineRun:
         self.start_counter += 1
         er = EngineRun(
             engine=name,
@@ -453,7 +453,7 @@ class Evaluation:
                 else f"did not answer /health within {self.task.start_stop.health_timeout_seconds:g} s"
             )
             er.died = False  # not serving yet: a failed start, not a death
-            self._stop_engine(er, record=True)
+            self.stop_engine(er, record=True)
             raise EngineFailure(f"{name} engine {why}")
         self.say(
             f"{name} engine healthy after {er.healthy_at - er.started_at:.1f} s"
@@ -461,7 +461,7 @@ class Evaluation:
         )
         return er
 
-    def _stop_engine(self, er: EngineRun, *, record: bool) -> None:
+    def stop_engine(self, er: EngineRun, *, record: bool) -> None:
         er.stop(self.task.start_stop.sigterm_grace_seconds)
         di = self.task.device_idle
         ok, secs = self.device.wait_idle(di.max_gib, di.within_seconds)
@@ -496,13 +496,13 @@ class Evaluation:
 
     def _timed(self, engine: str, src: Path) -> None:
         self._idle_ok, self._idle_reason = True, None
-        er = self._start(engine, src, "timed", self.task.engine_environment.gpu_memory_utilization)
+        er = self.start_engine(engine, src, "timed", self.task.engine_environment.gpu_memory_utilization)
         cfg = self.client_config(engine, er)
         for w in WORKLOADS:
             self._warmup(engine, er, cfg, w)
             for i in range(self.task.passes_per_workload):
                 self._pass(engine, er, cfg, w, i)
-        self._stop_engine(er, record=True)
+        self.stop_engine(er, record=True)
 
     def _warmup(self, engine: str, er: EngineRun, cfg: ClientConfig, w: str) -> None:
         """The protocol's warm-up waves before a workload's passes: each lane sends `warmup_waves`
@@ -544,7 +544,7 @@ class Evaluation:
         self.write("requests", rows)
         if not er.alive():
             er.died = True
-            self._stop_engine(er, record=True)
+            self.stop_engine(er, record=True)
             raise EngineFailure(f"{engine} engine died during {pass_id}")
         self.say(f"{engine} {pass_id}: {sum(bool(r['done']) for r in rows)}/{len(rows)} requests answered")
 
@@ -643,11 +643,11 @@ class Evaluation:
             + (f", foreign CPU {foreign:.2f} cores" if host else "")
         )
         if died:
-            self._stop_engine(er, record=True)
+            self.stop_engine(er, record=True)
             raise EngineFailure(f"{engine} engine died during {pass_id}")
         why = pass_rows_contended(host, t.contention) if t.contention is not None else None
         if why:
-            self._stop_engine(er, record=True)
+            self.stop_engine(er, record=True)
             raise ArenaVoid(f"host contended ({engine} {pass_id}: {why})")
 
     # ---- probes ------------------------------------------------------------------------
@@ -664,7 +664,7 @@ class Evaluation:
 
         # Candidate: its greedy replies and fidelity scores.
         try:
-            er = self._start("candidate", cand_src, "probe", util)
+            er = self.start_engine("candidate", cand_src, "probe", util)
         except EngineFailure as exc:
             self.write("probe_greedy", runner.unanswered_greedy("candidate", greedy, exc.reason))
             self.write("probe_fidelity", runner.unanswered_fidelity("candidate", texts, exc.reason))
@@ -672,13 +672,13 @@ class Evaluation:
             self.set_phase("candidate probes")
             self.write("probe_greedy", runner.greedy("candidate", er.base_url, greedy, alive=er.alive))
             self.write("probe_fidelity", runner.fidelity("candidate", er.base_url, texts, alive=er.alive))
-            self._stop_engine(er, record=True)
+            self.stop_engine(er, record=True)
         if not self._idle_ok:
             return False, self._idle_reason
 
         # Stock: its greedy replies, fidelity scores, and the scoring of both engines' replies.
         try:
-            er = self._start("stock", stock_src, "probe", util)
+            er = self.start_engine("stock", stock_src, "probe", util)
         except EngineFailure as exc:
             return False, f"stock engine (probes): {exc.reason}"
         self.set_phase("stock probes")
@@ -690,7 +690,7 @@ class Evaluation:
         self.write("probe_greedy", rows_g)
         self.write("probe_fidelity", rows_f)
         self.write("probe_scored", rows_s)
-        self._stop_engine(er, record=True)
+        self.stop_engine(er, record=True)
         limit = self.task.gates.answering.max_unanswered_share
         for check, rows in (("greedy agreement", rows_g), ("target fidelity", rows_f), ("likelihood scoring", rows_s)):
             if over_limit(sum(not r["answered"] for r in rows), len(rows), limit)[0]:

@@ -167,7 +167,7 @@ def duck_select(con, home: str | os.PathLike, table: str, resolved: Resolved) ->
     """A SELECT (for a view on `con`) of every column of `table` for the resolved evaluations:
     their row groups of the packs plus the unpacked evaluations' parts. Binding it reads one
     footer per pack and one per unpacked part, not one per part of every evaluation."""
-    from speculator_arena.warehouse.store import _duck_type
+    from speculator_arena.warehouse.store import empty_select
 
     schema = TABLES[table]
     cols = ", ".join(f'"{n}"' for n in schema.names)
@@ -184,9 +184,7 @@ def duck_select(con, home: str | os.PathLike, table: str, resolved: Resolved) ->
         listed = ", ".join(_quote(f) for f in files)
         selects.append(f"SELECT {cols} FROM read_parquet([{listed}], hive_partitioning = true, union_by_name = true)")
     if not selects:
-        return (
-            "SELECT " + ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema) + " WHERE false"
-        )
+        return empty_select(schema)
     return " UNION ALL ".join(selects)
 
 

@@ -169,8 +169,7 @@ class Warehouse:
             return (
                 f"SELECT {cols} FROM read_parquet('{self.glob(table)}', hive_partitioning = true, union_by_name = true)"
             )
-        cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
-        return f"SELECT {cols} WHERE false"
+        return empty_select(schema)
 
     def _define_views(self, con: duckdb.DuckDBPyConnection, *, temporary: bool) -> None:
         """The raw_* views are generated from the schemas (raw_select); every derived view is a
@@ -194,6 +193,12 @@ def define_scoring_rules(con: duckdb.DuckDBPyConnection, proto, *, temporary: bo
     con.executemany(
         "INSERT INTO scoring_rules VALUES (?, ?)", [(task_id, int(proto.count_slack_tokens)) for task_id in proto.tasks]
     )
+
+
+def empty_select(schema: pa.Schema) -> str:
+    """A SELECT of no rows with the schema's columns and DuckDB types (a table with no rows yet)."""
+    cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
+    return f"SELECT {cols} WHERE false"
 
 
 def _duck_type(t: pa.DataType) -> str:

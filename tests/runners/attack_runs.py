@@ -62,6 +62,10 @@ SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "targe
 # changes speeds, and no gate.
 PARALLEL = 2
 TOGETHER_MAX_FOREIGN_CPU_SHARE = 2.0
+# Two busy vCPUs see more of the hypervisor's steal (CI's machine is a VM: 6-19% was seen here on
+# a pass); steal, like foreign CPU, moves speeds and never what an engine says, so the runs made
+# together allow it too. host_contended keeps the shipped limits.
+TOGETHER_MAX_STEAL_SHARE = 0.5
 
 
 def _evaluate_in_own_process(spec_json: str, home: str) -> str:
@@ -80,7 +84,14 @@ def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
 
     d = tmp_path_factory.mktemp("attack_protocol")
     shipped = stage_ci_protocol(d, **ATTACK_OVERRIDES)
-    version = _stage_variant(d, shipped, shipped + 1, contention=TOGETHER_MAX_FOREIGN_CPU_SHARE, warmup_waves=0)
+    version = _stage_variant(
+        d,
+        shipped,
+        shipped + 1,
+        contention=TOGETHER_MAX_FOREIGN_CPU_SHARE,
+        steal=TOGETHER_MAX_STEAL_SHARE,
+        warmup_waves=0,
+    )
     more_texts = _stage_variant(d, version, version + 1, texts=SKIP_TEXTS)
     old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS", "ARENA_NO_PRIVILEGE_DROP")}
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
@@ -180,10 +191,11 @@ def _stage_variant(
     *,
     texts: int | None = None,
     contention: float | None = None,
+    steal: float | None = None,
     warmup_waves: int | None = None,
 ) -> int:
     """Stage v<new> in `d`: v<version> with `texts` fidelity texts, a foreign-CPU limit of
-    `contention` cores or `warmup_waves` warm-up waves; return its number."""
+    `contention` cores, a steal limit of `steal`, or `warmup_waves` warm-up waves; return its number."""
     import yaml
 
     doc = yaml.safe_load((d / f"v{version}.yaml").read_text())
@@ -192,6 +204,8 @@ def _stage_variant(
         doc["tasks"]["local-smollm2"]["gates"]["target_fidelity"] = {"texts": texts}
     if contention is not None:
         doc["contention"]["max_foreign_cpu_share"] = contention
+    if steal is not None:
+        doc["contention"]["max_steal_share"] = steal
     if warmup_waves is not None:
         doc["warmup_waves"] = warmup_waves
     (d / f"v{new}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))

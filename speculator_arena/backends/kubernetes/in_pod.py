@@ -1,7 +1,7 @@
 """`python -m speculator_arena.backends.kubernetes.in_pod`: the evaluation pod's entry point.
 
 It runs the same harness as `arena evaluate` on a machine (runners/harness.py, the same
-`EvaluationSpec` and arguments as `python -m speculator_arena.runners.evaluate`), with
+`EvaluationSpec`, passed as JSON by `pod_command`), with
 ARENA_HOME the pod's results sub-directory, and then writes the results manifest (results.py)
 that the launcher verifies before landing anything. Before the harness starts, the sealed target
 and speculator are checked against their manifests (full sha256): the pod must evaluate the
@@ -30,47 +30,17 @@ MODULE = "speculator_arena.backends.kubernetes.in_pod"
 
 
 def pod_command(spec) -> list[str]:
-    """The container's command for an EvaluationSpec (whose paths are the pod's)."""
-    cmd = [
-        "python",
-        "-m",
-        MODULE,
-        "--task",
-        spec.task_id,
-        "--engine",
-        spec.engine,
-        "--split",
-        spec.split,
-        "--evaluation-id",
-        spec.evaluation_id,
-        "--kind",
-        spec.solution_kind,
-    ]
-    for flag, value in (
-        ("--stock-engine", spec.stock_engine),
-        ("--label", spec.label),
-        ("--account", spec.account_id),
-        ("--submission", spec.submission_id),
-        ("--speculator", spec.speculator),
-        ("--target", spec.target),
-        ("--protocol-version", spec.protocol_version),
-    ):
-        if value is not None:
-            cmd += [flag, str(value)]
-    if spec.is_reference:
-        cmd.append("--reference")
-    return cmd
+    """The container's command for an EvaluationSpec (whose paths are the pod's): the spec itself,
+    as the `evaluation` asset received it."""
+    return ["python", "-m", MODULE, "--spec", spec.to_json()]
 
 
 def parse(argv: list[str] | None):
-    from speculator_arena.runners.evaluate import add_arguments
-
     p = argparse.ArgumentParser(
         prog=f"python -m {MODULE}", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    add_arguments(p)
-    p.add_argument("--submission", default=None)
-    p.add_argument("--protocol-version", type=int, default=None)
+    p.add_argument("--spec", required=True, help="the EvaluationSpec as JSON (pod_command writes it)")
+    p.add_argument("--home", default=None, help="ARENA_HOME (default: $ARENA_HOME or ./arena_home)")
     p.add_argument("--artifacts", default=POD_ARTIFACTS, help="the read-only artifacts mount (pools/)")
     return p.parse_args(argv)
 
@@ -121,16 +91,14 @@ class Reporter:
 
 def run(args, reporter: Reporter) -> dict:
     from speculator_arena.backends.kubernetes.results import write_results_manifest
-    from speculator_arena.runners.evaluate import spec_from_args
-    from speculator_arena.runners.harness import Evaluation
+    from speculator_arena.runners.harness import Evaluation, EvaluationSpec
     from speculator_arena.runners.status import write_status
     from speculator_arena.warehouse import arena_home
 
     home = arena_home(args.home)
     home.mkdir(parents=True, exist_ok=True)
     _link_pools(home, Path(args.artifacts))
-    spec = spec_from_args(args)
-    spec.submission_id, spec.protocol_version = args.submission, args.protocol_version
+    spec = EvaluationSpec.from_json(args.spec)
     ev = Evaluation(spec, home=home, progress=reporter.say)
     reporter.event(event="status", evaluation_id=spec.evaluation_id, status="queued")
     ev.queue()

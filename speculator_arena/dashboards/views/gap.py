@@ -12,7 +12,9 @@ from speculator_arena.protocol import load_protocol
 def main() -> None:
     sel = st.session_state["selection"]
     st.title(f"Dev/test gap: {sel.task_id or 'no task'}")
-    gap = load_protocol(sel.protocol_version).dev_test_gap
+    proto = load_protocol(sel.protocol_version)
+    # the task's own gap where a calibration set one (section 10: 5 x its worst A/A error)
+    gap = proto.task(sel.task_id).dev_test_gap if sel.task_id in proto.tasks else proto.dev_test_gap
     st.caption(
         f"A submission is flagged when its last scored test SpecScore is below (1 − {gap}) × its last "
         f"scored dev SpecScore (protocol v{sel.protocol_version}, gap {gap}). A speculator that memorized "
