@@ -17,9 +17,6 @@ HONEST = {
     "dev-ngram": "engines/dev-ngram",
     "dev-self-draft": "engines/dev-self-draft",
     "inflate_counters": "engines/attacks/dev-inflate-counters",
-    # two more A/A runs: with dev-stock, three of the calibration's four (test_calibration.py)
-    "aa_2": "engines/dev-stock",
-    "aa_3": "engines/dev-stock",
 }
 # attack -> (engine directory, the gates of section 9 of which at least one must fail)
 ATTACKS = {
@@ -50,91 +47,45 @@ SKIP_TEXTS = 11
 SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "answering"}
 
 
-# Two evaluations at a time, each in a process of its own (a runner installs signal handlers in
-# its main thread). An engine serves on one core (OMP_NUM_THREADS=1), so on CI's two cores two at a
-# time nearly halve the module's wall time. What that changes, and why it is sound here: each run
-# sees the other as foreign CPU, so the attack profile allows up to two cores of it (this module
-# asserts gates, which judge what the engines said, never speeds); and the engines run as the
-# runner's user, since stopping a privilege-dropped engine kills every process of the engine user,
-# the other run's engine with it (tests/runners/test_lifecycle.py covers the privilege drop).
-# host_contended runs last and alone, under the shipped contention limit. The profile also skips
-# the warm-up waves (a quarter of each evaluation's time here): what they warm, the prefix cache,
-# changes speeds, and no gate.
-PARALLEL = 2
-TOGETHER_MAX_FOREIGN_CPU_SHARE = 2.0
-# Two busy vCPUs see more of the hypervisor's steal (CI's machine is a VM: 6-19% was seen here on
-# a pass); steal, like foreign CPU, moves speeds and never what an engine says, so the runs made
-# together allow it too. host_contended keeps the shipped limits.
-TOGETHER_MAX_STEAL_SHARE = 0.5
-
-
-def _evaluate_in_own_process(spec_json: str, home: str) -> str:
-    from speculator_arena.runners.harness import Evaluation, EvaluationSpec
-
-    spec = EvaluationSpec.from_json(spec_json)
-    return Evaluation(spec, home=home, progress=lambda m: print(m, flush=True)).run()
+# The attack profile skips the warm-up waves (a quarter of each evaluation's time): what they warm,
+# the prefix cache, changes speeds and no gate. (Two evaluations at a time were tried: on two
+# vCPUs a pair took longer than two runs one after the other, and the hypervisor's steal voided
+# runs.) host_contended runs under the profile as staged, with its warm-up.
 
 
 def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
-    """Run every evaluation once (CI attack profile), two at a time, and score them together."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    """Run every evaluation once (CI attack profile) and score them together."""
     from ci_profile import ATTACK_OVERRIDES, stage_ci_protocol
 
     d = tmp_path_factory.mktemp("attack_protocol")
-    shipped = stage_ci_protocol(d, **ATTACK_OVERRIDES)
-    version = _stage_variant(
-        d,
-        shipped,
-        shipped + 1,
-        contention=TOGETHER_MAX_FOREIGN_CPU_SHARE,
-        steal=TOGETHER_MAX_STEAL_SHARE,
-        warmup_waves=0,
-    )
+    staged = stage_ci_protocol(d, **ATTACK_OVERRIDES)
+    version = _stage_variant(d, staged, staged + 1, warmup_waves=0)
     more_texts = _stage_variant(d, version, version + 1, texts=SKIP_TEXTS)
-    old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS", "ARENA_NO_PRIVILEGE_DROP")}
+    old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS")}
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}, **CONTENDED}
     only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
     if only:
         names = {k: v for k, v in names.items() if k in only.split(",")}
-
-    def spec(name, engine, v):
-        return EvaluationSpec(
-            task_id="local-smollm2",
-            engine=str(REPO / engine),
-            evaluation_id=_eid(name),
-            label=name,
-            target=str(built_home["target"]),
-            is_reference=name in HONEST,
-            protocol_version=v,
-        )
-
     status = {}
     try:
-        os.environ["ARENA_NO_PRIVILEGE_DROP"] = "1"
-        together = {n: e for n, e in names.items() if n not in CONTENDED}
-        with ProcessPoolExecutor(PARALLEL, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {
-                n: pool.submit(
-                    _evaluate_in_own_process,
-                    spec(n, e, more_texts if n == "skip_probe_items" else version).to_json(),
-                    str(built_home["home"]),
-                )
-                for n, e in together.items()
-            }
-            status = {n: f.result() for n, f in futures.items()}
-        _restore(old, "ARENA_NO_PRIVILEGE_DROP")
         for name, engine in names.items():
-            if name in CONTENDED:  # alone, with a hog outside the trees, under the shipped limit
-                hog = _start_hog()
-                try:
-                    status[name] = Evaluation(
-                        spec(name, engine, shipped), home=built_home["home"], progress=lambda m: print(m, flush=True)
-                    ).run()
-                finally:
+            v = more_texts if name == "skip_probe_items" else staged if name in CONTENDED else version
+            spec = EvaluationSpec(
+                task_id="local-smollm2",
+                engine=str(REPO / engine),
+                evaluation_id=_eid(name),
+                label=name,
+                target=str(built_home["target"]),
+                is_reference=name in HONEST,
+                protocol_version=v,
+            )
+            hog = _start_hog() if name in CONTENDED else None
+            try:
+                status[name] = Evaluation(spec, home=built_home["home"], progress=lambda m: print(m, flush=True)).run()
+            finally:
+                if hog is not None:
                     _stop_hog(hog)
         from speculator_arena.scoring import score_warehouse
 
@@ -190,22 +141,16 @@ def _stage_variant(
     new: int,
     *,
     texts: int | None = None,
-    contention: float | None = None,
-    steal: float | None = None,
     warmup_waves: int | None = None,
 ) -> int:
-    """Stage v<new> in `d`: v<version> with `texts` fidelity texts, a foreign-CPU limit of
-    `contention` cores, a steal limit of `steal`, or `warmup_waves` warm-up waves; return its number."""
+    """Stage v<new> in `d`: v<version> with `texts` fidelity texts or `warmup_waves` warm-up waves;
+    return its number."""
     import yaml
 
     doc = yaml.safe_load((d / f"v{version}.yaml").read_text())
     doc["version"] = new
     if texts is not None:
         doc["tasks"]["local-smollm2"]["gates"]["target_fidelity"] = {"texts": texts}
-    if contention is not None:
-        doc["contention"]["max_foreign_cpu_share"] = contention
-    if steal is not None:
-        doc["contention"]["max_steal_share"] = steal
     if warmup_waves is not None:
         doc["warmup_waves"] = warmup_waves
     (d / f"v{new}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))

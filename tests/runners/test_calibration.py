@@ -2,11 +2,13 @@
 the development engine's A/A runs, references and planted attacks, the m/c fit's short stock
 passes, the candidate and its evidence, then publishing and re-scoring.
 
-CI pays for little here: the attack module's evaluations (session fixture `evaluated`, CI attack
-profile) are adopted as the calibration's first A/A run, its references and its controls
-(`--adopt`), so this runs only the fourth A/A evaluation and the fit's reduced grid
-(m 1,2 x c 0.5,2, 2 s passes), through the CLI and the Dagster assets. Every derived value is
-recomputed here from the stored gate rows and request rows, by this file's own arithmetic.
+The attack module's evaluations (session fixture `evaluated`, attack profile) are adopted as the
+calibration's first A/A run, its references and its controls (`--adopt`), so this runs the three
+A/A evaluations they lack and the fit's reduced grid (m 1,2 x c 0.5,2, 2 s passes), through the
+CLI and the Dagster assets. Every derived value is recomputed here from the stored gate rows and
+request rows, by this file's own arithmetic. A full run (marker `full`): its evaluations do not fit
+in CI's time; the rules themselves are checked in CI on stored synthetic runs
+(tests/calibration/test_calibration_synthetic.py).
 """
 
 from __future__ import annotations
@@ -25,14 +27,12 @@ from speculator_arena.cli import main
 from speculator_arena.scoring import score_warehouse
 from speculator_arena.warehouse import Warehouse
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.full]
 
 TASK = "local-smollm2"
 # the calibration's run -> the attack module's evaluation that stands for it
 ADOPT = {
     "aa-1": "atk-dev-stock",
-    "aa-2": "atk-aa-2",
-    "aa-3": "atk-aa-3",
     "dev-ngram-4": "atk-dev-ngram",
     "dev-self-draft": "atk-dev-self-draft",
     "loose-accept": "atk-loose-accept",
@@ -136,8 +136,8 @@ def test_every_value_follows_scoring_md_on_the_stored_runs(calibrated):
         "max_abs_error": round(max(errs), 4),
     }
     assert task["dev_test_gap"] == min(0.95, round(5 * round(max(errs), 4), 4))
-    # the A/A run the attack module lacks was run by this calibration, under its base version
-    for k in (4,):
+    # the three A/A runs the attack module lacks were run by this calibration, under its base version
+    for k in (2, 3, 4):
         assert ids[f"aa-{k}"].startswith(f"cal-{TASK}-v{calibrated['version']}-aa-{k}")
         assert e.at[ids[f"aa-{k}"], "account_id"] == "arena-calibration"
 
