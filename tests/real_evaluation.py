@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "runners"))
+from ci_profile import ENGINE_THREADS  # noqa: E402
+
 TASK = "local-smollm2"
 ENGINE = "engines/dev-ngram"
 LABEL = "dev-ngram (real)"
@@ -45,21 +49,20 @@ class RealEvaluation:
 def _run(cmd: list[str], home: Path, what: str, timeout: int) -> str:
     # The shipped protocol, whatever a test staged; a fresh Dagster instance under ARENA_HOME.
     env = {k: v for k, v in os.environ.items() if k not in ("ARENA_PROTOCOL_DIR", "DAGSTER_HOME")}
-    env.update(ARENA_HOME=str(home), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
+    env.update(ARENA_HOME=str(home), OMP_NUM_THREADS=ENGINE_THREADS, TOKENIZERS_PARALLELISM="false")
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"{what} failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return proc.stdout
 
 
-def build(home: Path, target: Path | None = None, pools: Path | None = None) -> RealEvaluation:
+def build(home: Path, target: Path | None = None, pools: Path | None = None, attempts: int = 3) -> RealEvaluation:
     """Build the pools into `home` (or copy `pools`, a home's pools folder that a build of this
-    session made), run the evaluation there, keep the CLI's summary beside it."""
+    session made), run the evaluation there, keep the CLI's summary beside it. An evaluation void
+    because the machine was contended is made again, `attempts` times in all."""
     home = Path(home)
     arena = [sys.executable, "-m", "speculator_arena.cli"]
     if pools is not None:
-        import shutil
-
         shutil.copytree(pools, home / "pools", symlinks=True)  # the served pool is a link into its builds
     else:
         _run(arena + ["pools", "build", "--task", TASK, "--home", str(home)], home, "arena pools build", 1200)
@@ -88,6 +91,13 @@ def build(home: Path, target: Path | None = None, pools: Path | None = None) -> 
         2400,
     )
     summary = json.loads(out[out.index("{") :])
+    if summary["status"] == "void" and str(summary.get("void_reason")).startswith("host contended") and attempts > 1:
+        # SCORING.md "Host contention": the operator re-runs a contended evaluation. CI's VM
+        # steals CPU time now and then; the shipped 5% limit stays, the run is made again.
+        print(f"[real evaluation] void ({summary['void_reason']}): re-run in a fresh home", file=sys.stderr)
+        shutil.rmtree(home)
+        home.mkdir(parents=True)
+        return build(home, target, pools, attempts=attempts - 1)
     (home / CLI_OUTPUT).write_text(json.dumps(summary, indent=1))
     return RealEvaluation(home, summary["evaluation_id"], summary)
 

@@ -29,17 +29,20 @@ def _arena(args, env, **kw):
 
 def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_target, built_local):
     sys.path.insert(0, str(REPO / "tests" / "runners"))
-    from ci_profile import stage_ci_protocol
+    from ci_profile import ENGINE_THREADS, stage_ci_protocol
 
     home = tmp_path / "arena_home"
     # The session's pools (tests/pool_fixtures.py), copied: the served pool is a link into its builds.
     shutil.copytree(built_local["home"] / "pools", home / "pools", symlinks=True)
-    version = stage_ci_protocol(tmp_path / "protocol")
+    # One pass per workload: what is under test is the way in (invite, submit, queue, board), not
+    # the speed figures, which the session's real evaluation and the attack module measure.
+    version = stage_ci_protocol(tmp_path / "protocol", passes_per_workload=1)
     env = dict(
         os.environ,
         ARENA_HOME=str(home),
         ARENA_PROTOCOL_DIR=str(tmp_path / "protocol"),
         ARENA_SHARED_DATA=str(shared_data),
+        OMP_NUM_THREADS=ENGINE_THREADS,
     )
     for k, v in env.items():
         monkeypatch.setenv(k, v)

@@ -44,6 +44,23 @@ HOG = "import time\nt = time.time()\nwhile time.time() - t < 120: pass\n"
 # skip_probe_items refuses every 11th prompt_logprobs request: under the 10% answering limit only
 # with 11 or more fidelity texts, so it runs under a version of the attack profile that has 11.
 SKIP_TEXTS = 11
+# What CI affords (five paired evaluations of the real model and the hog's short one, about 11 of
+# its 40 minutes): each hole that issue 10 closed where a candidate gained by failing (empty probe
+# replies were refunded, foreign token ids left fidelity blank, skipped items cost nothing), the
+# lossy acceptance every speculator could slip into (likelihood, first choice), a gate on the timed
+# replies (length), and the busy machine (void, never ranked). The honest side in CI is the
+# session's real evaluation (dev-ngram under the shipped local profile), whose every gate must pass
+# and is recomputed independently (tests/scoring/test_independent_recompute.py). The rest (the
+# honest references under this profile, forced greedy, other sampling, quantization, inflated
+# counters) run with ARENA_TEST_PROFILE=full, as does the real calibration that adopts them.
+CI_RUNS = (
+    "empty_probe_replies",
+    "garbage_logprob_ids",
+    "skip_probe_items",
+    "loose_accept",
+    "cut_half",
+    "host_contended",
+)
 SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "answering"}
 
 
@@ -55,7 +72,7 @@ SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "targe
 
 def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
     """Run every evaluation once (CI attack profile) and score them together."""
-    from ci_profile import ATTACK_OVERRIDES, stage_ci_protocol
+    from ci_profile import ATTACK_OVERRIDES, ENGINE_THREADS, stage_ci_protocol
 
     d = tmp_path_factory.mktemp("attack_protocol")
     staged = stage_ci_protocol(d, **ATTACK_OVERRIDES)
@@ -63,11 +80,8 @@ def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
     more_texts = _stage_variant(d, version, version + 1, texts=SKIP_TEXTS)
     old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS")}
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}, **CONTENDED}
-    only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
-    if only:
-        names = {k: v for k, v in names.items() if k in only.split(",")}
+    os.environ["OMP_NUM_THREADS"] = ENGINE_THREADS
+    names = selected()
     status = {}
     try:
         for name, engine in names.items():
@@ -97,6 +111,15 @@ def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
     wh = Warehouse(built_home["home"])
     contention = {_eid(n): wh.read_table("contention", _eid(n)).to_pylist() for n in names}
     return {"status": status, "scores": scores, "contention": contention, "protocol_dir": d, "version": version}
+
+
+def selected() -> dict[str, str]:
+    """The runs this session makes, name -> engine directory: every run with
+    ARENA_TEST_PROFILE=full, CI_RUNS otherwise, or those ARENA_ATTACK_TEST_ONLY names."""
+    names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}, **CONTENDED}
+    only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
+    keep = only.split(",") if only else names if os.environ.get("ARENA_TEST_PROFILE") == "full" else CI_RUNS
+    return {k: v for k, v in names.items() if k in keep}
 
 
 def _eid(name: str) -> str:

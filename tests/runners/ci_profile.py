@@ -3,7 +3,8 @@ new version through ARENA_PROTOCOL_DIR (the way operators stage versions, and te
 
 Why staged and not a second task id: pools and checkpoints are built per task id, and the
 embedded task's pool and target are what CI should exercise; only the clock is shorter.
-Limits stay the shipped version's: honest engines must pass them and attacks must fail them as they are.
+Limits stay the shipped version's (the steal allowed aside: CI's VM is not the arena's machine): honest
+engines must pass them and attacks must fail them as they are.
 """
 
 from __future__ import annotations
@@ -13,6 +14,13 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
+
+CI_MAX_STEAL_SHARE = 0.5  # the steal the staged test versions allow (see stage_ci_protocol)
+# The development engine's threads (OMP_NUM_THREADS, which the runner passes on) in the suite's
+# real evaluations. The suite's machines have two cores and while an evaluation runs its engine is
+# the only busy process; with one thread an attack-profile evaluation took 202 s here, with two
+# 126 s (prefill and prompt_logprobs scoring are the engine's heavy part).
+ENGINE_THREADS = "2"
 
 CI_OVERRIDES = {
     "workloads": {
@@ -64,8 +72,15 @@ def stage_ci_protocol(directory: Path, task_id: str = "local-smollm2", **extra) 
     task = doc["tasks"][task_id]
     for k, v in {**CI_OVERRIDES, **extra}.items():
         task[k] = v
-    # A developer whose machine runs other work meanwhile may raise the host-contention limit of
-    # the staged test version (its evaluations would be void "host contended" otherwise); CI never
+    # CI's machine is a VM whose hypervisor steals 5% or more of its CPU time in a short pass
+    # (CI at 5b49bd8: "steal 5.3%" voided three attack runs and the test-split run), which no test
+    # controls; the staged test version allows it (CI_MAX_STEAL_SHARE). The foreign-CPU limit stays
+    # the shipped one, and the attack module's hog proves it is enforced; the steal rule itself is
+    # checked on stored rows (tests/scoring/independent.py).
+    if doc.get("contention"):
+        doc["contention"]["max_steal_share"] = max(doc["contention"]["max_steal_share"], CI_MAX_STEAL_SHARE)
+    # A developer whose machine runs other work meanwhile may raise the foreign-CPU limit of the
+    # staged test version (its evaluations would be void "host contended" otherwise); CI never
     # sets it, so CI's evaluations are judged by the shipped limit.
     loose = os.environ.get("ARENA_TEST_MAX_FOREIGN_CPU_SHARE")
     if loose and doc.get("contention"):

@@ -2,9 +2,11 @@
 protocol names, and the honest references pass every gate. Real engines serving the real
 small model, the real pools, the real scorer; short passes (the CI attack profile).
 
-Marked slow: nine paired evaluations of the real model. The verdicts are the point, so the
-assertions are on the gates' verdicts, never skipped; only hog_memory needs a GPU (section 7's
-memory gate has nothing to sample on a CPU) and is skipped there with that reason.
+Marked slow: paired evaluations of the real model. The verdicts are the point, so the assertions
+are on the gates' verdicts. CI makes the runs of attack_runs.CI_RUNS (what its 40 minutes hold);
+ARENA_TEST_PROFILE=full makes every run, and the tests of the others say so when they skip. Only
+hog_memory needs a GPU (section 7's memory gate has nothing to sample on a CPU) and is skipped
+there with that reason.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
-from attack_runs import ATTACKS, HONEST, PROBE_HOLES, SCORED_GATES  # tests/runners is on sys.path (conftest)
+from attack_runs import ATTACKS, CI_RUNS, HONEST, PROBE_HOLES, SCORED_GATES  # tests/runners is on sys.path (conftest)
 
 from speculator_arena.runners.harness import REPO, Evaluation, EvaluationSpec
 from speculator_arena.runners.memory import Device
@@ -29,7 +31,11 @@ def _verdicts(scores, name):
 
 def _need(evaluated, name):
     if name not in evaluated["status"]:
-        pytest.skip(f"{name} not selected by ARENA_ATTACK_TEST_ONLY")
+        pytest.skip(
+            f"{name} is not among this session's runs: a full run (ARENA_TEST_PROFILE=full) makes it, CI makes "
+            f"{', '.join(CI_RUNS)} (tests/runners/attack_runs.py says why)"
+            + (", and ARENA_ATTACK_TEST_ONLY chose others" if os.environ.get("ARENA_ATTACK_TEST_ONLY") else "")
+        )
 
 
 @pytest.mark.parametrize("name", sorted(HONEST))

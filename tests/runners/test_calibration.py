@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from ci_profile import ENGINE_THREADS  # tests/runners is on sys.path (conftest)
 
 from speculator_arena.calibration.candidate import candidate_dir, load_evidence
 from speculator_arena.cli import main
@@ -60,8 +60,7 @@ def calibrated(evaluated, built_home):
     mp = pytest.MonkeyPatch()
     mp.setenv("ARENA_PROTOCOL_DIR", str(evaluated["protocol_dir"]))
     mp.setenv("ARENA_HOME", str(home))
-    if "OMP_NUM_THREADS" not in os.environ:
-        mp.setenv("OMP_NUM_THREADS", "1")
+    mp.setenv("OMP_NUM_THREADS", ENGINE_THREADS)
     try:
         base = evaluated["version"]
         wh = Warehouse(home)

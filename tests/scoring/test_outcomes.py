@@ -82,6 +82,26 @@ def test_a_contended_pass_voids_the_evaluation_and_v1_does_not_judge_it(wh):
     assert one(score_warehouse(wh, 1), "c").specscore > 1  # v1 has no contention rule
 
 
+def test_steal_above_the_limit_voids_the_evaluation_and_at_the_limit_does_not(wh):
+    """The steal rule (the staged test versions allow CI's VM more steal; v2's 5% is judged here)."""
+
+    def steal(share):
+        def edit(t):
+            hit = (t.engine == "stock") & (t.pass_id == "solo-1")
+            t.loc[hit, "steal_seconds"] = share * t.loc[hit, "total_cpu_seconds"]
+            return t
+
+        return edit
+
+    write_synthetic_evaluation(wh, "s")
+    write_synthetic_evaluation(wh, "k")
+    _edit(wh, "contention", "s", steal(0.08))
+    _edit(wh, "contention", "k", steal(0.05))
+    s = score_warehouse(wh)
+    assert bool(one(s, "s").void) and one(s, "s").specscore_reason == "void: host contended (stock solo-1: steal 8.0%)"
+    assert not one(s, "k").void and one(s, "k").specscore > 1
+
+
 def test_missing_contention_rows_void_an_evaluation_run_under_a_version_that_records_them(wh):
     write_synthetic_evaluation(wh, "m")
     _edit(wh, "contention", "m", lambda t: t[~((t.engine == "stock") & (t.pass_id == "busy-1"))])
