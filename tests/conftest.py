@@ -17,12 +17,13 @@ SHARED_DATA = Path(os.environ.get("ARENA_SHARED_DATA", REPO.parent / "shared" / 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # real_evaluation
 
 import real_evaluation as real  # noqa: E402
+from ci_profile import full_profile  # noqa: E402  (tests/runners, put on sys.path by real_evaluation)
 
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `full` run with ARENA_TEST_PROFILE=full only: CI's 40 minutes cannot hold them
     (README, "Tests, CI and the full runs"); elsewhere they are listed as skipped, with the reason."""
-    if os.environ.get("ARENA_TEST_PROFILE") == "full":
+    if full_profile():
         return
     skip = pytest.mark.skip(reason="a full run (ARENA_TEST_PROFILE=full ./scripts/test.sh); beyond CI's time")
     for item in items:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ci_profile import full_profile  # tests/runners is on sys.path (conftest)
+
 from speculator_arena.runners.harness import REPO, Evaluation, EvaluationSpec
 from speculator_arena.warehouse import Warehouse
 
@@ -118,7 +120,7 @@ def selected() -> dict[str, str]:
     ARENA_TEST_PROFILE=full, CI_RUNS otherwise, or those ARENA_ATTACK_TEST_ONLY names."""
     names = {**HONEST, **{k: v[0] for k, v in ATTACKS.items()}, **CONTENDED}
     only = os.environ.get("ARENA_ATTACK_TEST_ONLY")  # e.g. "dev-stock,force_greedy" to iterate locally
-    keep = only.split(",") if only else names if os.environ.get("ARENA_TEST_PROFILE") == "full" else CI_RUNS
+    keep = only.split(",") if only else names if full_profile() else CI_RUNS
     return {k: v for k, v in names.items() if k in keep}
 
 

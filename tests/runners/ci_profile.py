@@ -15,6 +15,13 @@ from pathlib import Path
 
 import yaml
 
+
+def full_profile() -> bool:
+    """ARENA_TEST_PROFILE=full: the runs beyond CI's 40 minutes (README, "Tests, CI and the full
+    runs"): tests marked `full` (tests/conftest.py) and every attack run (attack_runs.py)."""
+    return os.environ.get("ARENA_TEST_PROFILE") == "full"
+
+
 CI_MAX_STEAL_SHARE = 0.5  # the steal the staged test versions allow (see stage_ci_protocol)
 # The development engine's threads (OMP_NUM_THREADS, which the runner passes on) in the suite's
 # real evaluations. The suite's machines have two cores and while an evaluation runs its engine is
@@ -76,7 +83,7 @@ def stage_ci_protocol(directory: Path, task_id: str = "local-smollm2", **extra) 
     # (CI at 5b49bd8: "steal 5.3%" voided three attack runs and the test-split run), which no test
     # controls; the staged test version allows it (CI_MAX_STEAL_SHARE). The foreign-CPU limit stays
     # the shipped one, and the attack module's hog proves it is enforced; the steal rule itself is
-    # checked on stored rows (tests/scoring/independent.py).
+    # checked on stored rows (tests/scoring/test_outcomes.py).
     if doc.get("contention"):
         doc["contention"]["max_steal_share"] = max(doc["contention"]["max_steal_share"], CI_MAX_STEAL_SHARE)
     # A developer whose machine runs other work meanwhile may raise the foreign-CPU limit of the
