@@ -217,7 +217,7 @@ KIND_TEXT = {
     "tar": "a tar archive",
     "text": "text that is not JSON",
     "binary": "binary data that is none of JSON Lines, JSON, Parquet, gzip, bz2, xz and zstd",
-    "broken-stream": "a compressed stream that does not decompress (cut or broken)",
+    "utf-16": "UTF-16 text (the readers read UTF-8)",
 }
 
 
@@ -270,8 +270,10 @@ def _kind(head: bytes) -> str:
         return "tar"
     if head.startswith(b"version https://git-lfs.github.com/spec/"):
         return "lfs-pointer"
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in head[:1024]:
-        return "binary"  # UTF-16 text reads as binary too: the readers read UTF-8
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"
+    if b"\x00" in head[:1024]:
+        return "binary"
     body = head.lstrip()
     if not body:
         return "empty"

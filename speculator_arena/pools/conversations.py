@@ -83,6 +83,7 @@ _NO_CONTAINER = {
     "html": "a web page was saved in place of the file: download the raw file",
     "text": "the readers read JSON Lines, a JSON array or Parquet",
     "broken-stream": "download the file again",
+    "utf-16": "re-encode the file as UTF-8 (`iconv -f UTF-16 -t UTF-8`)",
     "lz4-compressed data": "decompress it (`lz4 -d`) and declare the result",
     "binary": "the readers read JSON Lines, a JSON array or Parquet, compressed with gzip, bz2, xz or zstd or not",
 }

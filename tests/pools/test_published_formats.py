@@ -204,9 +204,9 @@ PUBLISHED = [
     ("agent A", "mini-swe-agent", slice(0, 70), "json", "gzip", "agent_a.json"),
     ("agent B", "mini-swe-agent", slice(70, 140), "parquet", None, "agent_b.data"),
     ("agent C", "mini-swe-agent", slice(140, 200), "jsonl", "xz", "agent_c.jsonl"),
-    ("chat A", "messages", slice(0, 170), "json", "zstd", "chat_a.json"),
-    ("chat B", "messages", slice(170, 340), "parquet", None, "chat_b.parquet"),
-    ("chat C", "messages", slice(340, 500), "jsonl", "bz2", "chat_c"),
+    ("chat A", "messages", slice(0, 100), "json", "zstd", "chat_a.json"),
+    ("chat B", "messages", slice(100, 200), "parquet", None, "chat_b.parquet"),
+    ("chat C", "messages", slice(200, 300), "jsonl", "bz2", "chat_c"),
 ]
 
 
