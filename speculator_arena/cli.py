@@ -16,6 +16,7 @@ from speculator_arena import settings
 
 COMMAND_MODULES = (
     "speculator_arena.protocol.commands",
+    "speculator_arena.calibration.commands",  # after protocol's: it adds `arena protocol publish`
     "speculator_arena.warehouse.commands",
     "speculator_arena.scoring.commands",
     "speculator_arena.checkpoints.commands",

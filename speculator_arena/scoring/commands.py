@@ -18,8 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import math
 
+    from speculator_arena.board.text import board_text
     from speculator_arena.printing import json_cell, print_json
-    from speculator_arena.scoring.board import board_text
     from speculator_arena.scoring.registry import score_and_record, scores_dir
     from speculator_arena.warehouse import Warehouse
 
