@@ -224,12 +224,15 @@ def test_malformed_framing_and_payloads(server):
     server.play([HEAD_CHUNKED + b"zz\r\n" + delta("a")], close=True)
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=None))
     assert not r.done and r.error.startswith("RemoteProtocolError: malformed response")
+    # An unreadable event fails the request (not done: never counted) even when [DONE] follows;
+    # the readable chunks are kept, the first reason is the error.
     server.play([chunked_reply(delta("a"), event(b'{"choices": [}'), event(b"\xff\xfe{}"), delta("b"), DONE)])
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=None))
-    assert r.done and r.chunk_texts == ["a", "b"] and r.error.startswith("malformed SSE payload: b'{\"choices\": [}'")
+    assert not r.done and r.chunk_texts == ["a", "b"]
+    assert r.error.startswith("malformed SSE payload: b'{\"choices\": [}'")
     server.play([chunked_reply(delta("a"), event({"error": {"message": "oom"}}), DONE)])
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=None))
-    assert r.done and r.error.startswith("engine error in stream: {'message': 'oom'}")
+    assert not r.done and r.error.startswith("engine error in stream: {'message': 'oom'}")
 
 
 def test_deadline_cuts_the_stream(server):
@@ -255,7 +258,8 @@ def test_an_httpx_client_still_works(server):
 
 
 def _reference(lines):
-    """The decoding before the template fast path: json.loads per payload."""
+    """The decoding without the template fast path: json.loads per payload, the shapes checked
+    (an event of another shape is unreadable: it sets the error and adds nothing)."""
     times, texts, finish, usage, error = [], [], None, None, None
     for t, payload in lines:
         try:
@@ -263,18 +267,24 @@ def _reference(lines):
         except ValueError:
             error = error or f"malformed SSE payload: {payload[:120]!r}"
             continue
-        if not isinstance(obj, dict):
-            continue
         if "error" in obj and not obj.get("choices"):
             error = error or f"engine error in stream: {str(obj['error'])[:200]}"
             continue
         usage = obj.get("usage") or usage
         for choice in obj.get("choices") or []:
             content = (choice.get("delta") or {}).get("content")
+            if content is not None and not isinstance(content, str):
+                error = error or f"SSE payload's content is not a string: {payload[:120]!r}"
+                break
             if content:
                 times.append(t)
                 texts.append(content)
             finish = choice.get("finish_reason") or finish
+    try:
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates (json.loads takes them): U+FFFD in their place
+        texts = ["".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in x) for x in texts]
+        error = error or "reply text is not valid Unicode (a lone surrogate)"
     return times, texts, finish, usage, error
 
 
