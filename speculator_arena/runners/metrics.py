@@ -29,6 +29,14 @@ def scrape(
     text = _fetch(base_url.rstrip("/") + "/metrics", timeout)
     if text is None:
         return []
+    return metric_rows(
+        text, evaluation_id=evaluation_id, pass_id=pass_id, engine=engine, phase=phase, taken_at=taken_at
+    )
+
+
+def metric_rows(text: str, *, evaluation_id: str, pass_id: str, engine: str, phase: str, taken_at: float) -> list[dict]:
+    """The `metrics` rows of one `/metrics` text, or none when it is not Prometheus text (total:
+    nothing the text holds raises)."""
     rows = []
     try:
         for name, labels, value in samples(text):

@@ -25,8 +25,8 @@ and whatever it cannot read is that request's failure with a short reason in `er
 sit where the work is already done: framing errors of any kind end the response in `_feed`, a
 response is cut past MAX_RESPONSE_BYTES or MAX_EVENTS, and event shapes and types are checked
 in the slow path of the decoder (`_apply`; the template path reads only string tokens); the
-reply as a whole must be valid Unicode (one check per request: a lone surrogate, which
-json.loads lets through, would be unstorable and unsendable as the next turn's history).
+payload must be UTF-8 and the reply as a whole valid Unicode (one check per request: a lone
+surrogate escaped in JSON would be unstorable and unsendable as the next turn's history).
 
 `time.time()` rather than a monotonic clock mapped to the epoch: its cost is the same (vDSO),
 and every other time the arena compares these stamps with (pass ends, grace ends, `sent_at`,
@@ -79,22 +79,20 @@ _BAD = object()
 _PROBE = "\u2063arena-template-probe"
 
 
-def _decode(s: str | None, raw: bytes) -> Any:
-    """One payload, exactly as `json.loads(raw)` would read it (or _BAD).
+def _decode(s: str, raw: bytes) -> Any:
+    """One UTF-8 payload, exactly as `json.loads(raw)` would read it (or _BAD).
 
     The scanner is json's own C scanner without json.loads' per-call wrapper; anything it does
-    not take whole (and any payload that is not UTF-8) is handed to json.loads itself, so no
-    payload reads differently."""
-    if s is not None:
-        try:
-            obj, end = _scan(s, 0)
-            if end == len(s):
-                return obj
-        except (StopIteration, ValueError, RecursionError):
-            pass
+    not take whole is handed to json.loads itself, so no payload reads differently."""
+    try:
+        obj, end = _scan(s, 0)
+        if end == len(s):
+            return obj
+    except (StopIteration, ValueError, RecursionError):
+        pass
     try:
         return json.loads(raw)
-    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError, nesting too deep
+    except (ValueError, RecursionError):  # JSONDecodeError, nesting too deep
         return _BAD
 
 
@@ -202,19 +200,15 @@ class StreamResult:
             self.error = _storable(why)
 
     def _finish(self) -> StreamResult:
-        """Once per request: the reply must be valid Unicode. json.loads lets lone surrogates
-        through (a `\\udcff` escape, or their bytes, which it decodes with surrogatepass), and
-        UTF-8 (Parquet, the next turn's request) cannot hold them; such a reply is unreadable,
-        kept with U+FFFD in their place (lengths unchanged)."""
-        text = self.text
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                self.chunk_texts = [_storable(c) for c in self.chunk_texts]
-                self.unreadable("reply text is not valid Unicode (a lone surrogate)")
-        if self.finish_reason is not None and not self.finish_reason.isascii():
+        """Once per request: what the arena keeps must be valid Unicode. JSON's `\\udcff` escapes
+        carry lone surrogates, which UTF-8 (Parquet, the next turn's request) cannot hold; such a
+        reply is unreadable, kept with U+FFFD in their place (lengths unchanged)."""
+        if not _valid(self.text):
+            self.chunk_texts = [_storable(c) for c in self.chunk_texts]
+            self.unreadable("reply text is not valid Unicode (a lone surrogate)")
+        if self.finish_reason is not None and not _valid(self.finish_reason):
             self.finish_reason = _storable(self.finish_reason)
+            self.unreadable("finish_reason is not valid Unicode (a lone surrogate)")
         if self._unreadable:
             self.done = False
         return self
@@ -227,7 +221,10 @@ class StreamResult:
         tpl = self._tpl
         for (t, payload), s in zip(lines, texts):
             try:
-                if tpl is not None and s is not None:
+                if s is None:  # json.loads would take some such bytes (surrogatepass): the wire is UTF-8
+                    self.unreadable(f"SSE payload is not UTF-8: {payload[:120]!r}")
+                    continue
+                if tpl is not None:
                     pre, suf = tpl
                     if s.startswith(pre) and s.endswith(suf) and len(s) > len(pre) + len(suf):
                         try:
@@ -241,7 +238,7 @@ class StreamResult:
                             self._tpl_hit = True
                             continue
                 obj = _decode(s, payload)
-                if s is not None and self._tpl_tries < 3 and obj is not _BAD:
+                if self._tpl_tries < 3 and obj is not _BAD:
                     learnt = _template(s, obj)
                     if learnt is not None:
                         if not self._tpl_hit:
@@ -337,6 +334,17 @@ def _usage_ok(usage: Any) -> bool:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid(s: str) -> bool:
+    """`s` holds no lone surrogate (UTF-8 can encode it)."""
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _storable(s: str) -> str:

@@ -7,12 +7,18 @@ import asyncio
 import time
 
 import pytest
+from sse_engine import MALFORMED
+from stand_in import MALFORMED_REASONS
 
+from speculator_arena.pools.model import Probe
+from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.window import WindowRule
 from speculator_arena.runners.lifecycle import EngineRun, free_port
+from speculator_arena.runners.probes import ProbeRunner
 from speculator_arena.runners.tokens import attribute_chunks, load_tokenizer
 from speculator_arena.runners.workload import ClientConfig, record_rows, request_seed, run_lanes
 from speculator_arena.scoring.counted import counted_row
+from speculator_arena.warehouse import Warehouse
 
 
 @pytest.fixture
@@ -125,6 +131,51 @@ def test_over_budget_reply_is_not_counted(engine, qwen_tokenizer_dir, chat_sessi
     assert row["done"] and row["output_tokens"] > row["max_tokens"] + 4
     # the stream was fine; the budget rule rejects it, even with protocol v2's slack of 4 tokens
     assert not counted_row(row, slack=4, ends_at=t0 + 0.5, grace_ends_at=t0 + 10) and row["error"] is None
+
+
+@pytest.mark.parametrize("engine", [f"malformed={shape}" for shape in MALFORMED], indirect=True)
+def test_a_malformed_stream_fails_its_request_with_a_reason(
+    engine, request, tmp_path, qwen_tokenizer_dir, chat_sessions
+):
+    """Each malformed shape of issue 24 (`choices` a number, content not a string, broken JSON,
+    bytes not UTF-8, broken chunked framing), streamed by the real stand-in engine after a good
+    chunk and before `[DONE]`: every request is the engine's failure with that shape's reason
+    (not done, so never counted), its session ends and the lane goes on to the next, the rows are
+    stored, and a greedy probe read from the same stream is unanswered with the reason. Nothing
+    raises (it made the evaluation void before: "TypeError: 'int' object is not iterable")."""
+    shape = request.node.callspec.params["engine"].split("=", 1)[1]
+    tok = load_tokenizer(str(qwen_tokenizer_dir))
+    t0 = time.time()
+    recs = asyncio.run(
+        run_lanes(
+            _cfg(engine, tok),
+            chat_sessions[:4],
+            lanes=2,
+            interleave=1,
+            pass_id="team-0",
+            ends_at=t0 + 5,
+            grace_ends_at=t0 + 10,
+        )
+    )
+    assert len(recs) == 4  # one failed turn per session, and the lanes went on to their next session
+    rows = [
+        record_rows(
+            r, evaluation_id="ev1", engine="candidate", pass_id="team-0", workload="team", pass_index=0, tokenizer=tok
+        )
+        for r in recs
+    ]
+    for row, _ in rows:
+        assert not row["done"] and row["error"].startswith(MALFORMED_REASONS[shape]), row["error"]
+        assert not counted_row(row, slack=4, ends_at=t0 + 5, grace_ends_at=t0 + 10)
+    wh = Warehouse(tmp_path / "home")
+    wh.write_rows("requests", "ev1", [a for a, _ in rows])
+    wh.write_rows("replies", "ev1", [b for _, b in rows])
+    assert wh.read_table("requests", "ev1").num_rows == 4
+    prompt = Probe(prompt_id="p0", messages=[{"role": "user", "content": "say something"}])
+    probes = ProbeRunner("ev1", tok, load_protocol().task("local-smollm2"), say=lambda m: None)
+    (greedy,) = probes.greedy("candidate", engine.base_url, [prompt], alive=lambda: True)
+    assert not greedy["answered"] and greedy["error"].startswith(MALFORMED_REASONS[shape])
+    wh.write_rows("probe_greedy", "ev1", [greedy])
 
 
 def test_grace_end_cuts_stream(engine_factory, tmp_path, qwen_tokenizer_dir, chat_sessions):
