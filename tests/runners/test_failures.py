@@ -178,19 +178,7 @@ def test_stock_failure_voids_and_keeps_candidate_rows(built_home, engine_factory
 def test_runner_killed_mid_pass_then_resume_voids(built_home, engine_factory, profile, tmp_path):
     """Stand-in SSE engine: the runner is SIGKILLed mid-pass, which needs an evaluation of its own
     (the shared real one must stay whole), and the stand-in makes that one take seconds, not minutes."""
-    profile(
-        **{
-            **FAST,
-            "workloads": {
-                w: {
-                    "interleave": 1 if w == "solo" else 2,
-                    "pass_seconds": 3,
-                    "speed": "request_time" if w == "solo" else "busy_window",
-                }
-                for w in ("solo", "team", "busy")
-            },
-        }
-    )
+    profile(**{**FAST, "workloads": {w: {**v, "pass_seconds": 3} for w, v in FAST["workloads"].items()}})
     eng = engine_factory("ok")
     home = built_home["home"]
     wh = Warehouse(home)

@@ -109,25 +109,26 @@ def test_window_rule_cuts_history(engine, qwen_tokenizer_dir, chat_sessions):
         assert cfg.window.estimate(r.prompt_tokens) <= 0.5 * 200 or r.n_messages == 2
 
 
+def _rows(engine, tok, sessions, lanes: int, seconds: float, **kw) -> tuple[float, list[tuple[dict, dict]]]:
+    """One pass of `lanes` lanes against the engine: its start and each request's two rows."""
+    t0 = time.time()
+    pass_id = "solo-0" if lanes == 1 else "team-0"
+    recs = asyncio.run(
+        run_lanes(_cfg(engine, tok), sessions, lanes, 1, pass_id, ends_at=t0 + seconds, grace_ends_at=t0 + 10, **kw)
+    )
+    workload = pass_id.split("-")[0]
+    return t0, [
+        record_rows(
+            r, evaluation_id="ev1", engine="candidate", pass_id=pass_id, workload=workload, pass_index=0, tokenizer=tok
+        )
+        for r in recs
+    ]
+
+
 @pytest.mark.parametrize("engine", ["overlong"], indirect=True)
 def test_over_budget_reply_is_not_counted(engine, qwen_tokenizer_dir, chat_sessions):
     tok = load_tokenizer(str(qwen_tokenizer_dir))
-    t0 = time.time()
-    recs = asyncio.run(
-        run_lanes(
-            _cfg(engine, tok),
-            chat_sessions[:1],
-            lanes=1,
-            interleave=1,
-            pass_id="solo-0",
-            ends_at=t0 + 0.5,
-            grace_ends_at=t0 + 10,
-            max_requests_per_lane=1,
-        )
-    )
-    row, _ = record_rows(
-        recs[0], evaluation_id="ev1", engine="candidate", pass_id="solo-0", workload="solo", pass_index=0, tokenizer=tok
-    )
+    t0, [(row, _)] = _rows(engine, tok, chat_sessions[:1], 1, 0.5, max_requests_per_lane=1)
     assert row["done"] and row["output_tokens"] > row["max_tokens"] + 4
     # the stream was fine; the budget rule rejects it, even with protocol v2's slack of 4 tokens
     assert not counted_row(row, slack=4, ends_at=t0 + 0.5, grace_ends_at=t0 + 10) and row["error"] is None
@@ -145,25 +146,8 @@ def test_a_malformed_stream_fails_its_request_with_a_reason(
     raises (it made the evaluation void before: "TypeError: 'int' object is not iterable")."""
     shape = request.node.callspec.params["engine"].split("=", 1)[1]
     tok = load_tokenizer(str(qwen_tokenizer_dir))
-    t0 = time.time()
-    recs = asyncio.run(
-        run_lanes(
-            _cfg(engine, tok),
-            chat_sessions[:4],
-            lanes=2,
-            interleave=1,
-            pass_id="team-0",
-            ends_at=t0 + 5,
-            grace_ends_at=t0 + 10,
-        )
-    )
-    assert len(recs) == 4  # one failed turn per session, and the lanes went on to their next session
-    rows = [
-        record_rows(
-            r, evaluation_id="ev1", engine="candidate", pass_id="team-0", workload="team", pass_index=0, tokenizer=tok
-        )
-        for r in recs
-    ]
+    t0, rows = _rows(engine, tok, chat_sessions[:4], 2, 5)
+    assert len(rows) == 4  # one failed turn per session, and the lanes went on to their next session
     for row, _ in rows:
         assert not row["done"] and row["error"].startswith(MALFORMED_REASONS[shape]), row["error"]
         assert not counted_row(row, slack=4, ends_at=t0 + 5, grace_ends_at=t0 + 10)
