@@ -276,8 +276,9 @@ def record_rows(
     except Exception as exc:  # noqa: BLE001 - what the engine sent is its failure, never the runner's
         r.unreadable(f"reply unreadable by the target's tokenizer: {type(exc).__name__}")
         output_tokens, chunk_tokens = 0, [0] * len(r.chunk_texts)
-    # `error` holds what went wrong on the wire only; whether a request counts is the rule of
-    # scoring/counted.py, applied to these columns (raw rows are the truth, rules are views).
+    # `error` holds what went wrong on the wire or in what the engine sent (then `done` is false);
+    # whether a request counts is the rule of scoring/counted.py, applied to these columns (raw
+    # rows are the truth, rules are views).
     error = r.error
     row = {
         "evaluation_id": evaluation_id,
