@@ -153,6 +153,12 @@ def _stored(table: str, rows: list[dict]) -> None:
     pa.table({n: [r.get(n) for r in rows] for n in schema.names}, schema=schema)
 
 
+def _counted_or_failed(row: dict, counted: bool) -> bool:
+    """A request counts, or fails with its reason: an `error`, or (a whole stream) the budget
+    rule, its output tokens over max_tokens plus the slack."""
+    return counted or bool(row["error"]) or (row["done"] and row["output_tokens"] > row["max_tokens"] + 4)
+
+
 def _ends_with_a_reason(res: StreamResult, tok) -> dict:
     assert res.done == (res.error is None), (res.done, res.error)
     assert res.error is None or (isinstance(res.error, str) and 0 < len(res.error) <= 400)
@@ -173,7 +179,7 @@ def _ends_with_a_reason(res: StreamResult, tok) -> dict:
     _stored("requests", [row])
     _stored("replies", [reply])
     counted = counted_row(row, slack=4, ends_at=time.time() + 60, grace_ends_at=time.time() + 60)
-    assert counted or row["error"], row  # counted, or failed with its reason
+    assert _counted_or_failed(row, counted), row
     return row
 
 
@@ -304,7 +310,7 @@ def _pass(engine: str, pieces: list[bytes] | None, sessions, tok) -> list[bool]:
     _stored("requests", rows)
     assert all(r["engine"] == engine and r["request_id"].startswith(engine + ":") for r in rows)
     counted = [counted_row(r, slack=4, ends_at=t0 + 20, grace_ends_at=t0 + 25) for r in rows]
-    assert all(c or r["error"] for c, r in zip(counted, rows))  # counted, or failed with its reason
+    assert all(_counted_or_failed(r, c) for c, r in zip(counted, rows))
     return counted
 
 
