@@ -59,7 +59,9 @@ def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
             "passes": dg.MetadataValue.int(len(result.passes)),
             "gate_rows": dg.MetadataValue.int(len(result.gates)),
             "figure_rows": dg.MetadataValue.int(len(result.figures)),
-            "convenience_copy": dg.MetadataValue.path(str(scores_dir(wh, version) / "evaluations.parquet")),
+            "convenience_copy": dg.MetadataValue.path(str(scores_dir(wh, version) / "evaluations.parquet"))
+            if result.copy_path is not None
+            else f"not written: {result.copy_error}",
             "ranking": dg.MetadataValue.md("\n".join(previews) or "(no evaluations stored)"),
         },
     )
