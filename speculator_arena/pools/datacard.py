@@ -24,7 +24,7 @@ from speculator_arena.pools import structure
 from speculator_arena.pools.build.context import BuildContext
 from speculator_arena.pools.build.inputs import sources_manifest
 from speculator_arena.pools.datacard_render import plot, render_markdown
-from speculator_arena.pools.layout import data_card_dir, pool_root, read_jsonl, split_folder
+from speculator_arena.pools.layout import HIDDEN, data_card_dir, pool_root, read_jsonl, split_folder
 
 QS = (0.1, 0.5, 0.9, 0.99)
 
@@ -278,7 +278,7 @@ def card_locations(task_id: str, home: str | os.PathLike | None = None) -> list[
 
 def load_data_card(task_id: str, home: str | os.PathLike | None = None) -> DataCard | None:
     """The first location holding `<stem>.md` or `<stem>.json`; None when the card is not built."""
-    if "/" in task_id or "\\" in task_id or task_id in ("", ".", "..") or "hidden" in task_id:
+    if "/" in task_id or "\\" in task_id or task_id in ("", ".", "..") or HIDDEN in task_id:
         raise ValueError(f"not a task id: {task_id!r}")
     for stem in card_locations(task_id, home):
         md, js = stem.with_suffix(".md"), stem.with_suffix(".json")

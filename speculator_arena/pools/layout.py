@@ -23,6 +23,7 @@ from speculator_arena.atomic import write_atomic
 from speculator_arena.settings import arena_home
 
 PUBLIC_SPLIT = "dev"
+HIDDEN = "hidden"  # the folder of the hidden splits, readable by its owner only
 
 
 def pools_dir(home=None) -> Path:
@@ -41,7 +42,7 @@ def builds_dir(task_id: str, home=None) -> Path:
 
 def split_path(split: str) -> PurePosixPath:
     """A split's folder relative to a pool's root: `dev`, or `hidden/<split>` for a hidden split."""
-    return PurePosixPath(PUBLIC_SPLIT) if split == PUBLIC_SPLIT else PurePosixPath("hidden", split)
+    return PurePosixPath(PUBLIC_SPLIT) if split == PUBLIC_SPLIT else PurePosixPath(HIDDEN, split)
 
 
 def split_folder(root: Path, split: str) -> Path:
@@ -54,7 +55,7 @@ def split_dir(task_id: str, split: str, home=None) -> Path:
 
 
 def hidden_dir(root: Path) -> Path:
-    return root / "hidden"
+    return root / HIDDEN
 
 
 def ensure_hidden(root: Path) -> Path:
