@@ -11,12 +11,13 @@ Parquet, DuckDB views) is for measurements and has no such transaction.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 
 from speculator_arena import sqlfiles
-from speculator_arena.warehouse import arena_home
+from speculator_arena.settings import arena_home
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -26,19 +27,29 @@ def sql(name: str) -> str:
 
 
 def frontdoor_dir(home=None) -> Path:
+    """`$ARENA_HOME/frontdoor`, made 0711: the intake's children pass through it to their
+    sandboxes (staging/) but cannot list it, and the database in it is the API user's alone."""
     d = arena_home(home) / "frontdoor"
-    d.mkdir(parents=True, exist_ok=True)
+    if not d.is_dir():
+        d.parent.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(d, 0o711)
     return d
 
 
 def connect(home=None) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit: see `transaction`)."""
-    con = sqlite3.connect(frontdoor_dir(home) / "state.db", timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    path = frontdoor_dir(home) / "state.db"
+    if not path.exists():  # SQLite gives the WAL and shared-memory files the database's mode
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     con.row_factory = sqlite3.Row
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=FULL")
     con.execute("PRAGMA foreign_keys=ON")
     con.executescript(sql("schema"))
+    if "intake_status" not in {r["name"] for r in con.execute(sql("submission_columns"))}:
+        con.executescript(sql("migrate_intake"))  # a database made before fetches left the request
     return con
 
 
