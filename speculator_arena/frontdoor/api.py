@@ -27,10 +27,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-import speculator_arena
 from speculator_arena.frontdoor import accounts
 from speculator_arena.frontdoor.bounded import DEFAULT_BODY_BYTES, BodyLimit, load_json
-from speculator_arena.frontdoor.errors import NotFound, Refused, scrub
+from speculator_arena.frontdoor.errors import NotFound, Refused, scrub, server_paths
 from speculator_arena.frontdoor.state import connect
 from speculator_arena.warehouse import Warehouse, arena_home
 
@@ -53,11 +52,7 @@ def create_app(home=None) -> FastAPI:
     home = arena_home(home)
     state: dict = {}  # the board's memo (made at the first board request) and the fetch worker
     intake_slots = anyio.CapacityLimiter(INTAKES_AT_ONCE)
-    server_paths = [
-        (str(home), "$ARENA_HOME"),
-        (str(speculator_arena.__file__).rsplit("/", 2)[0], "<arena>"),
-        (sys.prefix, "<python>"),
-    ]
+    paths = server_paths(home)
 
     @asynccontextmanager
     async def lifespan(_app):
@@ -91,12 +86,12 @@ def create_app(home=None) -> FastAPI:
 
     @app.exception_handler(Refused)
     async def refused(_req, exc: Refused):
-        return JSONResponse({"error": scrub(exc.reason, server_paths)}, status_code=exc.status)
+        return JSONResponse({"error": scrub(exc.reason, paths)}, status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_req, exc: RequestValidationError):
         errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"[:200] for e in exc.errors()[:5])
-        return JSONResponse({"error": scrub(errs, server_paths)}, status_code=422)
+        return JSONResponse({"error": scrub(errs, paths)}, status_code=422)
 
     def _with_db(fn, *args):
         con = connect(home)

@@ -38,7 +38,21 @@ def echo(value, limit: int = ECHO_CHARS) -> str:
     return text if len(text) <= limit else f"{text[: limit - 12]}...[{len(text):,} chars]"
 
 
-def scrub(reason: str, paths: list[str]) -> str:
+def server_paths(home) -> list[tuple[str, str]]:
+    """The server's own folders an error must not show, with the names shown instead."""
+    import sys
+    from pathlib import Path
+
+    import speculator_arena
+
+    return [
+        (str(home), "$ARENA_HOME"),
+        (str(Path(speculator_arena.__file__).resolve().parent.parent), "<arena>"),
+        (sys.prefix, "<python>"),
+    ]
+
+
+def scrub(reason: str, paths: list[tuple[str, str]]) -> str:
     """A reason without the server's paths (each replaced by a name) and cut to REASON_CHARS."""
     for path, name in sorted(((p, n) for p, n in paths if p), key=lambda pn: -len(pn[0])):
         reason = reason.replace(path, name)

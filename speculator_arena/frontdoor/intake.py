@@ -37,7 +37,7 @@ from speculator_arena import settings
 from speculator_arena.frontdoor import archive, quotas
 from speculator_arena.frontdoor.accounts import Account
 from speculator_arena.frontdoor.bounded import load_json
-from speculator_arena.frontdoor.errors import QuotaExhausted, Refused, echo
+from speculator_arena.frontdoor.errors import QuotaExhausted, Refused, echo, scrub, server_paths
 from speculator_arena.frontdoor.sandbox import Limits, Sandbox
 from speculator_arena.frontdoor.seal import TREE, remove_sealed, staging_dir, store, store_dir
 from speculator_arena.frontdoor.sources import (
@@ -52,6 +52,7 @@ from speculator_arena.frontdoor.state import sql, transaction
 from speculator_arena.frontdoor.trees import remove_tree
 from speculator_arena.frontdoor.urls import parse_repository_url
 from speculator_arena.protocol import load_protocol
+from speculator_arena.settings import arena_home
 
 METHOD_CHARS = 200  # solution.method: free text, one line
 INLINE_WALL_S = 120.0  # one inline engine's extraction and seal, end to end
@@ -175,7 +176,7 @@ def _inline_archive(req: SubmissionRequest) -> bytes:
 
 def workspace_roots() -> list[Path]:
     """Operator-approved workspaces (`ARENA_WORKSPACES`, colon-separated directories)."""
-    return [Path(p).resolve() for p in settings.listed("ARENA_WORKSPACES", ":")]
+    return [Path(os.path.abspath(p)) for p in settings.listed("ARENA_WORKSPACES", ":")]
 
 
 def _copy_workspace(uri: str, sandbox: Sandbox, max_bytes: int) -> None:
@@ -359,6 +360,7 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None) -> s
 def refuse_fetching(con, home, submission_id: str, reason: str, code: int) -> None:
     """A fetch that failed: the row refused (its quota refunded), and what it alone had in the
     store (an inline engine sealed at the request) removed."""
+    reason = scrub(reason, server_paths(arena_home(home)))  # the owner reads it: no server paths
     with transaction(con):
         row = con.execute("SELECT * FROM submissions WHERE submission_id = ?", (submission_id,)).fetchone()
         con.execute(sql("refused_submission"), {"submission_id": submission_id, "reason": reason, "code": code})

@@ -68,6 +68,9 @@ def store(staged: Path, home=None) -> tuple[str, Path]:
     """Move a sealed `staged` (tree and manifest) into the store under its digest; returns
     (digest, tree path). Identical bytes already sealed and whole are kept, and `staged` is left
     for its sandbox's removal. Call it inside the transaction that names the digest in a row."""
+    for d in (staged, staged / TREE):  # what the child made: moved as it is, so never a link
+        if not stat.S_ISDIR(d.lstat().st_mode):
+            raise SealBroken(f"the staged {d.name} is not a directory")
     mpath = staged / MANIFEST
     st = mpath.lstat()
     if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MANIFEST_BYTES:

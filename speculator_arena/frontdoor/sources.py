@@ -13,6 +13,7 @@ the caller seals it or removes it.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import shutil
@@ -201,44 +202,70 @@ def local_target_bytes(task_id: str, home=None) -> int | None:
     return int(manifest["total_bytes"]) if manifest and manifest.get("total_bytes") else None
 
 
-def workspace_path(uri: str, roots: list[Path]) -> Path:
-    """The directory of a `workspace:/path` speculator, inside an operator-approved workspace."""
-    path = Path(uri.removeprefix("workspace:")).resolve()
-    if not any(path == r or r in path.parents for r in roots):
-        raise Refused(f"speculator directory {echo(uri)} is not inside an operator-approved workspace")
-    if not path.is_dir():
-        raise Refused(f"speculator directory {echo(uri)} does not exist")
-    return path
+def workspace_path(uri: str, roots: list[Path]) -> tuple[Path, list[str]]:
+    """(the approved workspace, the path under it) of a `workspace:/path` speculator."""
+    path = Path(os.path.abspath(uri.removeprefix("workspace:")))
+    for root in roots:
+        if path == root or root in path.parents:
+            rel = path.relative_to(root).parts
+            if ".." in rel:
+                break
+            return root, list(rel)
+    raise Refused(f"speculator directory {echo(uri)} is not inside an operator-approved workspace")
 
 
 def copy_speculator_workspace(uri: str, roots: list[Path], dest: Path, max_bytes: int, allowed: list[str]) -> None:
-    """`workspace:/path` inside an approved workspace: its allowed regular files copied (links
-    neither followed nor copied), at most `max_bytes`, with at least one `*.safetensors`."""
-    from speculator_arena.checkpoints.hub import select_files
+    """`workspace:/path` inside an approved workspace: its allowed regular files copied, at most
+    `max_bytes`, with at least one `*.safetensors`.
+
+    Participants write their workspaces while the arena reads them, so nothing is read by path:
+    the folder is reached from the approved root, and every file opened, by directory
+    descriptors that never follow a link (a folder swapped for a link midway stops the copy);
+    links are neither followed nor copied, and hard-linked files (another name elsewhere) are refused.
+    """
     from speculator_arena.frontdoor.archive import MAX_DEPTH, MAX_MEMBERS
-    from speculator_arena.frontdoor.trees import walk
+    from speculator_arena.frontdoor.trees import DIR_FLAGS, walk_at
 
-    path = workspace_path(uri, roots)
-    names = []
-    for n, entry in enumerate(walk(path)):
-        if n > MAX_MEMBERS or entry.depth > MAX_DEPTH:
-            raise Refused(f"speculator directory {echo(uri)} is over {MAX_MEMBERS} entries or {MAX_DEPTH} levels")
-        if stat.S_ISREG(entry.st.st_mode):
-            names.append(entry.rel)
-    chosen = select_files(names, allowed)
-    if not any(n.endswith(".safetensors") for n in chosen):
-        raise Refused(f"speculator directory {echo(uri)} has no *.safetensors weights", status=422)
-    if sum((path / n).lstat().st_size for n in chosen) > max_bytes:
-        raise Refused(f"speculator directory {echo(uri)} is over its limit of {max_bytes:,} bytes", status=413)
+    root, rel = workspace_path(uri, roots)
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the operator's own path
+        for part in rel:
+            nxt = os.open(part, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+    except OSError as exc:
+        raise Refused(f"speculator directory {echo(uri)} does not exist or passes through a link") from exc
     dest.mkdir(parents=True)
-    for n in chosen:
-        (dest / n).parent.mkdir(parents=True, exist_ok=True)
-        _copy_no_follow(path / n, dest / n)
+    total = weights = 0
+    try:
+        for n, (entry, dir_fd, name) in enumerate(walk_at(fd)):
+            if n > MAX_MEMBERS or entry.depth > MAX_DEPTH:
+                raise Refused(f"speculator directory {echo(uri)} is over {MAX_MEMBERS} entries or {MAX_DEPTH} levels")
+            if not stat.S_ISREG(entry.st.st_mode) or not any(fnmatch.fnmatchcase(name, p) for p in allowed):
+                continue
+            if entry.st.st_nlink > 1:
+                raise Refused(f"speculator file {echo(entry.rel)} is hard-linked elsewhere; copy it, do not link it")
+            total += entry.st.st_size
+            if total > max_bytes:
+                raise Refused(f"speculator directory {echo(uri)} is over its limit of {max_bytes:,} bytes", status=413)
+            weights += name.endswith(".safetensors")
+            (dest / entry.rel).parent.mkdir(parents=True, exist_ok=True)
+            _copy_no_follow(dir_fd, name, dest / entry.rel, entry.st.st_size)
+    except OSError as exc:
+        raise Refused(f"speculator directory {echo(uri)} cannot be read: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    if not weights:
+        raise Refused(f"speculator directory {echo(uri)} has no *.safetensors weights", status=422)
 
 
-def _copy_no_follow(src: Path, dst: Path) -> None:
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fin, open(dst, "xb") as fout:
-        if not stat.S_ISREG(os.fstat(fin.fileno()).st_mode):
-            raise Refused(f"speculator file {echo(src.name)} is not a regular file")
-        shutil.copyfileobj(fin, fout, 1 << 22)
+def _copy_no_follow(dir_fd: int, name: str, dst: Path, size: int) -> None:
+    src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    with os.fdopen(src, "rb") as fin, open(dst, "xb") as fout:
+        st = os.fstat(fin.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            raise Refused(f"speculator file {echo(name)} changed while it was read")
+        left = size
+        while left > 0 and (block := fin.read(min(1 << 22, left))):
+            fout.write(block)
+            left -= len(block)

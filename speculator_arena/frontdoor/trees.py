@@ -46,8 +46,9 @@ def walk(root: str | os.PathLike, *, post_order: bool = False, writable: bool = 
 
 def walk_at(root, *, post_order: bool = False, writable: bool = False) -> Iterator[tuple[Entry, int, str]]:
     """`walk`'s entries with the descriptor of the directory holding each and its name there (valid
-    until the next item), so that the caller acts on the entry itself, never on a path to it."""
-    fd = os.open(root, DIR_FLAGS)
+    until the next item), so that the caller acts on the entry itself, never on a path to it.
+    `root` may be a directory descriptor (the caller keeps it)."""
+    fd = os.dup(root) if isinstance(root, int) else os.open(root, DIR_FLAGS)
     if writable:
         _make_writable(fd)
     parts: list[str] = []

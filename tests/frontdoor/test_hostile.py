@@ -89,12 +89,13 @@ class Guard:
         finally:
             con.close()
 
-    def unchanged(self, rows: int = 0) -> None:
+    def unchanged(self, rows: int | None = None) -> None:
+        """As before the attack; `rows`: the submissions expected now (default: as many as before)."""
         after = self._snapshot()
         assert after["canary"] == self.before["canary"], "the canary outside ARENA_HOME changed"
         assert after["around"] == self.before["around"], _diff(self.before["around"], after["around"])
         assert after["home"] == self.before["home"], _diff(self.before["home"], after["home"])
-        assert self.rows() == rows
+        assert self.rows() == (self.before_rows if rows is None else rows)
 
 
 def _diff(a: dict, b: dict) -> str:
@@ -108,13 +109,14 @@ def guard(front, public_dir):
     return Guard(front.home, public_dir)
 
 
-def _refused(front, guard, response, status: int, words: str) -> dict:
+def _refused(front, guard, response, status: int, words: str, used: int = 0) -> dict:
+    """Refused with `status` and `words`; nothing changed, the quota's use still `used`."""
     assert response.status_code == status, response.text
     error = response.json()["error"]
     assert words in error, error
     assert len(error) <= 700 and str(front.home) not in error, error  # short, no server paths
     guard.unchanged()
-    assert front.quota()["used"] == 0
+    assert front.quota()["used"] == used
     return response.json()
 
 
@@ -556,7 +558,8 @@ def test_race_losers_leave_no_sealed_copy(server):
     """A study agent's one `test` slot, six different engines at once: one accepted, and the store
     holds its engine alone (the losers sealed theirs in their sandboxes, never in the store)."""
     guard = server.guard()
-    sealed_before = set(p.name for p in (server.home / "sealed").iterdir())
+    sealed = server.home / "sealed"
+    sealed_before = {p.name for p in sealed.iterdir()} if sealed.is_dir() else set()
     docs = [submission(tar_gz([LAUNCH, file_member("n", f"race {i}".encode())]), split="test") for i in range(6)]
     barrier = threading.Barrier(6)
 
@@ -568,7 +571,7 @@ def test_race_losers_leave_no_sealed_copy(server):
         answers = list(pool.map(fire, docs))
     assert sorted(r.status_code for r in answers) == [201] + [429] * 5, [r.text for r in answers]
     digest = next(r.json()["engine_digest"] for r in answers if r.status_code == 201)
-    assert set(p.name for p in (server.home / "sealed").iterdir()) - sealed_before == {digest}
+    assert {p.name for p in sealed.iterdir()} - sealed_before == {digest}
     assert list((server.home / "frontdoor" / "staging").iterdir()) == []
     assert guard.rows() == guard.before_rows + 1
 
@@ -746,3 +749,33 @@ def test_children_of_a_root_api_run_as_the_intake_user(front):
     manifest = json.loads((front.home / "sealed" / r.json()["engine_digest"] / "manifest.json").read_text())
     assert manifest["intake_user"] == INTAKE_USER
     assert pwd.getpwnam(INTAKE_USER).pw_uid != 0
+
+
+def test_workspace_links_are_neither_followed_nor_copied(front, public_dir, monkeypatch):
+    """A workspace speculator whose participant planted links (a file to /etc/passwd, a folder to
+    /etc) and a hard-linked file: the links are skipped, never read; the hard link is refused."""
+    from speculator_arena.checkpoints import checkpoint_dir
+    from speculator_arena.frontdoor.seal import store_dir
+
+    target = checkpoint_dir(TASK, front.home)  # a prepared target (its manifest is what intake reads)
+    target.mkdir(parents=True)
+    (target / "manifest.json").write_text(json.dumps({"files": {}, "total_bytes": 10_000}))
+    ws = public_dir / "workspace"
+    (ws / "run1").mkdir(parents=True)
+    (ws / "run1" / "model.safetensors").write_bytes(b"w" * 100)
+    os.symlink("/etc/passwd", ws / "run1" / "config.json")
+    os.symlink("/etc", ws / "run1" / "etc")
+    monkeypatch.setenv("ARENA_WORKSPACES", str(ws))
+    guard = Guard(front.home, public_dir)
+    r = front.post(submission(speculator={"uri": f"workspace:{ws / 'run1'}", "revision": ""}))
+    assert r.status_code == 201 and r.json()["status"] == "queued", r.text
+    tree = store_dir(front.home) / r.json()["speculator_digest"] / "tree"
+    assert [p.name for p in walk_names(tree)] == ["model.safetensors"]
+    os.link(ws / "run1" / "model.safetensors", ws / "run1" / "copy.safetensors")
+    guard = Guard(front.home, public_dir)
+    r = front.post(submission(speculator={"uri": f"workspace:{ws / 'run1'}"}))
+    _refused(front, guard, r, 400, "hard-linked", used=1)
+
+
+def walk_names(root: Path) -> list[Path]:
+    return sorted(root / e.rel for e in walk(root))
