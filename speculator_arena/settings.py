@@ -116,10 +116,7 @@ VARIABLES: dict[str, Variable] = {
         Variable("ARENA_FETCH_WORKERS", "4", "fetches at once per API process", "front door"),
         Variable("ARENA_FETCHES_PER_ACCOUNT", "2", "fetches at once of one account (all API processes)", "front door"),
         Variable(
-            "ARENA_REGISTER_PER_HOUR",
-            "5",
-            "accounts one client (address) may make with `POST /register` per hour",
-            "front door",
+            "ARENA_REGISTER_PER_HOUR", "5", "accounts `POST /register` makes per client address and hour", "front door"
         ),
         Variable("ARENA_REGISTER_MAX", "1000", "accounts `POST /register` may make in all", "front door"),
         # kubernetes

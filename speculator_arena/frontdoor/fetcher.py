@@ -16,6 +16,7 @@ flight; a claim whose process is gone, or older than the deadline, is taken over
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -55,6 +56,7 @@ class Fetcher:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._running: set[str] = set()
+        self._children: set[int] = set()  # the sandboxes' children in flight (their process groups)
         self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="arena-fetch")
         self._thread = threading.Thread(target=self._loop, name="arena-fetcher", daemon=True)
 
@@ -65,10 +67,19 @@ class Fetcher:
         self._wake.set()
 
     def stop(self) -> None:
+        """No new fetch starts; those in flight are stopped (their children killed) and left
+        `fetching` for the next worker, so a restart refuses nothing."""
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=10)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._lock:
+            children = list(self._children)
+        for pid in children:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def running(self) -> int:
         with self._lock:
@@ -122,13 +133,25 @@ class Fetcher:
         from speculator_arena.frontdoor.intake import fetch_submission
         from speculator_arena.warehouse import Warehouse
 
+        mine: list[int] = []
+
+        def started(pid: int) -> None:
+            mine.append(pid)
+            with self._lock:
+                self._children.add(pid)
+            if self._stop.is_set():  # stopping already: do not let it run
+                os.killpg(pid, signal.SIGKILL)
+
         con = connect(self.home)
         try:
-            fetch_submission(con, Warehouse(self.home), submission_id, self.owner)
+            fetch_submission(
+                con, Warehouse(self.home), submission_id, self.owner, started=started, stopping=self._stop.is_set
+            )
         except Exception as exc:
             print(f"[arena api] fetch of {submission_id}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         finally:
             con.close()
             with self._lock:
                 self._running.discard(submission_id)
+                self._children.difference_update(mine)  # reaped: their pids may be reused
             self._wake.set()  # a slot is free: the next one may start

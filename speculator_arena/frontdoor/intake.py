@@ -271,9 +271,10 @@ def fetch_limits(deadline_s: float, file_size: int) -> Limits:
     )
 
 
-def fetch_submission(con, wh, submission_id: str, owner: str, started=None) -> str:
+def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stopping=lambda: False) -> str:
     """Fetch what a `fetching` submission names, in a sandbox; the row becomes `accepted` with
-    its digests, or `refused` with the reason. Returns the new intake status."""
+    its digests, or `refused` with the reason. Returns the new intake status. A fetch cut short
+    because its API process is stopping (`stopping()`) is released for the next worker instead."""
     home = wh.home
     row = con.execute("SELECT * FROM submissions WHERE submission_id = ?", (submission_id,)).fetchone()
     if row is None or row["intake_status"] != "fetching" or row["fetch_owner"] != owner:
@@ -350,6 +351,9 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None) -> s
                 con.execute(sql("fetched_submission"), update)
         return "accepted"
     except Refused as exc:
+        if stopping():
+            con.execute(sql("release_fetch"), {"submission_id": submission_id, "owner": owner})
+            return "fetching"
         refuse_fetching(con, home, submission_id, exc.reason, exc.status)
         return "refused"
     except Exception as exc:  # the arena's side failed: refused and refunded, never left fetching

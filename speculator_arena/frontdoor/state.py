@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -53,16 +54,24 @@ def connect(home=None) -> sqlite3.Connection:
     return con
 
 
+_WRITERS = threading.Lock()  # this process's writers, in turn
+
+
 @contextmanager
 def transaction(con: sqlite3.Connection):
-    """`BEGIN IMMEDIATE` ... COMMIT (ROLLBACK on any exception)."""
-    con.execute("BEGIN IMMEDIATE")
-    try:
-        yield con
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
+    """`BEGIN IMMEDIATE` ... COMMIT (ROLLBACK on any exception).
+
+    The threads of one process take turns on a lock first: SQLite's own wait for its write lock
+    polls with growing sleeps, so a burst of requests in one API process would spend most of its
+    time asleep; other processes still wait on SQLite's lock."""
+    with _WRITERS:
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            yield con
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        con.execute("COMMIT")
 
 
 def get_setting(con: sqlite3.Connection, key: str, default: str | None = None) -> str | None:
