@@ -271,20 +271,14 @@ def fetch_limits(deadline_s: float, file_size: int) -> Limits:
     )
 
 
-def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stopping=lambda: False) -> str:
-    """Fetch what a `fetching` submission names, in a sandbox; the row becomes `accepted` with
-    its digests, or `refused` with the reason. Returns the new intake status. A fetch cut short
-    because its API process is stopping (`stopping()`) is released for the next worker instead."""
-    home = wh.home
-    row = con.execute("SELECT * FROM submissions WHERE submission_id = ?", (submission_id,)).fetchone()
-    if row is None or row["intake_status"] != "fetching" or row["fetch_owner"] != owner:
-        return row["intake_status"] if row else "missing"
-    spec = json.loads(row["fetch_spec"])
-    allowed = list(load_protocol().submission.speculator_allowed_files)
-    deadline = settings.number("ARENA_FETCH_DEADLINE")
+def _fetch_job(row, spec: dict, home, deadline: float) -> tuple[dict, int]:
+    """The child's job for what a fetching row names, and the largest file it may write."""
+    proto = load_protocol()
+    allowed = list(proto.submission.speculator_allowed_files)
+    share = proto.submission.speculator_max_share_of_target_bytes
+    task = proto.tasks[row["task_id"]]
     job: dict = {"engine_source": row["engine_source"], "speculator_source": row["speculator_source"]}
-    engine_bytes = _engine_bytes()
-    file_size = engine_bytes
+    file_size = engine_bytes = _engine_bytes()
     if spec.get("engine"):
         job["engine"] = {
             "max_bytes": engine_bytes,
@@ -296,39 +290,50 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stop
                 "deadline_s": deadline,
             },
         }
-    workspace = bool(spec.get("speculator")) and spec["speculator"]["uri"].startswith("workspace:")
-    if workspace:
-        max_bytes = _speculator_bytes(row["task_id"], home)
-        if max_bytes is None:
-            task = load_protocol().tasks[row["task_id"]]
-            share = load_protocol().submission.speculator_max_share_of_target_bytes
-            try:
-                max_bytes = int(share * hub_target_bytes(task.model, task.revision, allowed))
-            except Refused as exc:
-                refuse_fetching(con, home, submission_id, exc.reason, exc.status)
-                return "refused"
+    speculator = spec.get("speculator")
+    max_bytes = _speculator_bytes(row["task_id"], home)
+    if speculator and speculator["uri"].startswith("workspace:"):
+        if max_bytes is None:  # the fetch worker's thread may wait on the (operators') hub
+            max_bytes = int(share * hub_target_bytes(task.model, task.revision, allowed))
         job["speculator"] = {"staged": {"max_bytes": max_bytes}}
         file_size = max(file_size, max_bytes)
-    elif spec.get("speculator"):
-        task = load_protocol().tasks[row["task_id"]]
-        max_bytes = _speculator_bytes(row["task_id"], home)
+    elif speculator:
         job["speculator"] = {
             "hub": {
-                "repo": spec["speculator"]["uri"],
-                "revision": spec["speculator"]["revision"],
-                "max_bytes": max_bytes,
+                "repo": speculator["uri"],
+                "revision": speculator["revision"],
+                "max_bytes": max_bytes,  # None: the child reads the target's size from the hub
                 "target_model": task.model,
                 "target_revision": task.revision,
-                "share": load_protocol().submission.speculator_max_share_of_target_bytes,
+                "share": share,
                 "allowed": allowed,
             }
         }
         file_size = max(file_size, max_bytes or 64 * 2**30)
+    return job, file_size + 2**20
+
+
+def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stopping=lambda: False) -> str:
+    """Fetch what a `fetching` submission names, in a sandbox; the row becomes `accepted` with
+    its digests, or `refused` with the reason. Returns the new intake status. A fetch cut short
+    because its API process is stopping (`stopping()`) is released for the next worker instead."""
+    home = wh.home
+    row = con.execute("SELECT * FROM submissions WHERE submission_id = ?", (submission_id,)).fetchone()
+    if row is None or row["intake_status"] != "fetching" or row["fetch_owner"] != owner:
+        return row["intake_status"] if row else "missing"
+    spec = json.loads(row["fetch_spec"])
+    deadline = settings.number("ARENA_FETCH_DEADLINE")
+    try:
+        job, file_size = _fetch_job(row, spec, home, deadline)
+    except Refused as exc:  # the target's size, read from the hub, is not to be had
+        refuse_fetching(con, home, submission_id, exc.reason, exc.status)
+        return "refused"
+    workspace = "staged" in job.get("speculator", {})
     try:
         with Sandbox(staging_dir(home)) as sandbox:
             if workspace:
                 _copy_workspace(spec["speculator"]["uri"], sandbox, job["speculator"]["staged"]["max_bytes"])
-            sandbox.run(job, None, fetch_limits(deadline, file_size + 2**20), started=started)
+            sandbox.run(job, None, fetch_limits(deadline, file_size), started=started)
             with transaction(con):
                 current = con.execute(
                     "SELECT intake_status, fetch_owner FROM submissions WHERE submission_id = ?", (submission_id,)
