@@ -146,8 +146,8 @@ print(json.dumps({"import_s": t_import, "first_render_s": first, "second_render_
 
 PARTS = r"""
 import json, sys, time
-from speculator_arena.dashboards import data
-from speculator_arena.dashboards.memo import BoardMemo
+from speculator_arena.board import data
+from speculator_arena.board.memo import BoardMemo
 home, task = sys.argv[1], sys.argv[2]
 t = time.perf_counter(); idx = data.evaluations_index(home); t_index = time.perf_counter() - t
 t = time.perf_counter(); ids = data.board_candidates(idx, task); t_pick = time.perf_counter() - t

@@ -7,7 +7,8 @@ take for a complete one. `atomic_path` yields a fresh name beside the destinatio
 exist yet, so any writer (open(), `pq.write_table`, `duckdb.connect`, `mkdir`) can fill it; on
 success the result is flushed to disk and renamed over the destination (rename is atomic within
 one filesystem, which the name beside the destination guarantees), then the directory entry is
-flushed; on any error the temporary is removed and the destination is untouched.
+flushed; on any error the temporary is removed and the destination is untouched. A full disk
+is raised as `diskspace.DiskFull` naming the destination (an OSError with ENOSPC).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from speculator_arena.diskspace import FULL_ERRNOS, DiskFull
 
 
 def fsync_dir(path: str | os.PathLike) -> None:
@@ -64,9 +67,11 @@ def atomic_path(dest: str | os.PathLike, *, durable: bool = True) -> Iterator[Pa
         os.replace(tmp, dest)
         if durable:
             fsync_dir(dest.parent)
-    except BaseException:
+    except BaseException as exc:
         _remove(tmp)
         Path(f"{tmp}.wal").unlink(missing_ok=True)  # DuckDB's write-ahead log beside a database
+        if isinstance(exc, OSError) and exc.errno in FULL_ERRNOS and not isinstance(exc, DiskFull):
+            raise DiskFull(dest, str(exc)) from exc  # the kernel's error does not name the file
         raise
 
 

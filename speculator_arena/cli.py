@@ -13,9 +13,11 @@ import importlib.util
 import sys
 
 from speculator_arena import settings
+from speculator_arena.diskspace import full_disk
 
 COMMAND_MODULES = (
     "speculator_arena.protocol.commands",
+    "speculator_arena.calibration.commands",  # after protocol's: it adds `arena protocol publish`
     "speculator_arena.warehouse.commands",
     "speculator_arena.scoring.commands",
     "speculator_arena.checkpoints.commands",
@@ -47,11 +49,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as exc:
-        # Bad input gets one clear line, not a traceback; ARENA_DEBUG=1 shows the traceback.
-
+    except Exception as exc:
+        # Bad input and a full disk get one clear line, not a traceback; ARENA_DEBUG=1 shows the
+        # traceback. A full disk is recognised wherever it was raised (the runner, the scorer,
+        # Dagster's sqlite storage) and names the path and the space left (diskspace.py).
+        full = full_disk(exc, settings.arena_home(getattr(args, "home", None) or None))
+        if full is None and not isinstance(exc, (ValueError, KeyError, FileNotFoundError, RuntimeError)):
+            raise
         if settings.flag("ARENA_DEBUG"):
             raise
+        if full is not None:
+            print(f"arena {args.command}: {full}", file=sys.stderr)
+            return 3
         print(f"arena {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return int(rc or 0)

@@ -6,7 +6,7 @@
 - `warehouse/sql/analysts/`: views defined for people reading the warehouse, in the operators'
   connection and the analysts' database (docs/warehouse.md lists them), never read by code;
 - `scoring/sql/`: the scorer's queries, with parameters (`$ids`);
-- `dashboards/sql/`: the board's queries; `frontdoor/sql/`: the front door's SQLite state.
+- `board/sql/`: the board's queries; `frontdoor/sql/`: the front door's SQLite state.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ LAYERS = {
     "assets": 2,
     "settings": 0,
     "atomic": 0,
+    "diskspace": 0,
     "sqlfiles": 0,
     "printing": 0,
     "protocol": 0,

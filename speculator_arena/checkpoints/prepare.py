@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from speculator_arena import settings
+from speculator_arena.checkpoints.layout import WEIGHTS_LAYOUT, layout_problems
 from speculator_arena.checkpoints.seal import read_manifest, seal, unseal, verify_manifest, write_manifest
 
 LOCAL_TASK = "local-smollm2"
@@ -61,8 +62,12 @@ def _locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _whole(directory: Path) -> bool:
-    return directory.is_dir() and not verify_manifest(directory)
+def _whole(directory: Path, task_id: str) -> bool:
+    """A finished directory of the current layout: the local target converted before the tied
+    embedding was stored under its input name (layout.py) is stale and is rebuilt."""
+    if not directory.is_dir() or verify_manifest(directory):
+        return False
+    return task_id != LOCAL_TASK or (read_manifest(directory) or {}).get("weights_layout") == WEIGHTS_LAYOUT
 
 
 def _task_source(task_id: str):
@@ -108,12 +113,17 @@ def _materialize(task_id: str, final: Path, cache: Path | None) -> None:
         unseal(tmp)
         shutil.rmtree(tmp)
     try:
-        if cache is not None and cache != final and _whole(cache):
+        if cache is not None and cache != final and _whole(cache, task_id):
             _log(f"copying {task_id} from the checkpoint cache {cache}")
             _copy_tree(cache, tmp)
         else:
             tmp.mkdir(parents=True)
             meta = _build(task_id, tmp)
+            problems = layout_problems(tmp)
+            if problems:  # refused before it is sealed: an engine loading by name would serve it wrong
+                raise CheckpointError(
+                    f"{task_id}: the checkpoint's weights are not stored as engines read them: " + "; ".join(problems)
+                )
             _log("hashing files into manifest.json")
             write_manifest(tmp, {**meta, "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
         seal(tmp)
@@ -135,24 +145,26 @@ def prepare_checkpoint(task_id: str, home=None) -> Path:
     missing, and `hub.HubUnavailable` (a RuntimeError) when a public task's hub is unreachable.
     """
     final = checkpoint_dir(task_id, home)
-    if _whole(final):
+    if _whole(final, task_id):
         return final
     _task_source(task_id)  # unknown task: fail before creating any folder
     cache_root = _cache_root()
     cache = cache_root / task_id if cache_root is not None else None
     with _locked(final.parent / f".{task_id}.lock"):
-        if _whole(final):
+        if _whole(final, task_id):
             return final
-        if cache is not None and not _whole(cache):
+        if cache is not None and not _whole(cache, task_id):
             try:
                 with _locked(cache.parent / f".{task_id}.lock"):
-                    if not _whole(cache):
+                    if not _whole(cache, task_id):
                         _materialize(task_id, cache, None)
             except OSError as exc:  # an unwritable cache only costs time
                 _log(f"checkpoint cache {cache} not usable ({exc}); building in place")
                 cache = None
         try:
             _materialize(task_id, final, cache)
+        except CheckpointError:
+            raise
         except (OSError, ValueError) as exc:
             raise CheckpointError(f"could not prepare {task_id} in {final}: {exc}") from exc
     if read_manifest(final) is None:

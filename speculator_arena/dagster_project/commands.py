@@ -171,7 +171,7 @@ def _demo(args) -> int:
         )
     step("scoring every stored evaluation")
     scores = launch.score(home)
-    from speculator_arena.scoring.board import board_text
+    from speculator_arena.board.text import board_text
 
     print(board_text(scores, split="dev", task_ids=[args.task]))
     step(

@@ -15,14 +15,56 @@ warehouse; then `score` here -> `assets/scores.py` -> `scoring/` -> the board's 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dagster as dg
 
 from speculator_arena import settings
 from speculator_arena.dagster_project.resources import default_resources
+from speculator_arena.diskspace import full_disk_text
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}  # the harness prints its own progress
+
+def quiet() -> dict:
+    """Dagster's console logger in the launchers' runs: the harness prints its own progress, and
+    a failure is the caller's one line (the CLI's; the queue worker prints the run's failure),
+    so Dagster's step and run failures with their stack traces stay in the run's event log
+    (`dagster dev` shows them) and reach the terminal only with ARENA_DEBUG."""
+    level = "WARNING" if settings.flag("ARENA_DEBUG") else "CRITICAL"
+    return {"loggers": {"console": {"config": {"log_level": level}}}}
+
+
+def materialize(*args, **kwargs):
+    """`dg.materialize`, every launcher's one way to run assets. When Dagster's own storage
+    (sqlite under `$ARENA_HOME/dagster`) cannot be written because the disk is full, Dagster
+    writes the failed statement, its parameters and a link to stderr before it raises; that
+    report is dropped here (ARENA_DEBUG keeps it) because the caller says the same in one line
+    (the CLI: `arena <command>: disk full: ...`, diskspace.py)."""
+    if settings.flag("ARENA_DEBUG"):
+        return dg.materialize(*args, **kwargs)
+    real = sys.stderr
+    sys.stderr = _WithoutStorageReports(real)
+    try:
+        return dg.materialize(*args, **kwargs)
+    finally:
+        sys.stderr = real
+
+
+class _WithoutStorageReports:
+    """stderr, less Dagster's report of an event-log write that failed on a full disk."""
+
+    _PREFIX = "Exception while writing logger call to event log"
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        if text.startswith(self._PREFIX) and full_disk_text(text):
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def dagster_instance(home) -> dg.DagsterInstance:
@@ -47,11 +89,11 @@ def run_evaluation(spec, home, backend: str = "", progress=None) -> dict:
     Evaluation(spec, home=home, progress=progress).queue()
     instance = dagster_instance(home)
     instance.add_dynamic_partitions(evaluation_partitions.name, [spec.evaluation_id])
-    result = dg.materialize(
+    result = materialize(
         [evaluation],
         partition_key=spec.evaluation_id,
         instance=instance,
-        run_config={**run_config(spec), **QUIET},
+        run_config={**run_config(spec), **quiet()},
         resources=default_resources(home, backend),
         raise_on_error=True,
     )
@@ -66,13 +108,13 @@ def score(home, version: int | None = None):
     from speculator_arena.protocol import load_protocol
 
     version = load_protocol(version).version
-    result = dg.materialize(
+    result = materialize(
         [scores],
         partition_key=str(version),
         instance=dagster_instance(home),
         resources=default_resources(home),
         raise_on_error=True,
-        run_config=QUIET,
+        run_config=quiet(),
     )
     return result.asset_value(scores.key)
 
@@ -110,7 +152,7 @@ def build_pools(
     builds = builds_dir(task, settings.arena_home(home or None))
     before = set(builds.iterdir()) if builds.is_dir() else set()
     try:
-        res = dg.materialize(
+        res = materialize(
             POOL_ASSETS,
             partition_key=task,
             run_config=run_config,
@@ -163,15 +205,17 @@ def work_queue_once(home=None, say=print) -> str | None:
         instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
     request = result.run_requests[0]
     say(f"queue: evaluating {request.partition_key} (submission {request.tags['arena/submission']})")
-    dg.materialize(
+    res = materialize(
         [evaluation],
         partition_key=request.partition_key,
         instance=instance,
         tags=request.tags,
-        run_config={**request.run_config, **QUIET},
+        run_config={**request.run_config, **quiet()},
         resources=resources,
         raise_on_error=False,
     )
+    if not res.success:
+        say(f"queue: {request.partition_key} failed: {_failure(res)}")
     return request.partition_key
 
 
@@ -180,11 +224,11 @@ def calibrate(task_id: str, config: dict, home) -> dg.ExecuteInProcessResult:
     from speculator_arena.assets.calibration import calibration_fit, calibration_runs, protocol_candidate
 
     ops = {name: {"config": config} for name in ("calibration_runs", "calibration_fit", "protocol_candidate")}
-    return dg.materialize(
+    return materialize(
         [calibration_runs, calibration_fit, protocol_candidate],
         partition_key=task_id,
         instance=dagster_instance(home),
-        run_config={"ops": ops, **QUIET},
+        run_config={"ops": ops, **quiet()},
         resources=default_resources(home),
         raise_on_error=True,
     )

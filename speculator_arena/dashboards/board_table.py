@@ -1,6 +1,6 @@
 """The ranked table of the board, as Markdown rows (numbers stay in the page's text, unlike
 `st.dataframe`, which draws on a canvas; the browser test reads them). The rank is the shared
-one of scoring/board.py (`2=`: another entry's interval overlaps), beside each SpecScore its
+one of board/ranking.py (`2=`: another entry's interval overlaps), beside each SpecScore its
 95% interval (scoring/intervals.py)."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def markdown(rows: pd.DataFrame, protocol_version: int | None, label_column: str
 
 
 def intervals_caption(noise: dict) -> str:
-    """What the interval columns are, and the noise they are widened by (scoring.board_noise)."""
+    """What the interval columns are, and the noise they are widened by (board/ranking.py `board_noise`)."""
     widened = (
         f"widened on each side by the task's calibrated max A/A error {noise['max_abs_error']:.3f} "
         "(low × (1 − e), high × (1 + e))"

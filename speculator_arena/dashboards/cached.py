@@ -1,4 +1,4 @@
-"""Streamlit caches around `data`: one place that decides what is cached and for how long.
+"""Streamlit caches around the board's read model (`board/data.py`, `board/memo.py`): one place that decides what is cached and for how long.
 
 Why a time-to-live and not a cache that lives forever: the warehouse grows while the board
 runs (a runner writes new evaluations, an evaluation's status changes), and a viewer must see
@@ -12,8 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from speculator_arena import settings
-from speculator_arena.dashboards import data
-from speculator_arena.dashboards.memo import BoardMemo
+from speculator_arena.board import data
+from speculator_arena.board.memo import BoardMemo
 from speculator_arena.warehouse.store import arena_home
 
 TTL = settings.number("ARENA_BOARD_TTL")

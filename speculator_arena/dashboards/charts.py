@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from speculator_arena.dashboards.data import GIB
+from speculator_arena.board.data import GIB
 
 ENGINE_COLORS = alt.Scale(domain=["candidate", "stock"], range=["#d62728", "#1f77b4"])
 

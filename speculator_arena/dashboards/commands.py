@@ -1,4 +1,4 @@
-"""`arena board`: serve the Streamlit board, or print the same ranking as text.
+"""`arena board`: serve the Streamlit board, or print the same ranking as text (board/text.py).
 
 Why a subprocess: `streamlit run` owns its event loop and signal handling; the command only
 resolves the warehouse and the app's path, passes ARENA_HOME, and waits.
@@ -47,27 +47,14 @@ def streamlit_command(port: int, address: str = "127.0.0.1") -> list[str]:
     ]
 
 
-def board_text(
-    home: str | os.PathLike | None, split: str, protocol_version: int | None, task_ids: list[str] | None = None
-) -> str:
-    """The board as `board_text` prints it, read as the Streamlit board reads it (BoardMemo.board)."""
-    from speculator_arena.dashboards import data
-    from speculator_arena.dashboards.memo import BoardMemo
-    from speculator_arena.scoring import board_text as scoring_board_text
-
-    memo = BoardMemo(home)
-    index = memo.index()
-    tasks = task_ids or data.tasks_present(index)
-    boards = [memo.board(t, protocol_version, index=index) for t in tasks]
-    return scoring_board_text(data.combined_frames(boards, protocol_version), split=split, task_ids=tasks)
-
-
 def run(args: argparse.Namespace) -> int:
     from speculator_arena.warehouse.store import arena_home
 
     home = arena_home(args.home)
     if args.text:
-        print(board_text(home, args.split, args.protocol, args.task))
+        from speculator_arena.board.text import read_board_text
+
+        print(read_board_text(home, args.split, args.protocol, args.task))
         return 0
     if not 0 < args.port < 65536:
         raise ValueError(f"--port must be 1..65535, got {args.port}")

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from speculator_arena.dashboards import cached, data
+from speculator_arena.board import data
+from speculator_arena.dashboards import cached
 from speculator_arena.protocol import available_versions, load_protocol
 
 

@@ -31,7 +31,7 @@ def score(x: Any) -> str:
 
 def rank(rank: Any, tie: Any) -> str:
     """A board rank: `2=` when another entry shares it (their intervals overlap), BLANK when unranked."""
-    from speculator_arena.scoring.board import rank_label
+    from speculator_arena.board.text import rank_label
 
     return rank_label(None if missing(rank) else rank, False if missing(tie) else tie) or BLANK
 

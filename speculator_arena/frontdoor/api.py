@@ -159,13 +159,13 @@ def create_app(home=None) -> FastAPI:
 
     @app.get("/api/board", summary="The public ranking of a task and split")
     def board(task: str, split: str = Query("test", pattern=SPLIT)):
-        from speculator_arena.frontdoor.board import board_json
+        from speculator_arena.board.json_rows import board_json
         from speculator_arena.protocol import load_protocol
 
         if task not in load_protocol().tasks:
             raise NotFound(f"unknown task {task[:64]!r}")
         if "board" not in state:  # one per app: scores are kept between requests, re-scored when changed
-            from speculator_arena.dashboards.memo import BoardMemo
+            from speculator_arena.board.memo import BoardMemo
 
             state["board"] = BoardMemo(home)
         return board_json(state["board"], task, split)

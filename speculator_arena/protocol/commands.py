@@ -1,4 +1,10 @@
-"""`arena protocol`: print a protocol version as served at GET /api/protocol."""
+"""`arena protocol`: print a protocol version as served at GET /api/protocol.
+
+`arena protocol publish` and `arena protocol candidates` are the calibration's: its CLI adapter
+(calibration/commands.py, registered after this one) adds them and their options to this
+parser, so that the protocol imports nothing above it. The actions are a mapping the parser
+carries (its `choices`, and the default `protocol_actions`), from each name to its handler.
+"""
 
 from __future__ import annotations
 
@@ -6,35 +12,30 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    actions = {"show": show}  # calibration/commands.py adds "publish" and "candidates"
     p = sub.add_parser("protocol", help="print a protocol version (what GET /api/protocol serves); publish a candidate")
     p.add_argument(
         "action",
         nargs="?",
-        choices=("show", "publish", "candidates"),
+        choices=actions,
         default="show",
         help="publish: make a calibration's candidate the version in force (an operator's action); "
         "candidates: list the calibration candidates of this ARENA_HOME",
     )
-    p.add_argument("--task", default=None, help="publish: the calibrated task")
-    p.add_argument("--candidate", type=int, default=None, help="publish: the candidate's version number")
-    p.add_argument(
-        "--override",
-        action="store_true",
-        help="publish a candidate whose evidence says a control passes (recorded with the version)",
-    )
-    p.add_argument("--by", default=None, help="who publishes (default: ARENA_OPERATOR or the login name)")
     p.add_argument("--version", type=int, default=None, help="protocol version (default: latest)")
     p.add_argument("--json", action="store_true", help="print the whole document as JSON")
     p.add_argument("--list", action="store_true", help="list the available versions")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, protocol_actions=actions)
 
 
 def run(args: argparse.Namespace) -> int:
+    return args.protocol_actions[args.action](args)
+
+
+def show(args: argparse.Namespace) -> int:
     from speculator_arena.printing import print_json
     from speculator_arena.protocol import available_versions, load_protocol
 
-    if args.action != "show":
-        return _candidates(args)
     if args.list:
         for v in available_versions():
             print(f"v{v}")
@@ -49,28 +50,4 @@ def run(args: argparse.Namespace) -> int:
         scope = "public" if task.public else "not part of the public protocol"
         lanes = ", ".join(f"{w} {n}" for w, n in tp.lanes.items())
         print(f"  {task_id}: {task.model} @ {task.revision} ({scope}); window {task.max_model_len}; lanes {lanes}")
-    return 0
-
-
-def _candidates(args: argparse.Namespace) -> int:
-    from speculator_arena.calibration.candidate import candidate_versions, load_evidence
-    from speculator_arena.warehouse import Warehouse
-
-    wh = Warehouse()
-    if args.action == "candidates":
-        for task, v in candidate_versions(wh.home, args.task):
-            ev = load_evidence(wh.home, task, v)
-            state = "separates" if not ev["problems"] else f"{len(ev['problems'])} problem(s)"
-            print(f"{task} v{v} (runs under v{ev['base_version']}, {ev['made_at']}): {state}")
-        return 0
-    if args.task is None or args.candidate is None:
-        raise ValueError("publish needs --task and --candidate")
-    from speculator_arena.calibration.publish import publish
-
-    rec = publish(wh.home, args.task, args.candidate, override=args.override, by=args.by, progress=print)
-    print(
-        f"protocol v{rec['version']} is in force (published by {rec['published_by']} at {rec['published_at']}"
-        + ("; OVERRIDE of: " + "; ".join(rec["problems"]) if rec["override"] else "")
-        + ")"
-    )
     return 0

@@ -82,17 +82,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_arguments(p)
     args = p.parse_args(argv)
+    from speculator_arena.diskspace import full_disk
     from speculator_arena.runners.harness import Evaluation, resume_dead
     from speculator_arena.warehouse import analysts
     from speculator_arena.warehouse.store import Warehouse
 
-    if args.resume:
-        resume_dead(Warehouse(args.home), args.resume)
-        eid = args.resume
-    else:
-        spec = spec_from_args(args)
-        Evaluation(spec, home=args.home).run()
-        eid = spec.evaluation_id
+    try:
+        if args.resume:
+            resume_dead(Warehouse(args.home), args.resume)
+            eid = args.resume
+        else:
+            spec = spec_from_args(args)
+            Evaluation(spec, home=args.home).run()
+            eid = spec.evaluation_id
+    except Exception as exc:  # a full disk is one line (diskspace.py), anything else a traceback
+        full = full_disk(exc, Warehouse(args.home).home)
+        if full is None:
+            raise
+        print(f"[evaluate] {full}", file=sys.stderr)
+        return 3
     analysts.refresh_after_evaluation(args.home, say=lambda m: print(f"[analysts] {m}", file=sys.stderr))
     s = summary(args.home, eid)
     print(json.dumps(s, indent=1))

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from speculator_arena import settings
+from speculator_arena.diskspace import DiskFull, full_disk
 from speculator_arena.frontdoor.seal import sealed_provenance, verify_sealed_inputs
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
@@ -301,7 +302,10 @@ class Evaluation:
             self._stop_current()
             return self.finish("void", void_reason=f"runner interrupted ({exc}) during {self.phase}")
         except Exception as exc:
+            full = full_disk(exc, self.wh.home)
             self._stop_current()
+            if full is not None:
+                self._disk_full(full)
             return self.finish(
                 "void", void_reason=f"runner error during {self.phase}: {type(exc).__name__}: {exc}"[:500]
             )
@@ -309,11 +313,40 @@ class Evaluation:
             self._restore_signals(old)
 
     def _stop_current(self) -> None:
+        """Stop the engine that is running, recording its stop when the disk lets us (a full disk
+        must not leave an engine behind)."""
         er = self.current_engine
         if er is not None and er.stopped_at is None and er.proc is not None:
             phase = self.phase
-            self.stop_engine(er, record=True)
+            try:
+                self.stop_engine(er, record=True)
+            except Exception as exc:
+                if er.stopped_at is None:
+                    er.stop(self.task.start_stop.sigterm_grace_seconds)
+                self.current_engine = None
+                if full_disk(exc, self.wh.home) is None:
+                    raise
             self.phase = phase
+
+    def _disk_full(self, full: DiskFull) -> None:
+        """The host's disk is full: the arena's side failed, so the evaluation is void. Say so in
+        one line, mark it void if the status row still fits, and raise the DiskFull for the
+        caller's one line; a row that did not fit leaves it `running`, which `--resume` (after
+        space is freed) marks void. Rows already stored are whole parts and stay."""
+        phase = self.phase
+        try:
+            self.finish("void", void_reason=f"{full} during {phase}")  # says so, in one line
+        except Exception as exc:
+            if full_disk(exc, self.wh.home) is None:
+                raise
+        if self.row.get("status") == "void":
+            hint = f"evaluation {self.eid} is void (during {phase}), rows stored are kept; free space before the next"
+        else:
+            hint = (
+                f"evaluation {self.eid} stays {self.row.get('status')} (during {phase}), rows stored are kept; "
+                f"free space, then `arena evaluate --resume {self.eid}`"
+            )
+        raise DiskFull(full.path, full.detail, hint=hint)
 
     def _install_signals(self):
         if threading.current_thread() is not threading.main_thread():

@@ -250,7 +250,9 @@ class EngineRun:
                     self.died = True
                     return False
                 try:
-                    if c.get(url).status_code == 200:
+                    with c.stream("GET", url) as resp:  # the status only: a body of any size is never read
+                        healthy = resp.status_code == 200
+                    if healthy:
                         self.healthy_at = time.time()
                         return True
                 except httpx.HTTPError:

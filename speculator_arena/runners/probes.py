@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import random
 import time
 
@@ -63,18 +64,22 @@ def scoring_context(rec: RequestRecord, tokenizer, context_tokens: int) -> list[
     return system + kept
 
 
-def parse_prompt_logprobs(resp: dict, token_ids: list[int]) -> tuple[list[float], list[int]]:
+def parse_prompt_logprobs(resp, token_ids: list[int]) -> tuple[list[float], list[int]]:
     """Log-probabilities and ranks of the arena's own tokens at the last prompt positions.
 
     `token_ids`: the scored reply as the arena tokenizes it with the target's tokenizer (SCORING.md:
     "token positions are the arena's"). Each position of a vLLM-style `prompt_logprobs` answer
-    maps token ids to {logprob, rank}; the arena's token must be among them. An answer that does
-    not cover those positions (too few positions, another token there) raises ValueError: the
-    item is unanswered by that engine, never scored on the engine's own ids.
+    maps token ids to {logprob, rank}; the arena's token must be among them. Total over any JSON
+    value `resp`: an answer that does not cover those positions (too few positions, another token
+    there) or whose numbers are not numbers (a logprob not finite, a rank not a positive integer)
+    raises ValueError, and only ValueError: the item is unanswered by that engine, never scored on
+    the engine's own ids and never an error of the arena.
     """
-    pl = resp.get("prompt_logprobs")
-    if pl is None and resp.get("choices"):
-        pl = resp["choices"][0].get("prompt_logprobs")
+    pl = resp.get("prompt_logprobs") if isinstance(resp, dict) else None
+    if pl is None and isinstance(resp, dict):
+        choices = resp.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            pl = choices[0].get("prompt_logprobs")
     if not isinstance(pl, list):
         raise ValueError("no prompt_logprobs in the answer")
     n = len(token_ids)
@@ -85,9 +90,34 @@ def parse_prompt_logprobs(resp: dict, token_ids: list[int]) -> tuple[list[float]
         info = entry.get(str(tid)) if isinstance(entry, dict) else None
         if not isinstance(info, dict) or "logprob" not in info:
             raise ValueError(f"prompt_logprobs do not cover the arena's token {tid} at reply position {k}")
-        lps.append(float(info["logprob"]))
-        ranks.append(int(info.get("rank") or 1))
+        lps.append(_logprob(info["logprob"], k))
+        ranks.append(_rank(info.get("rank"), k))
     return lps, ranks
+
+
+def _logprob(v, k: int) -> float:
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        try:
+            f = float(v)
+        except OverflowError:
+            f = math.inf
+        if math.isfinite(f):
+            return f
+    what = repr(v)[:40] if isinstance(v, (int, float, str)) else type(v).__name__
+    raise ValueError(f"prompt_logprobs' logprob at reply position {k} is not a finite number: {what}")
+
+
+def _rank(v, k: int) -> int:
+    """A rank is a positive integer (an integral float is taken); missing or 0 reads as 1, as
+    before: only the first-choice statistic reads it, and only from the stock engine."""
+    if v is None or (v == 0 and not isinstance(v, (bool, str))):
+        return 1
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if type(v) is int and 1 <= v < 2**62:
+        return v
+    what = repr(v)[:40] if isinstance(v, (int, float, str)) else type(v).__name__
+    raise ValueError(f"prompt_logprobs' rank at reply position {k} is not a positive integer: {what}")
 
 
 def scored_reply_ids(tokenizer, messages: list[dict]) -> list[int]:
@@ -163,7 +193,10 @@ class ProbeRunner:
                     client, base_url + "/v1/chat/completions", body, deadline=time.time() + PROBE_REQUEST_TIMEOUT_S
                 )
                 if res.done and res.error is None:
-                    row.update(text=res.text, token_ids=token_ids(self.tok, res.text), answered=True)
+                    try:
+                        row.update(text=res.text, token_ids=token_ids(self.tok, res.text), answered=True)
+                    except Exception as exc:  # noqa: BLE001 - a reply the arena cannot tokenize is the engine's
+                        row.update(text=None, token_ids=None, error=f"reply unreadable: {type(exc).__name__}")
                 else:
                     row["error"] = res.error or "no [DONE]"
                 rows.append(row)
@@ -225,7 +258,7 @@ class ProbeRunner:
                     continue
                 try:
                     lps, ranks = parse_prompt_logprobs(resp, ids)
-                except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                except ValueError as exc:
                     out.append((ids, None, None, digest, f"unreadable prompt_logprobs: {exc}"))
                     continue
                 out.append((ids, lps, ranks, digest, None))

@@ -17,6 +17,17 @@ What a stamp means: a `data:` line's time is when the read that completed the li
 (several events in one read share its time, and stay separate chunks). A stream is `done`
 when its `data: [DONE]` line arrives; the request ends there, as before.
 
+Every byte is the engine's responsibility (SCORING.md "Outcomes": a candidate can never cause
+a void by what it returns). The reader is a total function of what the server sends: for any
+status, head, framing, event shape, type, encoding, size or timing it returns a StreamResult,
+and whatever it cannot read is that request's failure with a short reason in `error` (and
+`done` false, so the request is not counted), never an exception out of the reader. The checks
+sit where the work is already done: framing errors of any kind end the response in `_feed`, a
+response is cut past MAX_RESPONSE_BYTES or MAX_EVENTS, and event shapes and types are checked
+in the slow path of the decoder (`_apply`; the template path reads only string tokens); the
+payload must be UTF-8 and the reply as a whole valid Unicode (one check per request: a lone
+surrogate escaped in JSON would be unstorable and unsendable as the next turn's history).
+
 `time.time()` rather than a monotonic clock mapped to the epoch: its cost is the same (vDSO),
 and every other time the arena compares these stamps with (pass ends, grace ends, `sent_at`,
 the metric samplers) is `time.time()` too, so there is one clock throughout.
@@ -26,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -38,6 +50,10 @@ PARSE_SLICE = 64  # payloads decoded between two yields to the event loop
 ERROR_BODY_KEPT = 4096  # bytes of a non-200 body kept for the error text (300 are shown)
 MAX_HEAD_BYTES = 65536  # a response head (or one chunk-size line) longer than this is refused
 READ_BUFFER = 65536  # bytes one read may take (more waits for the next loop turn)
+# Runner safeguards, not protocol values: one response may not hold the runner's memory hostage.
+# An honest reply is far below both (8,192 tokens of vLLM chunks are about 2.5 MB, 8,192 events).
+MAX_RESPONSE_BYTES = 16 * 2**20  # bytes of one response, framing included
+MAX_EVENTS = 131072  # `data:` lines of one response
 _clock = time.time
 
 
@@ -63,22 +79,20 @@ _BAD = object()
 _PROBE = "\u2063arena-template-probe"
 
 
-def _decode(s: str | None, raw: bytes) -> Any:
-    """One payload, exactly as `json.loads(raw)` would read it (or _BAD).
+def _decode(s: str, raw: bytes) -> Any:
+    """One UTF-8 payload, exactly as `json.loads(raw)` would read it (or _BAD).
 
     The scanner is json's own C scanner without json.loads' per-call wrapper; anything it does
-    not take whole (and any payload that is not UTF-8) is handed to json.loads itself, so no
-    payload reads differently."""
-    if s is not None:
-        try:
-            obj, end = _scan(s, 0)
-            if end == len(s):
-                return obj
-        except (StopIteration, ValueError):
-            pass
+    not take whole is handed to json.loads itself, so no payload reads differently."""
+    try:
+        obj, end = _scan(s, 0)
+        if end == len(s):
+            return obj
+    except (StopIteration, ValueError, RecursionError):
+        pass
     try:
         return json.loads(raw)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError):  # JSONDecodeError, nesting too deep
         return _BAD
 
 
@@ -144,7 +158,7 @@ class StreamResult:
     sent_at: float
     ended_at: float = 0.0
     status_code: int | None = None
-    done: bool = False
+    done: bool = False  # [DONE] arrived and every event before it was readable
     error: str | None = None
     lines: list[tuple[float, bytes]] = field(default_factory=list)  # (arrival, raw JSON payload)
 
@@ -152,11 +166,12 @@ class StreamResult:
     chunk_times: list[float] = field(default_factory=list)
     chunk_texts: list[str] = field(default_factory=list)
     finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
+    usage: dict[str, Any] | None = None  # only when its counts are integers (see _usage_ok)
     # the decoder's text-chunk template (see _template), carried from one slice to the next
     _tpl: tuple[str, str] | None = field(default=None, repr=False, compare=False)
     _tpl_hit: bool = field(default=True, repr=False, compare=False)
     _tpl_tries: int = field(default=0, repr=False, compare=False)
+    _unreadable: bool = field(default=False, repr=False, compare=False)
 
     @property
     def text(self) -> str:
@@ -166,7 +181,7 @@ class StreamResult:
         """Decode the kept payloads: texts of chunks that carry text, finish reason, usage."""
         for i in range(0, len(self.lines), PARSE_SLICE):
             self._parse_slice(self.lines[i : i + PARSE_SLICE])
-        return self
+        return self._finish()
 
     async def parse_yielding(self) -> StreamResult:
         """parse(), yielding to the event loop between slices (other lanes keep streaming)."""
@@ -174,6 +189,28 @@ class StreamResult:
             if i:
                 await asyncio.sleep(0)
             self._parse_slice(self.lines[i : i + PARSE_SLICE])
+        return self._finish()
+
+    def unreadable(self, why: str) -> None:
+        """The engine sent something the arena cannot read: the request is its failure (the
+        first reason is kept)."""
+        self._unreadable = True
+        self.done = False
+        if self.error is None:
+            self.error = _storable(why)
+
+    def _finish(self) -> StreamResult:
+        """Once per request: what the arena keeps must be valid Unicode. JSON's `\\udcff` escapes
+        carry lone surrogates, which UTF-8 (Parquet, the next turn's request) cannot hold; such a
+        reply is unreadable, kept with U+FFFD in their place (lengths unchanged)."""
+        if not _valid(self.text):
+            self.chunk_texts = [_storable(c) for c in self.chunk_texts]
+            self.unreadable("reply text is not valid Unicode (a lone surrogate)")
+        if self.finish_reason is not None and not _valid(self.finish_reason):
+            self.finish_reason = _storable(self.finish_reason)
+            self.unreadable("finish_reason is not valid Unicode (a lone surrogate)")
+        if self._unreadable:
+            self.done = False
         return self
 
     def _parse_slice(self, lines: list[tuple[float, bytes]]) -> None:
@@ -183,48 +220,84 @@ class StreamResult:
         times, chunks = self.chunk_times, self.chunk_texts
         tpl = self._tpl
         for (t, payload), s in zip(lines, texts):
-            if tpl is not None and s is not None:
-                pre, suf = tpl
-                if s.startswith(pre) and s.endswith(suf) and len(s) > len(pre) + len(suf):
-                    try:
-                        val, end = _scanstring(s, len(pre))
-                    except ValueError:
-                        end = -1
-                    if end == len(s) - len(suf):
-                        if val:
-                            times.append(t)
-                            chunks.append(val)
-                        self._tpl_hit = True
-                        continue
-            obj = _decode(s, payload)
-            if s is not None and self._tpl_tries < 3 and obj is not _BAD:
-                learnt = _template(s, obj)
-                if learnt is not None:
-                    if not self._tpl_hit:
-                        self._tpl_tries += 1  # the last one learnt never matched: stop after 3
-                    tpl, self._tpl_hit = learnt, False
-            self._apply(t, payload, obj)
+            try:
+                if s is None:  # json.loads would take some such bytes (surrogatepass): the wire is UTF-8
+                    self.unreadable(f"SSE payload is not UTF-8: {payload[:120]!r}")
+                    continue
+                if tpl is not None:
+                    pre, suf = tpl
+                    if s.startswith(pre) and s.endswith(suf) and len(s) > len(pre) + len(suf):
+                        try:
+                            val, end = _scanstring(s, len(pre))
+                        except ValueError:
+                            end = -1
+                        if end == len(s) - len(suf):
+                            if val:
+                                times.append(t)
+                                chunks.append(val)
+                            self._tpl_hit = True
+                            continue
+                obj = _decode(s, payload)
+                if self._tpl_tries < 3 and obj is not _BAD:
+                    learnt = _template(s, obj)
+                    if learnt is not None:
+                        if not self._tpl_hit:
+                            self._tpl_tries += 1  # the last one learnt never matched: stop after 3
+                        tpl, self._tpl_hit = learnt, False
+                self._apply(t, payload, obj)
+            except Exception as exc:  # noqa: BLE001 - whatever an engine's payload does, it is its failure
+                self.unreadable(f"unreadable SSE payload ({type(exc).__name__}): {payload[:120]!r}")
         self._tpl = tpl
 
     def _apply(self, t: float, payload: bytes, obj: Any) -> None:
+        """One decoded event, its shape checked as it is read: an object whose `choices` is a
+        list of objects, each `delta` an object (or null) whose `content` is a string (or null),
+        `finish_reason` a string (or null), `usage` an object of integer counts (or null)."""
         if obj is _BAD:
-            self.error = self.error or f"malformed SSE payload: {payload[:120]!r}"
+            self.unreadable(f"malformed SSE payload: {payload[:120]!r}")
             return
         if not isinstance(obj, dict):
+            self.unreadable(f"SSE payload is not a JSON object: {payload[:120]!r}")
             return
-        if "error" in obj and not obj.get("choices"):
-            self.error = self.error or f"engine error in stream: {str(obj['error'])[:200]}"
+        choices = obj.get("choices")
+        if "error" in obj and not choices:
+            self.unreadable(f"engine error in stream: {str(obj['error'])[:200]}")
             return
-        if obj.get("usage"):
-            self.usage = obj["usage"]
-        for choice in obj.get("choices") or []:
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            if content:
-                self.chunk_times.append(t)
-                self.chunk_texts.append(content)
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+        usage = obj.get("usage")
+        if usage is not None:
+            if not _usage_ok(usage):
+                self.unreadable(f"malformed usage in SSE payload: {payload[:120]!r}")
+                return
+            if usage:
+                self.usage = usage
+        if choices is None:
+            return
+        if not isinstance(choices, list):
+            self.unreadable(f"SSE payload's choices is not a list: {payload[:120]!r}")
+            return
+        for choice in choices:
+            if not isinstance(choice, dict):
+                self.unreadable(f"SSE payload's choice is not an object: {payload[:120]!r}")
+                return
+            delta = choice.get("delta")
+            if delta is not None:
+                if not isinstance(delta, dict):
+                    self.unreadable(f"SSE payload's delta is not an object: {payload[:120]!r}")
+                    return
+                content = delta.get("content")
+                if content is not None and not isinstance(content, str):
+                    self.unreadable(f"SSE payload's content is not a string: {payload[:120]!r}")
+                    return
+                if content:
+                    self.chunk_times.append(t)
+                    self.chunk_texts.append(content)
+            finish = choice.get("finish_reason")
+            if finish is not None:
+                if not isinstance(finish, str):
+                    self.unreadable(f"SSE payload's finish_reason is not a string: {payload[:120]!r}")
+                    return
+                if finish:
+                    self.finish_reason = finish
 
     @property
     def usage_prompt_tokens(self) -> int | None:
@@ -238,6 +311,45 @@ class StreamResult:
     def cached_tokens(self) -> int | None:
         details = (self.usage or {}).get("prompt_tokens_details") or {}
         return details.get("cached_tokens")
+
+
+_MAX_COUNT = 2**62  # an engine's claimed count must fit the warehouse's int64 columns
+
+
+def _count_ok(v: Any) -> bool:
+    return v is None or (type(v) is int and 0 <= v < _MAX_COUNT)
+
+
+def _usage_ok(usage: Any) -> bool:
+    """`usage` as the arena reads it: an object whose prompt and completion counts and
+    `prompt_tokens_details.cached_tokens` are non-negative integers or null."""
+    if not isinstance(usage, dict):
+        return False
+    details = usage.get("prompt_tokens_details")
+    return (
+        _count_ok(usage.get("prompt_tokens"))
+        and _count_ok(usage.get("completion_tokens"))
+        and (details is None or (isinstance(details, dict) and _count_ok(details.get("cached_tokens"))))
+    )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid(s: str) -> bool:
+    """`s` holds no lone surrogate (UTF-8 can encode it)."""
+    if s.isascii():
+        return True
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _storable(s: str) -> str:
+    """`s` as UTF-8 can hold it: lone surrogates replaced by U+FFFD, one for one."""
+    return s if s.isascii() else _SURROGATE.sub("\ufffd", s)
 
 
 # ---- the HTTP/1.1 response reader ----------------------------------------------------------
@@ -273,6 +385,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._ended = False  # the whole response has arrived
         self._released = False  # stream_chat is finished with it
         self._error_body = bytearray()
+        self._got = 0  # bytes of this response so far (MAX_RESPONSE_BYTES)
 
     # asyncio.Protocol
     def connection_made(self, transport) -> None:
@@ -311,7 +424,12 @@ class _Connection(asyncio.BufferedProtocol):
         self._feed(data, _clock())
 
     def _feed(self, data: bytes, t: float) -> None:
+        """Every byte of a response goes through here: whatever the bytes make the framing
+        code raise is the response's failure (the connection is closed), never the runner's."""
+        self._got += len(data)
         try:
+            if self._got > MAX_RESPONSE_BYTES:
+                raise ValueError(f"response longer than {MAX_RESPONSE_BYTES} bytes")
             if self._mode == _CHUNKED:
                 self._chunked(data, t)
             elif self._mode == _HEAD:
@@ -322,7 +440,7 @@ class _Connection(asyncio.BufferedProtocol):
                 self._body(data, t)
             else:
                 self._trailers(data)
-        except (ValueError, UnicodeDecodeError, IndexError) as exc:
+        except Exception as exc:  # noqa: BLE001 - any byte sequence at all is the server's failure
             self._fail(RemoteProtocolError(f"malformed response: {exc}"[:200]))
 
     # request
@@ -331,6 +449,7 @@ class _Connection(asyncio.BufferedProtocol):
         self._mode, self._buf, self._left, self._sse = _HEAD, b"", 0, b""
         self._ok = self._stop = self._ended = self._released = False
         self._error_body = bytearray()
+        self._got = 0
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(request)
         return self._waiter
@@ -498,6 +617,8 @@ class _Connection(asyncio.BufferedProtocol):
                     self._resolve()
                     return
                 lines.append((t, payload))
+        if len(lines) > MAX_EVENTS:
+            raise ValueError(f"more than {MAX_EVENTS} events in one response")
 
     def _end(self, extra: bytes = b"") -> None:
         """The whole response has arrived (a partial last SSE line is dropped, as ever)."""
@@ -658,7 +779,7 @@ async def stream_chat(
     except TimeoutError:
         res.error = "cut at the end of the grace period"
     except StreamError as exc:
-        res.error = f"{type(exc).__name__}: {exc}"[:300]
+        res.error = _storable(f"{type(exc).__name__}: {exc}"[:300])
     finally:
         if conn is not None:
             conn.release(ok and res.status_code is not None)
@@ -669,16 +790,33 @@ async def stream_chat(
 
 
 async def post_json(
-    client: httpx.AsyncClient, url: str, body: dict, *, timeout: float
-) -> tuple[dict | None, str | None]:
-    """A non-streamed request (probes that need `prompt_logprobs`): (response, error)."""
+    client: httpx.AsyncClient, url: str, body: dict, *, timeout: float, max_bytes: int = 4 * MAX_RESPONSE_BYTES
+) -> tuple[Any, str | None]:
+    """A non-streamed request (probes that need `prompt_logprobs`): (decoded JSON, error).
+
+    Total, like the stream reader: whatever the server does (any status, framing, encoding,
+    size, a body that never ends or trickles) is an error string, never an exception; the answer
+    is any JSON value, which the caller checks. `timeout` bounds the whole request, not one read;
+    the body is taken without content coding (no decompression bomb) and cut at `max_bytes`."""
+    data = bytearray()
     try:
-        resp = await client.post(url, json=body, timeout=timeout)
-    except httpx.HTTPError as exc:
-        return None, f"{type(exc).__name__}: {exc}"[:300]
-    if resp.status_code != 200:
-        return None, f"HTTP {resp.status_code}: {resp.text[:300]}"
+        async with asyncio.timeout(timeout):
+            async with client.stream(
+                "POST", url, json=body, headers={"Accept-Encoding": "identity"}, timeout=timeout
+            ) as resp:
+                async for part in resp.aiter_raw():
+                    data += part
+                    if len(data) > max_bytes:
+                        return None, f"response longer than {max_bytes} bytes"
+                status = resp.status_code
+    except TimeoutError:
+        return None, f"no whole response within {timeout:g} s"
+    except Exception as exc:  # noqa: BLE001 - httpx's and h11's errors for any bytes the server sent
+        return None, _storable(f"{type(exc).__name__}: {exc}"[:300])
+    text = bytes(data[:300]).decode("utf-8", "replace")
+    if status != 200:
+        return None, f"HTTP {status}: {text}"
     try:
-        return resp.json(), None
-    except ValueError:
-        return None, f"response is not JSON: {resp.text[:120]!r}"
+        return json.loads(bytes(data)), None
+    except (ValueError, RecursionError):
+        return None, f"response is not JSON: {text[:120]!r}"

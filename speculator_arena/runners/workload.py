@@ -204,8 +204,13 @@ class Lane:
             st.next_turn += 1
             if result.done:
                 reply = result.text
-                st.messages.append({"role": "assistant", "content": reply})
-                st.counts.append(await asyncio.to_thread(count_tokens, cfg.tokenizer, reply))
+                try:
+                    n = await asyncio.to_thread(count_tokens, cfg.tokenizer, reply)
+                except Exception as exc:  # noqa: BLE001 - a reply the arena cannot read is the engine's failure
+                    result.unreadable(f"reply unreadable by the target's tokenizer: {type(exc).__name__}")
+                else:
+                    st.messages.append({"role": "assistant", "content": reply})
+                    st.counts.append(n)
             if not result.done or st.done:
                 # A session whose turn failed cannot continue its closed loop: the lane moves on.
                 self.live.remove(st)
@@ -266,9 +271,14 @@ def record_rows(
     from speculator_arena.runners.tokens import attribute_chunks
 
     r = rec.result
-    output_tokens, chunk_tokens = attribute_chunks(tokenizer, r.chunk_texts)
-    # `error` holds what went wrong on the wire only; whether a request counts is the rule of
-    # scoring/counted.py, applied to these columns (raw rows are the truth, rules are views).
+    try:
+        output_tokens, chunk_tokens = attribute_chunks(tokenizer, r.chunk_texts)
+    except Exception as exc:  # noqa: BLE001 - what the engine sent is its failure, never the runner's
+        r.unreadable(f"reply unreadable by the target's tokenizer: {type(exc).__name__}")
+        output_tokens, chunk_tokens = 0, [0] * len(r.chunk_texts)
+    # `error` holds what went wrong on the wire or in what the engine sent (then `done` is false);
+    # whether a request counts is the rule of scoring/counted.py, applied to these columns (raw
+    # rows are the truth, rules are views).
     error = r.error
     row = {
         "evaluation_id": evaluation_id,

@@ -1,6 +1,8 @@
-"""Scoring: speeds, ratios, gates and SpecScore recomputed from raw rows under a protocol version."""
+"""Scoring: speeds, ratios, gates and SpecScore recomputed from raw rows under a protocol version.
 
-from speculator_arena.scoring.board import board_rows, board_text
+The board's ranking of these scores is `speculator_arena.board` (board/ranking.py), above this
+package; the SpecScore's interval, a statistic of the scores, stays here (intervals.py)."""
+
 from speculator_arena.scoring.score import Scores, score_warehouse
 
-__all__ = ["Scores", "board_rows", "board_text", "score_warehouse"]
+__all__ = ["Scores", "score_warehouse"]

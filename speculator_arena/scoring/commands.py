@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,15 +17,24 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import math
-
-    from speculator_arena.printing import json_cell, print_json
-    from speculator_arena.scoring.board import board_text
-    from speculator_arena.scoring.registry import score_and_record, scores_dir
+    """Score, then print. A full disk does not stop the printing: the scores are computed from
+    the raw rows, and only their convenience copy could not be written (said on stderr)."""
+    from speculator_arena.scoring.registry import score_and_record
     from speculator_arena.warehouse import Warehouse
 
-    wh = Warehouse()
-    scores = score_and_record(wh, args.protocol, args.evaluation)
+    scores = score_and_record(Warehouse(), args.protocol, args.evaluation)
+    rc = _print(args, scores)
+    if scores.copy_error:  # the scores printed are complete; only their file copy is missing
+        print(f"arena score: convenience copy not written: {scores.copy_error}", file=sys.stderr)
+    return rc
+
+
+def _print(args: argparse.Namespace, scores) -> int:
+    import math
+
+    from speculator_arena.board.text import board_text
+    from speculator_arena.printing import json_cell, print_json
+
     ev = scores.evaluations
     if args.json:
         cols = [
@@ -67,5 +77,6 @@ def run(args: argparse.Namespace) -> int:
         val = "-" if math.isnan(r.specscore) else f"{r.specscore:.4f}"
         why = f"  ({r.specscore_reason})" if isinstance(r.specscore_reason, str) else ""
         print(f"  {r.evaluation_id:<28} {r.task_id:<14} {r.split:<5} {str(r.label)[:24]:<24} {val:>8}{why}")
-    print(f"convenience copy (not authoritative): {scores_dir(wh, scores.protocol_version) / 'evaluations.parquet'}")
+    if scores.copy_path is not None:
+        print(f"convenience copy (not authoritative): {scores.copy_path}")
     return 0

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from speculator_arena.atomic import write_atomic
+from speculator_arena.diskspace import full_disk
 from speculator_arena.protocol.model import protocol_digest
 from speculator_arena.warehouse.store import Warehouse
 
@@ -84,12 +85,22 @@ def record(warehouse: Warehouse, scores) -> Path:
 
 
 def score_and_record(warehouse: Warehouse, version: int | None = None, evaluation_ids=None):
-    """Check immutability, score, record. What `arena score` and the `scores` asset call."""
+    """Check immutability, score, record. What `arena score` and the `scores` asset call.
+
+    The scores are computed from the raw rows whatever happens to the record: when the disk is
+    full the scores are returned all the same, with `copy_error` saying what was not written
+    (the pin is written again by the next scoring that has room; nothing authoritative is lost)."""
     from speculator_arena.protocol import load_protocol
     from speculator_arena.scoring.score import score_warehouse
 
     version = load_protocol(version).version
     check_unchanged(warehouse, version)
     scores = score_warehouse(warehouse, version, evaluation_ids)
-    record(warehouse, scores)
+    try:
+        scores.copy_path = record(warehouse, scores)
+    except OSError as exc:
+        full = full_disk(exc, warehouse.home)
+        if full is None:
+            raise
+        scores.copy_error = str(full)
     return scores

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pandas as pd
 
@@ -36,3 +37,6 @@ class Scores:
     gates: pd.DataFrame
     figures: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    # registry.score_and_record: where the convenience copy was written, or why it was not
+    copy_path: Path | None = None
+    copy_error: str | None = None

@@ -84,9 +84,9 @@ REQUESTS = pa.schema(
         ("output_tokens", I64),  # counted by the arena from the returned text
         ("usage_completion_tokens", I64),  # what the engine claims (shown, never trusted)
         ("max_tokens", I64),
-        ("done", BOOL),  # the stream ended with `data: [DONE]`
+        ("done", BOOL),  # the stream ended with `data: [DONE]` and every event before it was readable
         ("finish_reason", STR),
-        ("error", STR),  # null when none
+        ("error", STR),  # null when none: what failed on the wire or in what the engine sent
         ("window_cut", BOOL),  # the history was cut by the window rule
         ("chunk_times", pa.list_(F64)),  # arrival time of every chunk carrying text
         ("chunk_tokens", pa.list_(I64)),  # tokens of the reply attributed to each chunk

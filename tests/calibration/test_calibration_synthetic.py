@@ -137,6 +137,26 @@ def test_a_control_that_passes_is_red_and_publishing_needs_an_override(calibrate
     assert p.candidate_version not in available_versions()  # nothing was published
 
 
+def test_the_command_line_lists_the_candidate_and_refuses_to_publish_it_without_override(calibrated, capsys):
+    """`arena protocol candidates` and `arena protocol publish`, the calibration's actions of the
+    protocol's parser (calibration/commands.py), through the real command line; a refusal
+    publishes nothing."""
+    from speculator_arena.cli import main
+
+    p, ev, v = calibrated["plan"], calibrated["evidence"], calibrated["plan"].candidate_version
+    assert "record" not in calibrated, "runs before the module publishes the candidate"
+    assert main(["protocol", "candidates"]) == 0
+    out = capsys.readouterr().out
+    assert f"{TASK} v{v} (runs under v{calibrated['base']}, " in out and f"{len(ev['problems'])} problem(s)" in out
+    assert main(["protocol", "candidates", "--task", "qwen3-8b"]) == 0 and TASK not in capsys.readouterr().out
+    assert main(["protocol", "publish", "--task", TASK]) == 2
+    assert "publish needs --task and --candidate" in capsys.readouterr().err
+    assert main(["protocol", "publish", "--task", TASK, "--candidate", str(v), "--by", "operator-ci"]) == 2
+    err = capsys.readouterr().err
+    assert "does not separate" in err and "--override" in err
+    assert v not in available_versions() and publication(v) is None and p.candidate_version == v
+
+
 def _published(calibrated) -> dict:
     """Publish the candidate once per module (with the override its evidence needs)."""
     if "record" not in calibrated:

@@ -111,7 +111,7 @@ def _row_cells(page, label: str) -> list[str]:
 
 def _check_served_board(browser, home: Path, evaluation_id: str, name: str, shared: tuple[str, ...] = ()) -> None:
     """`shared`: labels of participants the board must show sharing rank 1 (their intervals overlap)."""
-    from speculator_arena.scoring import board_rows
+    from speculator_arena.board.ranking import board_rows
 
     scores = scores_of_whole_warehouse(home)
     ev = scores.evaluations.set_index("evaluation_id")
@@ -132,7 +132,7 @@ def _check_served_board(browser, home: Path, evaluation_id: str, name: str, shar
         page.screenshot(path=str(ARTIFACTS / f"{name}-board.png"), full_page=True)
         cells = _row_cells(page, str(row["label"]))
         assert specscore in cells and fmt.ratio(row["r_solo"]) in cells and fmt.ratio(row["r_busy"]) in cells
-        # the shared rank and the SpecScore's interval, as scoring.board_rows computes them
+        # the shared rank and the SpecScore's interval, as board.ranking.board_rows computes them
         assert cells[0] == fmt.rank(ranked["rank"], ranked["tie"])
         assert cells[3:6] == [specscore, fmt.ratio(ranked["interval_low"]), fmt.ratio(ranked["interval_high"])]
         for label in shared:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from speculator_arena.dashboards import data
+from speculator_arena.board import data
 from speculator_arena.warehouse import Warehouse, catalog
 
 ROW = {

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from speculator_arena.dashboards import data
+from speculator_arena.board import data
+from speculator_arena.board.memo import BoardMemo
+from speculator_arena.board.protocol_diff import flatten, protocol_diff
 from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.dashboards.data_card import load_data_card
-from speculator_arena.dashboards.memo import BoardMemo
-from speculator_arena.dashboards.protocol_diff import flatten, protocol_diff
+from speculator_arena.pools.datacard import load_data_card
 from speculator_arena.protocol import load_protocol
 from speculator_arena.warehouse import Warehouse, catalog
 
@@ -167,7 +167,7 @@ def test_formatting_is_what_the_tests_expect():
 
 
 def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
-    from speculator_arena.dashboards.memo import BoardMemo
+    from speculator_arena.board.memo import BoardMemo
     from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     from .conftest import SYNTHETIC, write_synthetic

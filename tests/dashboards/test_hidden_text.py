@@ -147,7 +147,7 @@ def test_dev_logs_and_errors_are_shown(app, planted_home):
 
 
 def test_text_board_shows_no_hidden_text(planted_home):
-    from speculator_arena.dashboards.commands import board_text
+    from speculator_arena.board.text import read_board_text as board_text
 
     for split in ("dev", "test"):
         out = board_text(planted_home, split, None)

@@ -31,7 +31,7 @@ def test_every_page_explains_an_empty_warehouse(app, empty_home, page):
     elif page == "protocol":
         assert protocol_digest(load_protocol().version) in text
     else:
-        from speculator_arena.dashboards.data_card import load_data_card
+        from speculator_arena.pools.datacard import load_data_card
 
         task = at.sidebar.selectbox[0].value
         card = load_data_card(task, empty_home)  # the repository's data_cards/ copy, when it has one
@@ -79,7 +79,7 @@ def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home)
     # TTFT of the candidate, as the scorer computed it, in ms
     assert fmt.ms(ev.at["ev-alpha", "candidate_ttft_p50"]) in lines[0]
     # the SpecScore's interval beside it (local-smollm2 is not calibrated: the bootstrap's alone, said so)
-    from speculator_arena.scoring import board_rows
+    from speculator_arena.board.ranking import board_rows
 
     board = board_rows(scores, TASK, "dev").set_index("evaluation_id")
     assert participants.splitlines()[0].startswith(

@@ -8,7 +8,13 @@ set by ENGINE_MODE (the test writes it into launch.sh):
 - die_after=N: exits hard after N chat requests (an engine that dies mid-pass);
 - hog_shm: also writes a file in /dev/shm (that the runner must remove after the stop);
 - ignore_term: ignores SIGTERM (the runner must SIGKILL it);
-- overlong: replies longer than max_tokens.
+- overlong: replies longer than max_tokens;
+- malformed=SHAPE: every chat stream carries one event the arena cannot read, after a good text
+  chunk and before `[DONE]`; SHAPE is one of MALFORMED (`choices_number`: `{"choices": 5}`,
+  `content_number`: a content that is not a string, `broken_json`, `not_utf8`: bytes that are not
+  UTF-8, `broken_chunked`: a chunk-size line that is not hex, then the connection closes), or
+  `mixed`: request k gets shape k mod 5; `mixed` also answers `prompt_logprobs` with numbers that
+  are not numbers and serves a `/metrics` that is not Prometheus text.
 It also records, in its log, whether it could read a path given in PROBE_READ (the arena's
 private warehouse must not be readable by the engine's user).
 """
@@ -21,6 +27,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODE = os.environ.get("ENGINE_MODE", "normal")
+MALFORMED = ("choices_number", "content_number", "broken_json", "not_utf8", "broken_chunked")
 COUNT = {"chat": 0}
 CHUNK_DELAY = float(os.environ.get("ENGINE_CHUNK_DELAY", "0.01"))
 
@@ -68,6 +75,8 @@ class H(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/health":
             self._send(503 if MODE == "never_healthy" else 200, {"ok": MODE != "never_healthy"})
+        elif self.path == "/metrics" and MODE == "malformed=mixed":
+            self._send(200, b"\xff\xfe not {prometheus} text\n" + b"x" * 100, "text/plain")
         elif self.path == "/metrics":
             text = (
                 f"# TYPE arena_test_requests_total counter\narena_test_requests_total {COUNT['chat']}\n"
@@ -93,6 +102,11 @@ class H(BaseHTTPRequestHandler):
                 {str(t): {"logprob": -0.5 - (i % 3) * 0.1, "rank": 1 + (i % 4 == 0)}, "7": {"logprob": -0.1, "rank": 1}}
                 for i, t in enumerate(ids)
             ]
+            if MODE == "malformed=mixed":  # numbers that are not numbers, one kind per request
+                bad = [{"logprob": "-0.5"}, {"logprob": float("nan")}, {"logprob": -0.5, "rank": 2**70}][
+                    COUNT["chat"] % 3
+                ]
+                pl = [None] + [{str(t): bad} for t in ids]
             self._send(
                 200,
                 {
@@ -116,6 +130,9 @@ class H(BaseHTTPRequestHandler):
             self.wfile.flush()
 
         words = reply_words(body)
+        if MODE.startswith("malformed="):
+            self._malformed(emit, words, MODE.split("=", 1)[1])
+            return
         for w in words:
             time.sleep(CHUNK_DELAY)
             emit({"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
@@ -126,6 +143,31 @@ class H(BaseHTTPRequestHandler):
                 "usage": {"prompt_tokens": 10, "completion_tokens": 999, "prompt_tokens_details": {"cached_tokens": 4}},
             }
         )
+        emit("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _malformed(self, emit, words, shape):
+        """A good text chunk, then one event of `shape` the arena cannot read, then the rest."""
+        if shape == "mixed":
+            shape = MALFORMED[COUNT["chat"] % len(MALFORMED)]
+        emit({"choices": [{"index": 0, "delta": {"content": words[0]}, "finish_reason": None}]})
+        if shape == "broken_chunked":
+            self.wfile.write(b"zz\r\ndata: {}\n\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        bad = {
+            "choices_number": b'{"choices": 5}',
+            "content_number": b'{"choices": [{"index": 0, "delta": {"content": 7}, "finish_reason": null}]}',
+            "broken_json": b'{"choices": [{"index": 0, "delta": {"content": "x"',
+            "not_utf8": b'{"choices": [{"index": 0, "delta": {"content": "\xff\xfe"}, "finish_reason": null}]}',
+        }[shape]
+        line = b"data: " + bad + b"\n\n"
+        self.wfile.write(f"{len(line):x}\r\n".encode() + line + b"\r\n")
+        for w in words[1:]:
+            emit({"choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]})
+        emit({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         emit("[DONE]")
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()

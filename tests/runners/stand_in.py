@@ -1,5 +1,7 @@
 """Engine directories around the stdlib SSE stand-in (sse_engine.py), shared by the runner's
-fixtures and the pool fixtures' test-split evaluation.
+fixtures and the pool fixtures' test-split evaluation; the short profile and the spec of the
+evaluations made with it (test_failures.py, test_malformed_output.py); the reason the arena
+records for each malformed shape the stand-in can stream (sse_engine.MALFORMED).
 
 The server runs under the venv's interpreter (scripts/setup.sh builds the venv on the system
 Python when it runs as root, so the engine's user can run it, as it runs the development engine):
@@ -13,6 +15,8 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+
+from sse_engine import MALFORMED
 
 HERE = Path(__file__).resolve().parent
 ENGINE_PYTHON = sys.executable
@@ -31,3 +35,43 @@ def make_engine(root: Path, name: str, mode: str = "normal", extra_env: dict | N
         f"exec {ENGINE_PYTHON} sse_engine.py\n"
     )
     return d
+
+
+# The profile of the stand-in's evaluations: passes of one second, a short grace and health wait.
+FAST = {
+    "workloads": {
+        w: {
+            "interleave": 1 if w == "solo" else 2,
+            "pass_seconds": 1,
+            "speed": "request_time" if w == "solo" else "busy_window",
+        }
+        for w in ("solo", "team", "busy")
+    },
+    "start_stop": {"health_timeout_seconds": 3, "sigterm_grace_seconds": 3},
+    "grace_seconds": 5,
+}
+
+
+def stand_in_spec(eid: str, cand: Path, stock: Path, built: dict):
+    """An evaluation of the local task with these engine directories, on the built home's target."""
+    from speculator_arena.runners.harness import EvaluationSpec
+
+    return EvaluationSpec(
+        task_id="local-smollm2",
+        engine=str(cand),
+        stock_engine=str(stock),
+        evaluation_id=eid,
+        label=eid,
+        target=str(built["target"]),
+    )
+
+
+# What the arena records for a request whose stream carries each shape (sse_engine.MALFORMED).
+MALFORMED_REASONS = {
+    "choices_number": "SSE payload's choices is not a list: b'{\"choices\": 5}'",
+    "content_number": "SSE payload's content is not a string: ",
+    "broken_json": 'malformed SSE payload: b\'{"choices": [{"index": 0, "delta": {"content": "x"\'',
+    "not_utf8": "SSE payload is not UTF-8: ",
+    "broken_chunked": "RemoteProtocolError: malformed response: invalid literal for int() with base 16: b'zz'",
+}
+assert tuple(MALFORMED_REASONS) == MALFORMED

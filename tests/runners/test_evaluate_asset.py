@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import dagster as dg
 from real_evaluation import ACCOUNT, LABEL
+from stand_in import FAST
 
 from speculator_arena.cli import main
 from speculator_arena.runners.status import current_row
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.schema import TABLES
-
-FAST = {
-    "workloads": {
-        w: {
-            "interleave": 1 if w == "solo" else 2,
-            "pass_seconds": 1,
-            "speed": "request_time" if w == "solo" else "busy_window",
-        }
-        for w in ("solo", "team", "busy")
-    },
-    "start_stop": {"health_timeout_seconds": 5, "sigterm_grace_seconds": 3},
-    "grace_seconds": 5,
-}
 
 
 def test_arena_evaluate_materializes_the_partition(real_evaluation):

@@ -18,35 +18,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from stand_in import FAST, stand_in_spec
 
 from speculator_arena.protocol import load_protocol
 from speculator_arena.runners.harness import Evaluation, EvaluationSpec, resume_dead
 from speculator_arena.runners.status import EvaluationStateError, current_row, read_state
 from speculator_arena.warehouse import Warehouse
-
-FAST = {
-    "workloads": {
-        w: {
-            "interleave": 1 if w == "solo" else 2,
-            "pass_seconds": 1,
-            "speed": "request_time" if w == "solo" else "busy_window",
-        }
-        for w in ("solo", "team", "busy")
-    },
-    "start_stop": {"health_timeout_seconds": 3, "sigterm_grace_seconds": 3},
-    "grace_seconds": 5,
-}
-
-
-def _spec(eid, cand, stock, built):
-    return EvaluationSpec(
-        task_id="local-smollm2",
-        engine=str(cand),
-        stock_engine=str(stock),
-        evaluation_id=eid,
-        label=eid,
-        target=str(built["target"]),
-    )
 
 
 def _all_parts_whole(home: Path) -> int:
@@ -140,7 +117,7 @@ def test_candidate_never_healthy_fails_and_scores_zero(built_home, engine_factor
     """Stand-in SSE engine: only it can be made never to answer /health (mode never_healthy)."""
     profile(**FAST)
     ev = Evaluation(
-        _spec("fx-mute", engine_factory("mute", "never_healthy"), engine_factory("ok"), built_home),
+        stand_in_spec("fx-mute", engine_factory("mute", "never_healthy"), engine_factory("ok"), built_home),
         home=built_home["home"],
         progress=lambda m: None,
     )
@@ -161,7 +138,7 @@ def test_candidate_dies_mid_pass(built_home, engine_factory, profile):
     """Stand-in SSE engine: only it can be made to die after a set number of requests (die_after=6)."""
     profile(**FAST)
     ev = Evaluation(
-        _spec("fx-die", engine_factory("dies", "die_after=6"), engine_factory("ok"), built_home),
+        stand_in_spec("fx-die", engine_factory("dies", "die_after=6"), engine_factory("ok"), built_home),
         home=built_home["home"],
         progress=lambda m: None,
     )
@@ -184,7 +161,7 @@ def test_stock_failure_voids_and_keeps_candidate_rows(built_home, engine_factory
     real stock engine never does."""
     profile(**FAST)
     ev = Evaluation(
-        _spec("fx-stockfail", engine_factory("ok"), engine_factory("mute", "never_healthy"), built_home),
+        stand_in_spec("fx-stockfail", engine_factory("ok"), engine_factory("mute", "never_healthy"), built_home),
         home=built_home["home"],
         progress=lambda m: None,
     )
@@ -201,19 +178,7 @@ def test_stock_failure_voids_and_keeps_candidate_rows(built_home, engine_factory
 def test_runner_killed_mid_pass_then_resume_voids(built_home, engine_factory, profile, tmp_path):
     """Stand-in SSE engine: the runner is SIGKILLed mid-pass, which needs an evaluation of its own
     (the shared real one must stay whole), and the stand-in makes that one take seconds, not minutes."""
-    profile(
-        **{
-            **FAST,
-            "workloads": {
-                w: {
-                    "interleave": 1 if w == "solo" else 2,
-                    "pass_seconds": 3,
-                    "speed": "request_time" if w == "solo" else "busy_window",
-                }
-                for w in ("solo", "team", "busy")
-            },
-        }
-    )
+    profile(**{**FAST, "workloads": {w: {**v, "pass_seconds": 3} for w, v in FAST["workloads"].items()}})
     eng = engine_factory("ok")
     home = built_home["home"]
     wh = Warehouse(home)

@@ -7,107 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import threading
 import time
 
 import httpx
 import pytest
+from script_server import DONE, HEAD_CHUNKED, USAGE, ScriptServer, chunk, chunked_reply, delta, event
 
 from speculator_arena.runners.stream import SSEClient, stream_chat
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-
-
-def event(obj) -> bytes:
-    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
-
-
-def delta(text, finish=None) -> bytes:
-    return event({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]})
-
-
-USAGE = event(
-    {
-        "choices": [],
-        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 2}},
-    }
-)
-DONE = b"data: [DONE]\n\n"
-HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-
-def chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
-def chunked_reply(*events: bytes) -> bytes:
-    return HEAD_CHUNKED + b"".join(chunk(e) for e in events) + b"0\r\n\r\n"
-
-
-class ScriptServer:
-    """A listening socket; for each request it reads the head and body, then plays the next
-    script: a list of (bytes to write, seconds to wait before writing them). `close` ends the
-    connection after the script; otherwise it waits for the next request on it."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1/chat/completions"
-        self.scripts: list[tuple[list[tuple[bytes, float]], bool]] = []
-        self.connections = 0
-        self.requests: list[bytes] = []
-        self.written: list[list[float]] = []  # per request, the time each piece was written
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def play(self, pieces, close=False):
-        self.scripts.append(([(p, 0.0) if isinstance(p, bytes) else p for p in pieces], close))
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn):
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = b""
-        with conn:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    try:
-                        got = conn.recv(65536)
-                    except OSError:  # the client reset it (closed with bytes unread)
-                        return
-                    if not got:
-                        return
-                    buf += got
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                n = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
-                while len(buf) < n:
-                    buf += conn.recv(65536)
-                self.requests.append(head + b"\r\n\r\n" + buf[:n])
-                buf = buf[n:]
-                pieces, close = self.scripts.pop(0)
-                times = []
-                self.written.append(times)
-                for data, wait in pieces:
-                    if wait:
-                        time.sleep(wait)
-                    try:
-                        conn.sendall(data)
-                    except OSError:
-                        return
-                    times.append(time.time())
-                if close:
-                    return
-
-    def stop(self):
-        self.sock.close()
 
 
 @pytest.fixture
@@ -224,12 +132,15 @@ def test_malformed_framing_and_payloads(server):
     server.play([HEAD_CHUNKED + b"zz\r\n" + delta("a")], close=True)
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=None))
     assert not r.done and r.error.startswith("RemoteProtocolError: malformed response")
+    # An unreadable event fails the request (not done: never counted) even when [DONE] follows;
+    # the readable chunks are kept, the first reason is the error.
     server.play([chunked_reply(delta("a"), event(b'{"choices": [}'), event(b"\xff\xfe{}"), delta("b"), DONE)])
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=None))
-    assert r.done and r.chunk_texts == ["a", "b"] and r.error.startswith("malformed SSE payload: b'{\"choices\": [}'")
+    assert not r.done and r.chunk_texts == ["a", "b"]
+    assert r.error.startswith("malformed SSE payload: b'{\"choices\": [}'")
     server.play([chunked_reply(delta("a"), event({"error": {"message": "oom"}}), DONE)])
     r = run(stream_chat(SSEClient(), server.url, BODY, deadline=None))
-    assert r.done and r.error.startswith("engine error in stream: {'message': 'oom'}")
+    assert not r.done and r.error.startswith("engine error in stream: {'message': 'oom'}")
 
 
 def test_deadline_cuts_the_stream(server):
@@ -255,15 +166,19 @@ def test_an_httpx_client_still_works(server):
 
 
 def _reference(lines):
-    """The decoding before the template fast path: json.loads per payload."""
+    """The decoding without the template fast path: json.loads per payload, the shapes checked
+    (an event of another shape is unreadable: it sets the error and adds nothing)."""
     times, texts, finish, usage, error = [], [], None, None, None
     for t, payload in lines:
+        try:
+            payload.decode("utf-8")
+        except UnicodeDecodeError:
+            error = error or f"SSE payload is not UTF-8: {payload[:120]!r}"
+            continue
         try:
             obj = json.loads(payload)
         except ValueError:
             error = error or f"malformed SSE payload: {payload[:120]!r}"
-            continue
-        if not isinstance(obj, dict):
             continue
         if "error" in obj and not obj.get("choices"):
             error = error or f"engine error in stream: {str(obj['error'])[:200]}"
@@ -271,10 +186,18 @@ def _reference(lines):
         usage = obj.get("usage") or usage
         for choice in obj.get("choices") or []:
             content = (choice.get("delta") or {}).get("content")
+            if content is not None and not isinstance(content, str):
+                error = error or f"SSE payload's content is not a string: {payload[:120]!r}"
+                break
             if content:
                 times.append(t)
                 texts.append(content)
             finish = choice.get("finish_reason") or finish
+    try:
+        "".join(texts).encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates (json.loads takes them): U+FFFD in their place
+        texts = ["".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in x) for x in texts]
+        error = error or "reply text is not valid Unicode (a lone surrogate)"
     return times, texts, finish, usage, error
 
 
@@ -295,7 +218,8 @@ def test_decoding_matches_json_loads_on_every_payload():
         head + '"delta":{"content":"x"},"logprobs":{"content":[]},"finish_reason":null}]}',  # another suffix
         head + '"delta":{"content":"bad\\x"}' + tail,  # invalid escape
         head + '"delta":{"content":"ctl\x01"}' + tail,  # raw control character
-        head + '"delta":{"content":"lone \udcff"}' + tail,  # surrogate bytes: json.loads takes them
+        head + '"delta":{"content":"lone \udcff"}' + tail,  # surrogate bytes: json.loads takes them, not UTF-8
+        head + '"delta":{"content":"esc \\udcff"}' + tail,  # an escaped lone surrogate: valid JSON, not Unicode
         head + '"delta":{"content":"two" "tokens"}' + tail,
         head + '"delta":{"content":7}' + tail,
         head + '"delta":{"content":"end"},"logprobs":null,"finish_reason":"stop"}]}',

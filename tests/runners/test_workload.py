@@ -7,12 +7,18 @@ import asyncio
 import time
 
 import pytest
+from sse_engine import MALFORMED
+from stand_in import MALFORMED_REASONS
 
+from speculator_arena.pools.model import Probe
+from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.window import WindowRule
 from speculator_arena.runners.lifecycle import EngineRun, free_port
+from speculator_arena.runners.probes import ProbeRunner
 from speculator_arena.runners.tokens import attribute_chunks, load_tokenizer
 from speculator_arena.runners.workload import ClientConfig, record_rows, request_seed, run_lanes
 from speculator_arena.scoring.counted import counted_row
+from speculator_arena.warehouse import Warehouse
 
 
 @pytest.fixture
@@ -103,28 +109,57 @@ def test_window_rule_cuts_history(engine, qwen_tokenizer_dir, chat_sessions):
         assert cfg.window.estimate(r.prompt_tokens) <= 0.5 * 200 or r.n_messages == 2
 
 
+def _rows(engine, tok, sessions, lanes: int, seconds: float, **kw) -> tuple[float, list[tuple[dict, dict]]]:
+    """One pass of `lanes` lanes against the engine: its start and each request's two rows."""
+    t0 = time.time()
+    pass_id = "solo-0" if lanes == 1 else "team-0"
+    recs = asyncio.run(
+        run_lanes(_cfg(engine, tok), sessions, lanes, 1, pass_id, ends_at=t0 + seconds, grace_ends_at=t0 + 10, **kw)
+    )
+    workload = pass_id.split("-")[0]
+    return t0, [
+        record_rows(
+            r, evaluation_id="ev1", engine="candidate", pass_id=pass_id, workload=workload, pass_index=0, tokenizer=tok
+        )
+        for r in recs
+    ]
+
+
 @pytest.mark.parametrize("engine", ["overlong"], indirect=True)
 def test_over_budget_reply_is_not_counted(engine, qwen_tokenizer_dir, chat_sessions):
     tok = load_tokenizer(str(qwen_tokenizer_dir))
-    t0 = time.time()
-    recs = asyncio.run(
-        run_lanes(
-            _cfg(engine, tok),
-            chat_sessions[:1],
-            lanes=1,
-            interleave=1,
-            pass_id="solo-0",
-            ends_at=t0 + 0.5,
-            grace_ends_at=t0 + 10,
-            max_requests_per_lane=1,
-        )
-    )
-    row, _ = record_rows(
-        recs[0], evaluation_id="ev1", engine="candidate", pass_id="solo-0", workload="solo", pass_index=0, tokenizer=tok
-    )
+    t0, [(row, _)] = _rows(engine, tok, chat_sessions[:1], 1, 0.5, max_requests_per_lane=1)
     assert row["done"] and row["output_tokens"] > row["max_tokens"] + 4
     # the stream was fine; the budget rule rejects it, even with protocol v2's slack of 4 tokens
     assert not counted_row(row, slack=4, ends_at=t0 + 0.5, grace_ends_at=t0 + 10) and row["error"] is None
+
+
+@pytest.mark.parametrize("engine", [f"malformed={shape}" for shape in MALFORMED], indirect=True)
+def test_a_malformed_stream_fails_its_request_with_a_reason(
+    engine, request, tmp_path, qwen_tokenizer_dir, chat_sessions
+):
+    """Each malformed shape of issue 24 (`choices` a number, content not a string, broken JSON,
+    bytes not UTF-8, broken chunked framing), streamed by the real stand-in engine after a good
+    chunk and before `[DONE]`: every request is the engine's failure with that shape's reason
+    (not done, so never counted), its session ends and the lane goes on to the next, the rows are
+    stored, and a greedy probe read from the same stream is unanswered with the reason. Nothing
+    raises (it made the evaluation void before: "TypeError: 'int' object is not iterable")."""
+    shape = request.node.callspec.params["engine"].split("=", 1)[1]
+    tok = load_tokenizer(str(qwen_tokenizer_dir))
+    t0, rows = _rows(engine, tok, chat_sessions[:4], 2, 5)
+    assert len(rows) == 4  # one failed turn per session, and the lanes went on to their next session
+    for row, _ in rows:
+        assert not row["done"] and row["error"].startswith(MALFORMED_REASONS[shape]), row["error"]
+        assert not counted_row(row, slack=4, ends_at=t0 + 5, grace_ends_at=t0 + 10)
+    wh = Warehouse(tmp_path / "home")
+    wh.write_rows("requests", "ev1", [a for a, _ in rows])
+    wh.write_rows("replies", "ev1", [b for _, b in rows])
+    assert wh.read_table("requests", "ev1").num_rows == 4
+    prompt = Probe(prompt_id="p0", messages=[{"role": "user", "content": "say something"}])
+    probes = ProbeRunner("ev1", tok, load_protocol().task("local-smollm2"), say=lambda m: None)
+    (greedy,) = probes.greedy("candidate", engine.base_url, [prompt], alive=lambda: True)
+    assert not greedy["answered"] and greedy["error"].startswith(MALFORMED_REASONS[shape])
+    wh.write_rows("probe_greedy", "ev1", [greedy])
 
 
 def test_grace_end_cuts_stream(engine_factory, tmp_path, qwen_tokenizer_dir, chat_sessions):

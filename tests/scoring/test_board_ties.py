@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from speculator_arena.board.ranking import board_noise, board_rows
+from speculator_arena.board.text import board_text
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import protocol_digest
-from speculator_arena.scoring import board_rows, board_text
-from speculator_arena.scoring.board import board_noise
 from speculator_arena.scoring.intervals import specscore_intervals
 from speculator_arena.scoring.result import Scores
 
@@ -252,9 +252,9 @@ def test_aa_check_not_calibrated_and_not_measured():
 
 def test_board_json_carries_intervals_ranks_and_the_aa_flag(tmp_path):
     """Through the real parts: synthetic evaluations written to a warehouse, scored, served as
-    `GET /api/board`'s JSON (frontdoor/board.py)."""
-    from speculator_arena.dashboards.memo import BoardMemo
-    from speculator_arena.frontdoor.board import board_json
+    `GET /api/board`'s JSON (board/json_rows.py)."""
+    from speculator_arena.board.json_rows import board_json
+    from speculator_arena.board.memo import BoardMemo
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 

@@ -157,7 +157,7 @@ def test_board_interval_is_a_bootstrap_of_the_recomputed_passes(real):
     """SCORING.md "Ties on the board": the board's interval is the seeded bootstrap of the pass
     ratios recomputed here from raw rows (independent.board_interval, one resample at a time),
     widened by the protocol document's max A/A error; the rank it gets is 1, unshared."""
-    from speculator_arena.scoring import board_rows
+    from speculator_arena.board.ranking import board_rows
     from speculator_arena.scoring.intervals import specscore_intervals
 
     _, ind, scores = real

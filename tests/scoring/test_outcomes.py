@@ -12,7 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from speculator_arena.scoring import board_rows, score_warehouse
+from speculator_arena.board.ranking import board_rows
+from speculator_arena.scoring import score_warehouse
 from speculator_arena.scoring.counted import counted
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
@@ -189,7 +190,7 @@ def test_memory_samples_must_cover_the_passes_but_an_over_budget_peak_still_fail
 
 
 def test_the_board_ranks_the_last_scored_evaluation_and_both_boards_agree(tmp_path):
-    from speculator_arena.dashboards.memo import BoardMemo
+    from speculator_arena.board.memo import BoardMemo
     from speculator_arena.warehouse import Warehouse
 
     wh = Warehouse(tmp_path / "home")

@@ -5,7 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from speculator_arena.scoring import board_rows, board_text, score_warehouse
+from speculator_arena.board.ranking import board_rows
+from speculator_arena.board.text import board_text
+from speculator_arena.scoring import score_warehouse
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 

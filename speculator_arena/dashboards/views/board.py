@@ -3,11 +3,11 @@ other's intervals), references apart, with the A/A reference checked against the
 
 import streamlit as st
 
+from speculator_arena.board.data import FINISHED
+from speculator_arena.board.ranking import board_noise
 from speculator_arena.dashboards import board_table, cached
 from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.dashboards.data import FINISHED
 from speculator_arena.dashboards.links import evaluation_md
-from speculator_arena.scoring.board import board_noise
 
 PAGE_SIZE = 100
 

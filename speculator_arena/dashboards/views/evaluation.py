@@ -8,14 +8,14 @@ shown (they could repeat hidden prompts).
 import pandas as pd
 import streamlit as st
 
-from speculator_arena.dashboards import cached, charts
-from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.dashboards.data import (
+from speculator_arena.board.data import (
     FINISHED,
     BoardDataError,
     memory_budget_bytes,
     provenance,
 )
+from speculator_arena.dashboards import cached, charts
+from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
 

@@ -4,7 +4,7 @@
 import pandas as pd
 import streamlit as st
 
-from speculator_arena.dashboards.protocol_diff import (
+from speculator_arena.board.protocol_diff import (
     protocol_diff,
     protocol_document,
     versions,

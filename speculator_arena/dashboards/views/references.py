@@ -4,11 +4,11 @@ measured, exactly as submissions are, ranked apart from the participants."""
 import pandas as pd
 import streamlit as st
 
+from speculator_arena.board.data import BoardDataError
+from speculator_arena.board.ranking import board_noise
 from speculator_arena.dashboards import board_table, cached
 from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.dashboards.data import BoardDataError
 from speculator_arena.protocol import load_protocol
-from speculator_arena.scoring.board import board_noise
 
 
 def main() -> None:

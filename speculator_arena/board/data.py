@@ -14,7 +14,7 @@ Three rules shape this module:
   run on a *scoped warehouse*: a temporary ARENA_HOME whose raw partitions are symbolic links
   to that evaluation's partitions.
 - Hidden text stays hidden. No query here reads `raw_replies`, probe texts or pool text; the
-  SQL under `dashboards/sql/` returns engine logs and request error texts only for `dev`
+  SQL under `board/sql/` returns engine logs and request error texts only for `dev`
   evaluations (tests/dashboards/test_hidden_text.py checks every page's output).
 """
 
@@ -52,8 +52,8 @@ def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 
 
 def board_sql(name: str) -> str:
-    """One query of `dashboards/sql/` (board-only queries; the scorer's live in `scoring/sql/`)."""
-    return sqlfiles.read("speculator_arena.dashboards", name)
+    """One query of `board/sql/` (board-only queries; the scorer's live in `scoring/sql/`)."""
+    return sqlfiles.read("speculator_arena.board", name)
 
 
 # ---- the warehouse's state ----------------------------------------------------------------
@@ -288,7 +288,7 @@ def score_board_candidates(index: pd.DataFrame, task_id: str, score):
 
 def board_frames(scores, task_id: str, protocol_version: int | None) -> ScoreFrames:
     """The frames of one task's board from the scorer's output, with its ranked rows per split
-    (scoring.board_rows, the one ranking every board shows); empty when there is nothing to rank."""
+    (board/ranking.py `board_rows`, the one ranking every board shows); empty when there is nothing to rank."""
     if scores is None:
         return empty_frames(protocol_version)
     frames = ScoreFrames(
@@ -296,7 +296,9 @@ def board_frames(scores, task_id: str, protocol_version: int | None) -> ScoreFra
         protocol_version=getattr(scores, "protocol_version", protocol_version),
         protocol_digest=getattr(scores, "protocol_digest", None),
     )
-    frames.boards = {split: pd.DataFrame(_scoring().board_rows(scores, task_id, split)) for split in SPLITS}
+    from speculator_arena.board.ranking import board_rows
+
+    frames.boards = {split: pd.DataFrame(board_rows(scores, task_id, split)) for split in SPLITS}
     return frames
 
 

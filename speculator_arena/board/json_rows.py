@@ -1,4 +1,4 @@
-"""The public ranking as JSON (`GET /api/board`): the board's own rows (scoring.board), each with
+"""The public ranking as JSON (`GET /api/board`): the board's own rows (board/ranking.py), each with
 its shared `rank`, `tie` (another entry shares the rank), `interval_low` and `interval_high`
 (its SpecScore's 95% interval), and the board's `noise` (the calibrated max A/A error the
 intervals are widened by, or not calibrated, and the A/A reference's flag)."""
@@ -9,12 +9,12 @@ import pandas as pd
 
 
 def board_json(memo, task_id: str, split: str) -> dict:
-    """`memo`: the API's BoardMemo (dashboards/memo.py) of its ARENA_HOME, the board every
+    """`memo`: the API's BoardMemo (board/memo.py) of its ARENA_HOME, the board every
     board reads, which re-scores only evaluations that changed since the last request."""
+    from speculator_arena.board.ranking import COLUMNS, board_noise
     from speculator_arena.printing import json_cell
     from speculator_arena.protocol import load_protocol
     from speculator_arena.protocol.model import protocol_digest
-    from speculator_arena.scoring.board import COLUMNS, board_noise
 
     version = load_protocol().version
     frame = memo.board(task_id, version).boards.get(split)

@@ -21,7 +21,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from speculator_arena.dashboards import data
+from speculator_arena.board import data
 from speculator_arena.warehouse import catalog, parts
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
