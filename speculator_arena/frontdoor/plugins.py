@@ -74,6 +74,7 @@ def install_plugins(engine_dir: Path, workspace: Path, python: str | None = None
         "--no-index",
         "--only-binary",
         ":all:",
+        "--no-cache-dir",  # nothing of one engine's install is kept for another's
         "--find-links",
         str(Path(engine_dir) / PLUGIN_DIR),
         "--target",

@@ -246,8 +246,9 @@ def test_plugin_sdist_is_refused_at_intake_and_never_built(front, guard, public_
         install_plugins(engine, tmp_path / "ws")
     assert not marker.exists()
     # control: pip without the arena's rules does build it, as the engine's start once did as root
+    # (no cache: pip would otherwise install the wheel it built from the sdist the last time)
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--find-links",
+        [sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation", "--no-cache-dir", "--find-links",
          str(engine / "plugin"), "--target", str(tmp_path / "site"), "-q", str(engine / "plugin" / "good-0.1-py3-none-any.whl")],
         capture_output=True, text=True,
     )  # fmt: skip
