@@ -256,11 +256,21 @@ def _queue_list(args) -> int:
         dict(r)
         for r in connect().execute(
             "SELECT submission_id, evaluation_id, account_id, task_id, split, "
-            "accepted_at FROM submissions ORDER BY accepted_at"
+            "accepted_at, intake_status FROM submissions ORDER BY accepted_at"
         )
     ]
     statuses = evaluation_statuses(wh)
-    print_json([dict(r, status=statuses.get(r["evaluation_id"], "queued")) for r in rows])
+    print_json(
+        [
+            dict(
+                r,
+                status=statuses.get(r["evaluation_id"], "queued")
+                if r["intake_status"] == "accepted"
+                else r["intake_status"],
+            )
+            for r in rows
+        ]
+    )
     return 0
 
 
