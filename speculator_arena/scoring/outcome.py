@@ -136,6 +136,7 @@ def decide(
     ev["specscore_reason"] = reason.tolist()
     ev["gates_pass"] = pd.arrays.BooleanArray(case == scored, ~np.isin(case, (gate_failed, scored)))
     ev["failed_gates"] = frames.joined_names(fails, GATES, ",")
+    ev["not_measured_gates"] = frames.joined_names(unmeasured, GATES, ",")
 
 
 def run_records_contention(ev: pd.DataFrame) -> np.ndarray:
