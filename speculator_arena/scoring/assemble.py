@@ -2,7 +2,7 @@
 scorer's frames, every evaluation at once: completeness and the workload ratios (ratios.py),
 every gate (gates/, one module each), the outcome and SpecScore (outcome.py, whose docstring
 states the order of precedence), the shown figures (figures.py) and the dev/test gap flag
-(gap.py). score.py runs the queries; docs/scoring.md gives each formula.
+(gap.py). rows.py runs the queries; docs/scoring.md gives each formula.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from speculator_arena.scoring.ratios import workload_ratios
 from speculator_arena.scoring.result import GATES, Scores
 from speculator_arena.scoring.rows import ScoringRows
 
-__all__ = ["assemble", "gap_flags"]  # gap_flags: also read here by the board's memo (dashboards/memo.py)
+# gap_flags lives in gap.py; dashboards/memo.py still imports it from here
+__all__ = ["assemble", "gap_flags"]
 
 
 def assemble(proto, digest, limits: pd.DataFrame, rows: ScoringRows) -> Scores:

@@ -1,6 +1,6 @@
-"""The dev/test gap flag (SCORING.md "Dev/test gap flag"): per task and account, whether the last scored
-test SpecScore falls below (1 - gap) x the last scored dev SpecScore. A flag, never a score:
-it is shown beside the evaluations and changes no number.
+"""The dev/test gap flag (SCORING.md "Dev/test gap flag"): per task and account, whether the
+last scored test SpecScore falls below (1 - gap) x the last scored dev SpecScore. A flag, never
+a score: it is shown beside the evaluations and changes no number.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The workload ratios r_solo, r_team, r_busy of every evaluation (SCORING.md "Ratios and SpecScore"): the
-median of its passes' ratios (sql/pass_ratios.sql), blank with the passes' reasons when any
-pass's ratio is blank.
+"""The workload ratios r_solo, r_team, r_busy of every evaluation (SCORING.md "Ratios and
+SpecScore"): the median of its passes' ratios (sql/pass_ratios.sql), blank with the passes'
+reasons when any pass's ratio is blank.
 """
 
 from __future__ import annotations
