@@ -134,8 +134,15 @@ def test_quota_exhausted_and_void_refund(front):
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
+    from speculator_arena.scoring.registry import score_and_record
+
     assert front.post(submission(split="test"), token=token).status_code == 429
-    write_synthetic_evaluation(Warehouse(front.home), r.json()["evaluation_id"], split="test", attack="contended")
+    eid = r.json()["evaluation_id"]
+    write_synthetic_evaluation(Warehouse(front.home), eid, split="test", attack="contended")
+    # the quota reads outcomes, it never runs the scorer: until a scoring found it void, it counts
+    assert front.post(submission(split="test"), token=token).status_code == 429
+    scored = score_and_record(Warehouse(front.home), None, [eid])  # what the evaluation asset does as it lands
+    assert bool(scored.evaluations.set_index("evaluation_id").loc[eid, "void"])
     assert front.post(submission(split="test"), token=token).status_code == 201
     # the participant account next to it is untouched
     assert front.quota(split="test") == {
