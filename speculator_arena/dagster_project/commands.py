@@ -250,15 +250,9 @@ def _queue_list(args) -> int:
     from speculator_arena.warehouse import Warehouse
 
     wh = Warehouse()
-    from speculator_arena.frontdoor.state import connect
+    from speculator_arena.frontdoor.state import connect, sql
 
-    rows = [
-        dict(r)
-        for r in connect().execute(
-            "SELECT submission_id, evaluation_id, account_id, task_id, split, "
-            "accepted_at, intake_status FROM submissions ORDER BY accepted_at"
-        )
-    ]
+    rows = [dict(r) for r in connect().execute(sql("queue_list"))]
     statuses = evaluation_statuses(wh)
     print_json(
         [

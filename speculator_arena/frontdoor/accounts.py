@@ -42,7 +42,7 @@ def _hash(secret: str) -> str:
 def _new_token(con: sqlite3.Connection, account_id: str) -> str:
     token_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
     con.execute(
-        "INSERT INTO tokens (token_id, account_id, secret_hash, created_at) VALUES (?, ?, ?, ?)",
+        sql("insert_token"),
         (token_id, account_id, _hash(secret), time.time()),
     )
     return f"sa_{token_id}_{secret}"
@@ -61,10 +61,10 @@ def _create(con: sqlite3.Connection, name: str, kind: str) -> tuple[Account, str
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise Refused("account name: 2 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit")
     account = Account(account_id=f"acct-{uuid.uuid4().hex[:12]}", name=name, kind=kind)
-    if con.execute("SELECT 1 FROM accounts WHERE name = ?", (name,)).fetchone():
+    if con.execute(sql("account_named"), (name,)).fetchone():
         raise Refused(f"an account named {name!r} already exists", status=409)
     con.execute(
-        "INSERT INTO accounts (account_id, name, kind, created_at) VALUES (?, ?, ?, ?)",
+        sql("insert_account"),
         (account.account_id, name, kind, time.time()),
     )
     return account, _new_token(con, account.account_id)
@@ -85,7 +85,7 @@ def register(con: sqlite3.Connection, name: str, client: str = "unknown") -> tup
             raise Refused(f"at most {per_hour} registrations per hour from one address: try again later", status=429)
         account, token = _create(con, name, "participant")
         con.execute(
-            "INSERT INTO registrations (account_id, client, created_at) VALUES (?, ?, ?)",
+            sql("insert_registration"),
             (account.account_id, client, time.time()),
         )
     return account, token
@@ -95,15 +95,11 @@ def revoke(con: sqlite3.Connection, name: str) -> int:
     """Revoke an account and every token of it; returns the number of tokens revoked."""
     now = time.time()
     with transaction(con):
-        row = con.execute("SELECT account_id FROM accounts WHERE name = ?", (name,)).fetchone()
+        row = con.execute(sql("account_id_of_name"), (name,)).fetchone()
         if row is None:
             raise Refused(f"no account named {name!r}", status=404)
-        con.execute(
-            "UPDATE accounts SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", (now, row["account_id"])
-        )
-        n = con.execute(
-            "UPDATE tokens SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", (now, row["account_id"])
-        ).rowcount
+        con.execute(sql("revoke_account"), (now, row["account_id"]))
+        n = con.execute(sql("revoke_tokens"), (now, row["account_id"])).rowcount
     return n
 
 
@@ -123,10 +119,7 @@ def authenticate(con: sqlite3.Connection, authorization: str | None) -> Account:
 
 
 def accounts(con: sqlite3.Connection) -> list[dict]:
-    return [
-        dict(r)
-        for r in con.execute("SELECT account_id, name, kind, created_at, revoked_at FROM accounts ORDER BY created_at")
-    ]
+    return [dict(r) for r in con.execute(sql("list_accounts"))]
 
 
 def registration_open(con: sqlite3.Connection) -> bool:

@@ -318,7 +318,7 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stop
     its digests, or `refused` with the reason. Returns the new intake status. A fetch cut short
     because its API process is stopping (`stopping()`) is released for the next worker instead."""
     home = wh.home
-    row = con.execute("SELECT * FROM submissions WHERE submission_id = ?", (submission_id,)).fetchone()
+    row = con.execute(sql("submission"), (submission_id,)).fetchone()
     if row is None or row["intake_status"] != "fetching" or row["fetch_owner"] != owner:
         return row["intake_status"] if row else "missing"
     spec = json.loads(row["fetch_spec"])
@@ -335,9 +335,7 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stop
                 _copy_workspace(spec["speculator"]["uri"], sandbox, job["speculator"]["staged"]["max_bytes"])
             sandbox.run(job, None, fetch_limits(deadline, file_size), started=started)
             with transaction(con):
-                current = con.execute(
-                    "SELECT intake_status, fetch_owner FROM submissions WHERE submission_id = ?", (submission_id,)
-                ).fetchone()
+                current = con.execute(sql("fetch_claim_of"), (submission_id,)).fetchone()
                 if current["intake_status"] != "fetching" or current["fetch_owner"] != owner:
                     return current["intake_status"]
                 update = {
@@ -371,7 +369,7 @@ def refuse_fetching(con, home, submission_id: str, reason: str, code: int) -> No
     store (an inline engine sealed at the request) removed."""
     reason = scrub(reason, server_paths(arena_home(home)))  # the owner reads it: no server paths
     with transaction(con):
-        row = con.execute("SELECT * FROM submissions WHERE submission_id = ?", (submission_id,)).fetchone()
+        row = con.execute(sql("submission"), (submission_id,)).fetchone()
         con.execute(sql("refused_submission"), {"submission_id": submission_id, "reason": reason, "code": code})
         named = {r[0] for r in con.execute(sql("named_digests"))}
         for digest in (row["engine_digest"], row["speculator_digest"]) if row else ():

@@ -69,9 +69,7 @@ def submission_status(con, wh, submission_id: str, account_id: str) -> dict | No
     """What the owner sees of a submission: status, the runner's phase, the evaluation's link."""
     from speculator_arena.runners.status import current_row, read_state
 
-    row = con.execute(
-        "SELECT * FROM submissions WHERE submission_id = ? AND account_id = ?", (submission_id, account_id)
-    ).fetchone()
+    row = con.execute(sql("owned_submission"), (submission_id, account_id)).fetchone()
     if row is None:
         return None
     eid = row["evaluation_id"]

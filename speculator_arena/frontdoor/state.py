@@ -45,9 +45,7 @@ def connect(home=None) -> sqlite3.Connection:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     con.row_factory = sqlite3.Row
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    con.execute("PRAGMA foreign_keys=ON")
+    con.executescript(sql("connection"))
     con.executescript(sql("schema"))
     if "intake_status" not in {r["name"] for r in con.execute(sql("submission_columns"))}:
         con.executescript(sql("migrate_intake"))  # a database made before fetches left the request
@@ -65,22 +63,22 @@ def transaction(con: sqlite3.Connection):
     polls with growing sleeps, so a burst of requests in one API process would spend most of its
     time asleep; other processes still wait on SQLite's lock."""
     with _WRITERS:
-        con.execute("BEGIN IMMEDIATE")
+        con.execute(sql("begin_immediate"))
         try:
             yield con
         except BaseException:
-            con.execute("ROLLBACK")
+            con.execute(sql("rollback"))
             raise
-        con.execute("COMMIT")
+        con.execute(sql("commit"))
 
 
 def get_setting(con: sqlite3.Connection, key: str, default: str | None = None) -> str | None:
-    row = con.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+    row = con.execute(sql("get_setting"), (key,)).fetchone()
     return row["value"] if row else default
 
 
 def set_setting(con: sqlite3.Connection, key: str, value: str) -> None:
     con.execute(
-        "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        sql("set_setting"),
         (key, value),
     )
