@@ -9,9 +9,9 @@ is never read; `requests` is read once, in batches, by the scan of scoring/busy_
 staged requests every query reads.
 
 Tables and views are named through DuckDB's relational API (`create`, `create_view`), not by
-formatting SQL: every statement the scorer writes itself is a file of sql/ (`sql_text`). The one
-edit made to SQL text is to the warehouse's own view files (warehouse/sql/, persistent views in
-the operators' and analysts' databases), defined here as temporary views of this connection.
+formatting SQL: every statement the scorer writes itself is a file of sql/ (`sql_text`). The
+warehouse's own view files (warehouse/sql/) are defined as temporary views of this connection
+(`sql_statements(temporary=True)`, the warehouse's one rewrite of them).
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ def open_connection(wh: Warehouse, ids=None, after_passes=None, proto=None):
         if table == "passes" and after_passes is not None:
             after_passes(con, resolved)
     con.sql(packs.duck_select(con, wh.home, "requests", resolved)).create_view("raw_requests")
-    for stmt in sql_statements():
-        con.execute(stmt.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMPORARY VIEW"))
+    for stmt in sql_statements(temporary=True):
+        con.execute(stmt)
     return con
 
 
