@@ -207,8 +207,16 @@ def _duck_type(t: pa.DataType) -> str:
     return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[t]
 
 
+def macro_statements() -> list[str]:
+    """The warehouse's macros (`sql/macros/`): functions the views and the analysts' copy rules share."""
+    return sqlfiles.numbered("speculator_arena.warehouse", "sql/macros")
+
+
 def sql_statements() -> list[str]:
-    """The warehouse's views, then the analysts' views (sqlfiles.py): every connection defines them."""
-    return sqlfiles.numbered("speculator_arena.warehouse") + sqlfiles.numbered(
-        "speculator_arena.warehouse", "sql/analysts"
+    """The warehouse's macros and views, then the analysts' views (sqlfiles.py): every connection
+    defines them (the scorer's too)."""
+    return (
+        macro_statements()
+        + sqlfiles.numbered("speculator_arena.warehouse")
+        + sqlfiles.numbered("speculator_arena.warehouse", "sql/analysts")
     )
