@@ -95,16 +95,14 @@ def contention(intervals: pd.DataFrame, workload: str, limit: float | None) -> a
 WORKLOAD_ORDER = ["solo", "team", "busy", "all"]
 
 
-def interactivity(points: pd.DataFrame, series: str = "engine", title: str | None = None) -> alt.LayerChart:
+def interactivity(points: pd.DataFrame, series: str = "engine") -> alt.LayerChart:
     """Throughput against per-user speed (SPEED-Bench's and InferenceX's curves): one line per
     `series` through its workloads' points, in the order of their lanes; `points` has the columns
     of board/curves.py (blank points left out) plus `series` and `dash` (candidate or stock)."""
     df = points.dropna(subset=["throughput", "per_user"]).copy()
     df["order"] = df["workload"].map({w: i for i, w in enumerate(WORKLOAD_ORDER)})
-    color = (
-        alt.Color(f"{series}:N", scale=ENGINE_COLORS, title=None)
-        if series == "engine"
-        else alt.Color(f"{series}:N", title=None)
+    color = alt.Color(
+        f"{series}:N", scale=ENGINE_COLORS if series == "engine" else alt.Scale(scheme="tableau10"), title=None
     )
     base = alt.Chart(df).encode(
         x=alt.X("per_user:Q", title="per-user speed (output tokens/s per lane)", scale=alt.Scale(zero=False)),
@@ -122,13 +120,15 @@ def interactivity(points: pd.DataFrame, series: str = "engine", title: str | Non
     lines = base.mark_line(point=True).encode(
         order="order:Q",
         strokeDash=alt.StrokeDash(
-            "dash:N", title=None, scale=alt.Scale(domain=["candidate", "stock"], range=[[1, 0], [5, 3]])
+            "dash:N",
+            title=None,
+            scale=alt.Scale(domain=["candidate", "stock"], range=[[1, 0], [5, 3]]),
+            legend=None,  # the caption says it: candidates solid, stock dashed
         ),
         detail=["engine", series],
     )
     labels = base.mark_text(align="left", dx=6, dy=-6, fontSize=11).encode(text="workload:N")
-    chart = alt.layer(lines, labels).properties(height=320, width=520)
-    return chart.properties(title=title) if title else chart
+    return alt.layer(lines, labels).properties(height=360, width=600)
 
 
 def acceptance_by_position(positions: pd.DataFrame) -> alt.Chart:

@@ -32,7 +32,7 @@ def _order(df: pd.DataFrame) -> pd.DataFrame:
 
 def interactivity_section(rows: ShownRows) -> None:
     st.subheader("Throughput against interactivity")
-    st.caption(REGIMES + " Shown, never scored.")
+    st.caption(REGIMES + " The candidate solid, the stock engine dashed. Shown, never scored.")
     points = curves.interactivity_points(rows)
     if points["throughput"].notna().any():
         st.altair_chart(charts.interactivity(points.assign(dash=points["engine"])), width="content")
@@ -63,6 +63,25 @@ def _positions_table(pos: pd.DataFrame) -> pd.DataFrame:
             "conditional AR": shown["conditional"].map(fmt.ratio),
             "why blank": shown["reason"].map(fmt.text),
         }
+    )
+
+
+def _family_table(fam: pd.DataFrame) -> pd.DataFrame:
+    """One row per family and app (each family's total as app 'all'), one column per workload:
+    the candidate's and the stock engine's tokens per chunk."""
+    fam = fam.dropna(subset=["family"])
+    cell = {(r.family, r.app, r.workload, r.engine): r.tokens_per_chunk for r in fam.itertuples()}
+    keys = sorted({(f, a) for f, a, _, _ in cell}, key=lambda k: (k[0], k[1] == ALL, k[1]))
+    return pd.DataFrame(
+        [
+            {"family": f, "app": a}
+            | {
+                w: " / ".join(fmt.ratio(cell.get((f, a, w, engine))) for engine in ("candidate", "stock"))
+                for w in (*WORKLOADS, ALL)
+            }
+            for f, a in keys
+        ],
+        columns=["family", "app", *WORKLOADS, ALL],
     )
 
 
@@ -101,22 +120,11 @@ def acceptance_section(ev: pd.Series, rows: ShownRows) -> None:
             for note in notes:
                 st.caption(note)
 
-    st.markdown("**By session family and app** (tokens per chunk, the arena's count)")
-    fam = _order(acceptance.by_family(rows))
-    st.table(
-        pd.DataFrame(
-            {
-                "engine": fam["engine"],
-                "workload": fam["workload"],
-                "family": fam["family"].map(fmt.text),
-                "app": fam["app"].map(fmt.text),
-                "chunks": fam["chunks"].map(lambda x: fmt.num(x, 0)),
-                "tokens per chunk": fam["tokens_per_chunk"].map(fmt.ratio),
-                "why blank": fam["reason"].map(fmt.text),
-            }
-        ),
-        hide_index=True,
-    )
+    st.markdown("**By session family and app** (tokens per chunk, the arena's count: candidate / stock)")
+    fam = acceptance.by_family(rows)
+    st.table(_family_table(fam), hide_index=True)
+    for why in sorted({f"{r.engine}, {r.workload}: {r.reason}" for r in fam.itertuples() if fmt.text(r.reason)}):
+        st.caption(f"Blank: {why}")
 
     st.markdown("**SPEED-Bench's speedup proxy beside the measured ratio**")
     st.caption(

@@ -74,12 +74,11 @@ def main() -> None:
     )
     st.subheader("Throughput against interactivity")
     if points["throughput"].notna().any():
-        st.altair_chart(
-            charts.interactivity(
-                points, series="curve", title=f"{sel.task_id}, {sel.split}: candidates solid, stock dashed"
-            ),
-            width="content",
+        st.caption(
+            f"{sel.task_id}, {sel.split}: each evaluation's candidate solid, its stock engine (measured on the "
+            "same sessions) dashed."
         )
+        st.altair_chart(charts.interactivity(points, series="curve"), width="content")
     else:
         st.info("No point can be drawn: every one is blank (below, with the reason).")
     st.markdown(
