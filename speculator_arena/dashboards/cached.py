@@ -62,6 +62,12 @@ def board_or_notice(sel) -> data.ScoreFrames | None:
         return None
 
 
+def titled_board(sel, title: str) -> data.ScoreFrames | None:
+    """A page about the selected task and split: its title, then the board or the notice why none."""
+    st.title(f"{title}: {sel.task_id or 'no task'} ({sel.split})")
+    return board_or_notice(sel)
+
+
 @st.cache_data(ttl=TTL, show_spinner="Scoring the evaluation from raw rows…")
 def evaluation_scores(home: str, evaluation_id: str, protocol_version: int | None) -> data.ScoreFrames:
     return data.evaluation_scores(home, evaluation_id, protocol_version, index=index(home))

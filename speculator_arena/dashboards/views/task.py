@@ -39,8 +39,7 @@ def _entry(participants: pd.DataFrame) -> pd.Series | None:
 
 def main() -> None:
     sel = st.session_state["selection"]
-    st.title(f"Task: {sel.task_id or 'no task'} ({sel.split})")
-    frames = cached.board_or_notice(sel)
+    frames = cached.titled_board(sel, "Task")
     if frames is None:
         return
     version = frames.protocol_version or sel.protocol_version
