@@ -157,6 +157,7 @@ def _check_served_board(browser, home: Path, evaluation_id: str, name: str, shar
         page.goto(f"{served.url}/task?task={row['task_id']}&split={split}")
         expect(page.get_by_text("Throughput against interactivity").first).to_be_visible(timeout=90_000)
         _expect_curves(page, home, board)
+        expect(page.locator("[data-testid='stVegaLiteChart']").first).to_be_visible()
         page.wait_for_timeout(1500)
         page.screenshot(path=str(ARTIFACTS / f"{name}-task.png"), full_page=True)
 
@@ -186,9 +187,17 @@ def _check_shown_figures(page, home: Path, evaluation_id: str, split: str) -> No
     from speculator_arena.board import curves, goodput, shown
 
     body = page.locator("body")
-    for heading in ("Throughput against interactivity", "Acceptance by draft position", "Goodput"):
+    for heading in (
+        "Throughput against interactivity",
+        "Acceptance by draft position",
+        "Histogram per verification step, else per chunk",
+        "By session family and app",
+        "Goodput",
+    ):
         expect(page.get_by_text(heading).first).to_be_visible(timeout=90_000)
-    expect(page.get_by_text("By session family and app").first).to_be_visible()
+    # the page's throughput and contention charts per workload (6), then the curve and each engine's
+    # histogram at least (3)
+    page.wait_for_function("document.querySelectorAll(\"[data-testid='stVegaLiteChart']\").length >= 9")
     rows = shown.read_shown(home, [evaluation_id])
     for value in curves.interactivity_points(rows)["per_user"].dropna():
         expect(body).to_contain_text(fmt.num(value, 2))
