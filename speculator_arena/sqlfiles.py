@@ -9,7 +9,11 @@
   connection and the analysts' database (docs/warehouse.md lists them), never read by code;
 - `warehouse/sql/copied/`: the analysts' database's copy rules that are more than "all" or "dev";
 - `scoring/sql/`: the scorer's queries, with parameters (`$ids`);
+- `warehouse/sql/templates/`: statements whose identifiers or paths are the arena's own (a
+  schema's column list, a file under ARENA_HOME) and are formatted in (`template`);
 - `board/sql/`: the board's queries; `frontdoor/sql/`: the front door's SQLite state.
+
+No statement is written in Python (tests/test_sql_in_files.py).
 """
 
 from __future__ import annotations
@@ -34,3 +38,11 @@ def numbered(package: str, folder: str = "sql") -> list[str]:
         for f in sorted(root.iterdir(), key=lambda f: f.name)
         if f.name.endswith(".sql") and f.name[:2].isdigit()
     ]
+
+
+def template(package: str, name: str, **parts: str) -> str:
+    """A statement of `<package>/sql/templates/` with `parts` formatted in. Why formatting at all:
+    DuckDB takes no parameters for identifiers and file lists; every part given here is built by
+    the caller from the arena's own schema or paths (quoted there), never from outside input, and
+    values are always bound as parameters."""
+    return read(package, name, "sql/templates").format(**parts)

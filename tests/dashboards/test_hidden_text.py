@@ -187,7 +187,7 @@ def test_a_real_test_split_evaluation_shows_no_reply_or_hidden_text(app, test_sp
     its hidden prompts (tests/pool_fixtures.py): none of its replies, probe replies or the
     hidden pool's texts appear."""
     from speculator_arena.pools import checks
-    from speculator_arena.pools.build import BuildContext
+    from speculator_arena.pools.build.context import BuildContext
 
     home, eid = test_split_evaluation["home"], test_split_evaluation["evaluation_id"]
     wh = Warehouse(home)

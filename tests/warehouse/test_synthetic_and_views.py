@@ -1,7 +1,7 @@
 import pytest
 
 from speculator_arena.protocol import load_protocol
-from speculator_arena.scoring.score import sql_text
+from speculator_arena.scoring.connection import sql_text
 from speculator_arena.warehouse import TABLES, Warehouse
 from speculator_arena.warehouse.store import macro_statements, sql_statements
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation, write_synthetic_warehouse
