@@ -3,8 +3,11 @@
 - `warehouse/sql/`: the warehouse's views (numbered, defined in name order in every connection:
   the operators', the scorer's and the analysts' database), from `staged_requests` (what counts)
   to `pass_speeds`;
+- `warehouse/sql/macros/`: macros every connection defines before those views (the names of
+  the engine's speculative-decoding counters, the position label of a per-position counter);
 - `warehouse/sql/analysts/`: views defined for people reading the warehouse, in the operators'
   connection and the analysts' database (docs/warehouse.md lists them), never read by code;
+- `warehouse/sql/copied/`: the analysts' database's copy rules that are more than "all" or "dev";
 - `scoring/sql/`: the scorer's queries, with parameters (`$ids`);
 - `warehouse/sql/templates/`: statements whose identifiers or paths are the arena's own (a
   schema's column list, a file under ARENA_HOME) and are formatted in (`template`);

@@ -5,6 +5,7 @@
 - `GET /api/submissions/{id}`: the owner's status, progress and evaluation link.
 - `GET /api/quota?task=&split=`: the caller's quota.
 - `GET /api/board?task=&split=`: the public ranking as JSON.
+- `GET /api/evaluations/{id}/requests.parquet[?protocol=N]`: a dev evaluation's per-request rows (403 for test).
 - `POST /register`: a participant token, only while the operators have opened registration.
 Errors are JSON `{"error": reason}` with the status code (4xx, a short reason without the
 server's paths); OpenAPI docs are at `/docs`.
@@ -184,6 +185,26 @@ def create_app(home=None) -> FastAPI:
             "token": token,
             "note": "the token is shown once; the arena keeps only its hash",
         }
+
+    # ---- the per-request export (issue 20): the board's read model, dev evaluations only ----
+    @app.get(
+        "/api/evaluations/{evaluation_id}/requests.parquet",
+        summary="A dev evaluation's per-request rows as Parquet (test evaluations: 403)",
+        response_class=Response,
+    )
+    def requests_parquet(evaluation_id: str, protocol: int | None = Query(None)):
+        from speculator_arena.board.export import MEDIA_TYPE, ExportRefused, file_name
+        from speculator_arena.board.export import requests_parquet as export
+        from speculator_arena.protocol import available_versions
+
+        if protocol is not None and protocol not in available_versions():
+            raise NotFound(f"no protocol version {protocol}; published: {available_versions()}")
+        try:
+            body = export(home, evaluation_id, protocol)
+        except ExportRefused as exc:
+            raise Refused(exc.reason, status=exc.status) from None
+        disposition = f'attachment; filename="{file_name(evaluation_id)}"'
+        return Response(body, media_type=MEDIA_TYPE, headers={"Content-Disposition": disposition})
 
     return app
 

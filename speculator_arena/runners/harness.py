@@ -648,6 +648,13 @@ class Evaluation:
         self.write("contention", [dict(h, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for h in host])
         self.write("metrics", metrics_before + metrics_after)
         self.write(
+            "sessions",
+            [
+                {"pass_id": pass_id, "engine": engine, "session_id": s.session_id, "family": s.family, "app": s.app}
+                for s in sessions
+            ],
+        )
+        self.write(
             "passes",
             [
                 {

@@ -218,13 +218,18 @@ def _duck_type(t: pa.DataType) -> str:
     return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[t]
 
 
+def macro_statements() -> list[str]:
+    """The warehouse's macros (`sql/macros/`): functions the views and the analysts' copy rules share."""
+    return sqlfiles.numbered("speculator_arena.warehouse", "sql/macros")
+
+
 def sql_statements(*, temporary: bool = False) -> list[str]:
-    """The warehouse's views, then the analysts' views (sqlfiles.py): every connection defines them.
-    `temporary`: as temporary views (a read-only or in-memory connection), the one rewrite of the
-    files' own `CREATE OR REPLACE VIEW` prefix."""
-    stmts = sqlfiles.numbered("speculator_arena.warehouse") + sqlfiles.numbered(
+    """The warehouse's macros and views, then the analysts' views (sqlfiles.py): every connection
+    defines them (the scorer's too). `temporary`: the views as temporary views (a read-only or
+    in-memory connection), the one rewrite of the files' own `CREATE OR REPLACE VIEW` prefix."""
+    views = sqlfiles.numbered("speculator_arena.warehouse") + sqlfiles.numbered(
         "speculator_arena.warehouse", "sql/analysts"
     )
     if temporary:
-        stmts = [s.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMPORARY VIEW") for s in stmts]
-    return stmts
+        views = [s.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMPORARY VIEW") for s in views]
+    return macro_statements() + views
