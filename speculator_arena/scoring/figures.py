@@ -33,7 +33,7 @@ _ENGINE_FIGURES = (
     "draft_acceptance_rate",
     "memory_peak_bytes",
 )
-_COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
+_COUNTERS = ("drafts", "draft_tokens", "accepted_tokens")  # spec_decode_counter's names (warehouse/sql/macros/)
 
 
 def figures_frame(ev, incomplete_reason, rows: ScoringRows, lim_e) -> pd.DataFrame:
@@ -216,12 +216,7 @@ def _counters(fig_acc, uniques, codes) -> tuple[np.ndarray, ...]:
     total, missing, passes = np.zeros(shape), np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
     present = np.zeros(shape, dtype=bool)
     if len(fig_acc):
-        name = fig_acc["name"]
-        counter = np.select(
-            [name.str.startswith(f"vllm:spec_decode_{c}", na=False).to_numpy(dtype=bool) for c in _COUNTERS],
-            np.arange(len(_COUNTERS)),
-            -1,
-        )
+        counter = pd.Index(_COUNTERS).get_indexer(fig_acc["counter"])
         eid = uniques.get_indexer(fig_acc["evaluation_id"])
         engine = pd.Index(ENGINES).get_indexer(fig_acc["engine"])
         rows = np.flatnonzero((counter >= 0) & (eid >= 0) & (engine >= 0))

@@ -601,9 +601,12 @@ def _memory(rows: pd.DataFrame, rules) -> Gate:
 
 
 def _answering(raw, rules, tokenizer) -> tuple[Gate, list[str]]:
-    """Unanswered share per probe check and engine asked. In the likelihood check the stock engine
-    is asked to score; a row left unscored because the reply had no token is the failure of the
-    engine whose reply it was (SCORING.md: a candidate can never cause a void by what it returns)."""
+    """Unanswered share per probe check and engine. In the likelihood check the stock engine is
+    asked to score both engines' replies; an item is the engine's whose reply it scores: the same
+    stock engine and procedure on both sides, only the text differs, so an unscored candidate reply
+    (empty, or text the stock engine cannot score) is the candidate's failure (SCORING.md: a
+    candidate can never cause a void by what it returns), and the stock engine voids only by
+    failing its own replies."""
     mx = float(rules["gates"]["answering"]["max_unanswered_share"])
     shares: dict[tuple[str, str], tuple[int, int]] = {}
     for check, table in (("greedy_agreement", "probe_greedy"), ("target_fidelity", "probe_fidelity")):
@@ -613,20 +616,10 @@ def _answering(raw, rules, tokenizer) -> tuple[Gate, list[str]]:
             if len(mine):
                 shares[(check, e)] = (int((mine["answered"] != True).sum()), len(mine))  # noqa: E712
     sc = raw["probe_scored"]
-    if len(sc):
-        texts = dict(zip(zip(raw["replies"]["engine"], raw["replies"]["request_id"]), raw["replies"]["text"]))
-        cut = int(rules["gates"]["sampled_likelihood"]["reply_chars"])
-        empty = np.array(
-            [
-                not _ids(tokenizer, (texts.get((e, i)) or "")[:cut])
-                for e, i in zip(sc["reply_engine"], sc["request_id"])
-            ],
-            dtype=bool,
-        )
-        un = (sc["answered"] != True).to_numpy()  # noqa: E712
-        cand = (sc["reply_engine"] == "candidate").to_numpy()
-        shares[("sampled_likelihood", "candidate")] = (int((un & empty & cand).sum()), int(cand.sum()))
-        shares[("sampled_likelihood", "stock")] = (int((un & ~(empty & cand)).sum()), len(sc))
+    for e in ENGINES:
+        mine = sc[sc.reply_engine == e] if len(sc) else sc
+        if len(mine):
+            shares[("sampled_likelihood", e)] = (int((mine["answered"] != True).sum()), len(mine))  # noqa: E712
     stock_over = [f"{u}/{n} of {c}" for (c, e), (u, n) in shares.items() if e == "stock" and n and u / n > mx]
     cand = [(u / n, c) for (c, e), (u, n) in shares.items() if e == "candidate" and n]
     if not cand:

@@ -426,8 +426,6 @@ PLANTS = {
 # entry when the scorer follows its rule: the strict xfail then fails with XPASS to say so.
 AWAITING = {
     "error_after_done": "scorer counts a stream with a recorded error when a [DONE] line came",
-    "candidate_empty_scored_replies": "scorer charges the unscored empty candidate replies to the stock engine "
-    "and voids the evaluation (SCORING.md: the candidate's failure, 0)",
 }
 
 

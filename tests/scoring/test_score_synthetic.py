@@ -213,6 +213,23 @@ def test_figures_percentiles_cache_and_acceptance(wh):
     assert one(s, "x").candidate_mean_acceptance_length == pytest.approx(2.5)
 
 
+def test_acceptance_reads_the_totals_by_name_beside_per_position_counters(wh):
+    """vLLM (and the development engine) export `..._num_accepted_tokens_per_pos` beside the total:
+    the acceptance figures are the totals' (a prefix match also summed the per-position counter)."""
+    write_synthetic_evaluation(wh, "p", per_position=True)
+    f = score_warehouse(wh).figures.set_index(["evaluation_id", "engine", "workload", "figure"])
+    m = wh.read_table("metrics", "p").to_pandas()
+    m = m[m.pass_id.str.match(r"(solo|team|busy)-") & (m.engine == "candidate")]
+    delta = m.pivot_table(index=["pass_id", "name"], columns="phase", values="value", aggfunc="sum")
+    total = (delta["after"] - delta["before"]).groupby(level="name").sum()
+    drafts, accepted = total["vllm:spec_decode_num_drafts_total"], total["vllm:spec_decode_num_accepted_tokens_total"]
+    assert total["vllm:spec_decode_num_accepted_tokens_per_pos_total"] > 0  # the counter that must not be added
+    mal = f.loc[("p", "candidate", "all", "mean_acceptance_length"), "value"]
+    assert mal == pytest.approx(1 + accepted / drafts) and mal == pytest.approx(2.5)
+    rate = f.loc[("p", "candidate", "all", "draft_acceptance_rate"), "value"]
+    assert rate == pytest.approx(accepted / total["vllm:spec_decode_num_draft_tokens_total"])
+
+
 def test_gap_flag_both_sides(wh):
     write_synthetic_evaluation(
         wh, "d1", account_id="A", split="dev", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}, created_at=1.8e9
