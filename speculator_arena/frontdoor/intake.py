@@ -159,7 +159,7 @@ def _stage_speculator(req: SubmissionRequest, work: Path, home) -> str | None:
 
 def submit(con, wh, account: Account, body: bytes) -> dict:
     """Accept a submission or raise Refused; returns the accepted submission's row."""
-    from speculator_arena.runners.harness import new_evaluation_id
+    from speculator_arena.runners.spec import new_evaluation_id
 
     req = parse(body)
     _check_quota(con, wh, account, req)
