@@ -78,3 +78,31 @@ def test_queue_is_idempotent_and_preflight_writes_nothing(built_home):
     assert wh.read_table("evaluations", eid).num_rows == 1
     preflight(spec, home)  # an evaluation already stored passes (run() says what happens to it)
     assert current_row(wh, eid) == running
+
+
+def test_an_unpaired_caller_gets_the_inputs_and_a_queued_row(built_home):
+    """What the calibration's m/c fit runs its own passes on (`Evaluation.begin_unpaired`): the
+    spec's target, its tokenizer and the dev pool, the row queued once, the home protected."""
+    import stat
+
+    from speculator_arena.runners.harness import Evaluation
+    from speculator_arena.runners.spec import calibration_spec, default_stock_engine
+
+    home, eid = built_home["home"], "spec-unpaired"
+    spec = calibration_spec(
+        task_id="local-smollm2",
+        engine=default_stock_engine("local-smollm2"),
+        evaluation_id=eid,
+        label="unpaired",
+        account_id="arena-calibration",
+        protocol_version=None,
+        target=str(built_home["target"]),
+    )
+    ev = Evaluation(spec, home=home)
+    pool = ev.begin_unpaired()
+    assert pool is ev.pool and pool.passes(eid, "solo", 0, 1)  # the pool serves passes
+    assert ev.target == Path(built_home["target"]) and ev.tokenizer.encode("hello")
+    assert ev.row == current_row(Warehouse(home), eid) and ev.row["status"] == "queued"
+    assert ev.row["account_id"] == "arena-calibration" and not ev.row["is_reference"]
+    for sub in ("raw", "runs", "dagster"):
+        assert stat.S_IMODE((Path(home) / sub).stat().st_mode) & 0o007 == 0, sub  # others (the engine's user): nothing
