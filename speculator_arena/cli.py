@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 
 from speculator_arena import settings
@@ -31,12 +30,7 @@ COMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="arena", description="SpeculatorArena platform")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in COMMAND_MODULES:
-        try:
-            if importlib.util.find_spec(name) is None:
-                continue
-        except ModuleNotFoundError:  # its package does not exist in this build
-            continue
+    for name in COMMAND_MODULES:  # every one ships with the package: a failing import is a bug, never skipped
         importlib.import_module(name).register(sub)
     return parser
 

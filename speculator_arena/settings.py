@@ -105,6 +105,20 @@ VARIABLES: dict[str, Variable] = {
         Variable(
             "ARENA_ENGINE_REPO_SCHEMES", "", "`,`-separated extra URL schemes for repository engines", "front door"
         ),
+        Variable(
+            "ARENA_FETCH_ALLOW",
+            "",
+            "`,`-separated hosts or networks (CIDR) a repository may resolve to although not public "
+            "(loopback, private, link-local, reserved; refused otherwise)",
+            "front door",
+        ),
+        Variable("ARENA_FETCH_DEADLINE", "900", "seconds one submission's fetch may take, end to end", "front door"),
+        Variable("ARENA_FETCH_WORKERS", "4", "fetches at once per API process", "front door"),
+        Variable("ARENA_FETCHES_PER_ACCOUNT", "2", "fetches at once of one account (all API processes)", "front door"),
+        Variable(
+            "ARENA_REGISTER_PER_HOUR", "5", "accounts `POST /register` makes per client address and hour", "front door"
+        ),
+        Variable("ARENA_REGISTER_MAX", "1000", "accounts `POST /register` may make in all", "front door"),
         # kubernetes
         Variable(
             "ARENA_K8S_<FIELD>",

@@ -37,7 +37,9 @@ def built_local(tmp_path_factory, shared_data):
         }
     )
     try:
-        from speculator_arena.pools.build import BuildContext, keyed_u, split_candidates
+        from speculator_arena.pools.build.candidates import split_candidates
+        from speculator_arena.pools.build.context import BuildContext
+        from speculator_arena.pools.hashing import keyed_u
 
         # The operators' paraphrase file: rewrite the first question of the hidden reserve's
         # chat conversations that the key ranks first (the ones the hidden pool will take).

@@ -51,9 +51,11 @@ def evaluation(
     backend.run(spec, wh.home, context, progress=progress_lines(context))
     analysts.refresh_after_evaluation(wh.home, say=context.log.info)
     s = summary(wh.home, spec.evaluation_id)
+    outcome = _score(wh, spec.evaluation_id, context)
     meta = {
         "status": s["status"],
         "reason": s["void_reason"] or s["failure_reason"] or "",
+        **outcome,
         "task_id": spec.task_id,
         "split": spec.split,
         "engine": spec.engine,
@@ -62,6 +64,27 @@ def evaluation(
     }
     meta.update({f"rows_{t}": dg.MetadataValue.int(int(n)) for t, n in s["rows"].items()})
     return dg.MaterializeResult(metadata=meta)
+
+
+def _score(wh, evaluation_id: str, context) -> dict:
+    """The evaluation scored once, under the version in force, as it lands: its outcome is then
+    on file for the quota (scoring/outcomes.py) and in this materialization's metadata. A
+    scoring that fails (a full disk, a broken row) is logged; the rows stay, `arena score` redoes it."""
+    from speculator_arena.scoring.registry import score_and_record
+
+    try:
+        ev = score_and_record(wh, None, [evaluation_id]).evaluations
+    except Exception as exc:  # noqa: BLE001 - the evaluation's own rows are whole; only the copy is missing
+        context.log.warning(f"{evaluation_id} not scored as it landed ({type(exc).__name__}: {exc}); run `arena score`")
+        return {}
+    if ev.empty:
+        return {}
+    r = ev.iloc[0]
+    return {
+        "specscore": dg.MetadataValue.float(float(r["specscore"])) if r["specscore"] == r["specscore"] else "blank",
+        "outcome": r["specscore_reason"] if isinstance(r["specscore_reason"], str) else "",
+        "void": bool(r["void"]),
+    }
 
 
 def progress_lines(context):

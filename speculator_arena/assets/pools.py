@@ -6,25 +6,29 @@ all -> pool_data_card. Each asset writes its files into the run's own build fold
 markdown previews of PUBLIC text), so no hidden text can reach the Dagster event log.
 pool_data_card, the last asset, switches the served pool `pools/<task>` to the run's build; a
 run that fails before it (a bad source, a short pool: the blocking check) leaves the previous
-pool whole and served. Checks: public and hidden disjoint, every turn fits the window, no
-session in two passes, enough sessions for every pass (blocking), busy lanes within the cache.
+pool whole and served. The run's build context (sources and tokenizer loaded once, the build
+folder) is held by the `pool_builds` resource for the run and released when the run ends,
+whether it succeeded or failed. Checks: public and hidden disjoint, every turn fits the window,
+no session in two passes, enough sessions for every pass (blocking), busy lanes within the cache.
 """
-
-import json
-from pathlib import Path
 
 import dagster as dg
 
-from speculator_arena.atomic import write_atomic
-from speculator_arena.dagster_project.resources import WarehouseResource
-from speculator_arena.pools import build as B
+from speculator_arena.dagster_project.resources import PoolBuildsResource, WarehouseResource
 from speculator_arena.pools import checks as C
+from speculator_arena.pools.build.context import BuildContext
+from speculator_arena.pools.build.folders import switch_build
+from speculator_arena.pools.build.inputs import fit_and_store_structure, store_sources_manifest
+from speculator_arena.pools.build.probes import build_probes
+from speculator_arena.pools.build.sessions import load_paraphrases
+from speculator_arena.pools.build.splits import build_split
+from speculator_arena.pools.build.warmup import build_warmup
+from speculator_arena.pools.layout import data_card_dir, pool_root, read_jsonl, split_folder
 from speculator_arena.pools.settings import operator_key
 from speculator_arena.protocol import load_protocol
 
 POOL_TASKS = dg.StaticPartitionsDefinition(sorted(load_protocol().tasks))
 GROUP = "pools"
-REPO_DATA_CARDS = Path(__file__).resolve().parents[2] / "data_cards"
 
 
 class PoolConfig(dg.Config):
@@ -38,28 +42,20 @@ class PoolConfig(dg.Config):
     write_repo_data_card: bool = False
 
 
-_CTX: dict[tuple, B.BuildContext] = {}
-
-
-def _ctx(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource) -> B.BuildContext:
-    """One BuildContext per (run, task, data, home) in this process, so the sources and the
-    tokenizer are loaded once per build rather than once per asset; its root is the run's own
-    build folder."""
-    key = (context.run.run_id, context.partition_key, config.data_dir, warehouse.path, config.cc_traces, config.sources)
-    if key not in _CTX:
-        staging = B.begin_build(context.partition_key, warehouse.path, build_id=f"run-{context.run.run_id}")
-        _CTX[key] = B.BuildContext(
-            context.partition_key,
-            config.data_dir or None,
-            warehouse.path,
-            cc_traces=config.cc_traces or None,
-            progress=context.log.info,
-            root=staging,
-            sources_file=config.sources or None,
-        )
-    ctx = _CTX[key]
-    ctx.progress = context.log.info
-    return ctx
+def _ctx(
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, builds: PoolBuildsResource
+) -> BuildContext:
+    """The run's BuildContext (the `pool_builds` resource holds it for the run), rooted in the
+    run's own build folder, logging to this asset."""
+    return builds.build_context(
+        context.run.run_id,
+        context.partition_key,
+        warehouse.path,
+        data_dir=config.data_dir,
+        cc_traces=config.cc_traces,
+        sources=config.sources,
+        progress=context.log.info,
+    )
 
 
 def _dropped(d: dict | None) -> str:
@@ -76,12 +72,11 @@ def _preview(sessions: list[dict], k: int = 3, chars: int = 160) -> str:
 
 @dg.asset(partitions_def=POOL_TASKS, group_name=GROUP)
 def pool_sources(
-    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, pool_builds: PoolBuildsResource
 ) -> dg.MaterializeResult:
     """Every source read, with its commit, license, record count and truncation note."""
-    ctx = _ctx(context, config, warehouse)
-    man = B.sources_manifest(ctx)
-    write_atomic(ctx.root / "sources.json", json.dumps(man, indent=1))
+    ctx = _ctx(context, config, warehouse, pool_builds)
+    man = store_sources_manifest(ctx)
     table = "\n".join(
         ["| source | records | used | dropped | license | note |", "|---|---|---|---|---|---|"]
         + [
@@ -104,11 +99,11 @@ def pool_sources(
 
 @dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_sources])
 def pool_structure(
-    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, pool_builds: PoolBuildsResource
 ) -> dg.MaterializeResult:
     """Session structure per family, fitted from the public traces (or the operators' file)."""
-    ctx = _ctx(context, config, warehouse)
-    doc = B.fit_and_store_structure(ctx, config.production_stats or None)
+    ctx = _ctx(context, config, warehouse, pool_builds)
+    doc = fit_and_store_structure(ctx, config.production_stats or None)
     rows = ["| family | statistic | n | p50 | p90 | source |", "|---|---|---|---|---|---|"]
     from speculator_arena.pools.structure import quantile
 
@@ -130,11 +125,13 @@ def pool_structure(
     deps=[pool_structure],
     check_specs=[dg.AssetCheckSpec("every_turn_fits_window", asset="pool_dev")],
 )
-def pool_dev(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
+def pool_dev(
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, pool_builds: PoolBuildsResource
+):
     """The public pool: diverse real conversations and trajectories, cut to structure."""
-    ctx = _ctx(context, config, warehouse)
-    man = B.build_split(ctx, "dev")
-    sessions = B.read_jsonl(ctx.root / "dev" / "sessions.jsonl")
+    ctx = _ctx(context, config, warehouse, pool_builds)
+    man = build_split(ctx, "dev")
+    sessions = read_jsonl(split_folder(ctx.root, "dev") / "sessions.jsonl")
     yield dg.MaterializeResult(
         metadata={
             "dagster/row_count": man["sessions"],
@@ -146,7 +143,7 @@ def pool_dev(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: W
             "preview": dg.MetadataValue.md(_preview(sessions)),
         }
     )
-    ok, meta = C.every_turn_fits(ctx, ctx.root / "dev")
+    ok, meta = C.every_turn_fits(ctx, split_folder(ctx.root, "dev"))
     yield dg.AssetCheckResult(check_name="every_turn_fits_window", passed=ok, metadata=meta)
 
 
@@ -156,9 +153,11 @@ def pool_dev(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: W
     deps=[pool_structure],
     check_specs=[dg.AssetCheckSpec("every_turn_fits_window", asset="pool_test")],
 )
-def pool_test(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
+def pool_test(
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, pool_builds: PoolBuildsResource
+):
     """The hidden pool (only with the operators' key); metadata holds counts, never text."""
-    ctx = _ctx(context, config, warehouse)
+    ctx = _ctx(context, config, warehouse, pool_builds)
     key = operator_key()
     if key is None:
         context.log.warning("no ARENA_POOL_KEY: the hidden test pool is not built")
@@ -167,7 +166,7 @@ def pool_test(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: 
             check_name="every_turn_fits_window", passed=True, metadata={"hidden_pool": "not built"}
         )
         return
-    man = B.build_split(ctx, "test", key=key, paraphrases=B.load_paraphrases())
+    man = build_split(ctx, "test", key=key, paraphrases=load_paraphrases())
     yield dg.MaterializeResult(
         metadata={
             "built": True,
@@ -178,7 +177,7 @@ def pool_test(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: 
             "families": dg.MetadataValue.json(man["families"]),
         }
     )
-    ok, meta = C.every_turn_fits(ctx, ctx.root / "hidden" / "test")
+    ok, meta = C.every_turn_fits(ctx, split_folder(ctx.root, "test"))
     yield dg.AssetCheckResult(check_name="every_turn_fits_window", passed=ok, metadata=meta)
 
 
@@ -192,15 +191,17 @@ def pool_test(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: 
         dg.AssetCheckSpec("enough_sessions_for_every_pass", asset="pool_warmup", blocking=True),
     ],
 )
-def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
+def pool_warmup(
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, pool_builds: PoolBuildsResource
+):
     """Warm-up sessions apart from every pass, per split; then the cross-split checks."""
     from speculator_arena.pools.api import Pool, PoolExhausted
 
-    ctx = _ctx(context, config, warehouse)
+    ctx = _ctx(context, config, warehouse, pool_builds)
     key = operator_key()
-    out = [B.build_warmup(ctx, "dev")]
-    if key is not None and (ctx.root / "hidden" / "test" / "used_sources.json").is_file():
-        out.append(B.build_warmup(ctx, "test", key=key, paraphrases=B.load_paraphrases()))
+    out = [build_warmup(ctx, "dev")]
+    if key is not None and (split_folder(ctx.root, "test") / "used_sources.json").is_file():
+        out.append(build_warmup(ctx, "test", key=key, paraphrases=load_paraphrases()))
     yield dg.MaterializeResult(
         metadata={"dagster/row_count": sum(o["warmup"] for o in out), "per_split": dg.MetadataValue.json(out)}
     )
@@ -210,8 +211,7 @@ def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse
     results = {}
     passed = True
     for split in ("dev", "test") if len(out) > 1 else ("dev",):
-        folder = ctx.root / "dev" if split == "dev" else ctx.root / "hidden" / split
-        pool = Pool(ctx.task_id, split, folder, ctx.root)
+        pool = Pool.at(ctx.task_id, split, ctx.root)
         try:
             ok, meta = C.no_session_in_two_passes(pool)
         except PoolExhausted as exc:  # a short pool: enough_sessions_for_every_pass says by how much
@@ -226,15 +226,14 @@ def pool_warmup(context: dg.AssetExecutionContext, config: PoolConfig, warehouse
     yield _enough_sessions(ctx, ("dev", "test") if len(out) > 1 else ("dev",))
 
 
-def _enough_sessions(ctx: B.BuildContext, splits) -> dg.AssetCheckResult:
+def _enough_sessions(ctx: BuildContext, splits) -> dg.AssetCheckResult:
     """Blocking: a pool short of the protocol's sessions for any pass (or warm-up) fails with the
     numbers, and the run stops before pool_data_card switches the served pool to it."""
     from speculator_arena.pools.api import Pool, shortfall
 
     numbers = {}
     for split in splits:
-        folder = ctx.root / "dev" if split == "dev" else ctx.root / "hidden" / split
-        numbers[split] = shortfall(Pool(ctx.task_id, split, folder, ctx.root))
+        numbers[split] = shortfall(Pool.at(ctx.task_id, split, ctx.root))
         numbers[split].pop("greedy_prompts")  # built by pool_probes, checked by the runner's load_pool
     short = [f"{split}: {msg}" for split, n in numbers.items() for msg in n["short"] if not msg.startswith("greedy")]
     return dg.AssetCheckResult(
@@ -247,12 +246,12 @@ def _enough_sessions(ctx: B.BuildContext, splits) -> dg.AssetCheckResult:
 
 @dg.asset(partitions_def=POOL_TASKS, group_name=GROUP, deps=[pool_sources])
 def pool_probes(
-    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, pool_builds: PoolBuildsResource
 ) -> dg.MaterializeResult:
     """Greedy-agreement probe prompts: Spec-Bench questions by diverse selection."""
-    ctx = _ctx(context, config, warehouse)
-    man = B.build_probes(ctx)
-    rows = B.read_jsonl(ctx.root / "probes.jsonl")
+    ctx = _ctx(context, config, warehouse, pool_builds)
+    man = build_probes(ctx)
+    rows = read_jsonl(ctx.root / "probes.jsonl")
     prev = "\n".join(f"- `{r['prompt_id']}` ({r['category']}): {r['messages'][0]['content'][:120]}" for r in rows[:5])
     return dg.MaterializeResult(
         metadata={
@@ -269,26 +268,26 @@ def pool_probes(
     deps=[pool_warmup, pool_probes],
     check_specs=[dg.AssetCheckSpec("busy_lanes_fit_cache", asset="pool_data_card", blocking=False)],
 )
-def pool_data_card(context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource):
+def pool_data_card(
+    context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, pool_builds: PoolBuildsResource
+):
     """The generated data card (markdown, JSON, PNG) in the pool folder (and data_cards/)."""
-    from speculator_arena.pools.datacard import build_data_card
+    from speculator_arena.pools.datacard import REPO_DATA_CARDS, build_data_card
 
-    ctx = _ctx(context, config, warehouse)
-    dirs = [ctx.root / "data_card"] + ([REPO_DATA_CARDS] if config.write_repo_data_card else [])
+    ctx = _ctx(context, config, warehouse, pool_builds)
+    dirs = [data_card_dir(ctx.root)] + ([REPO_DATA_CARDS] if config.write_repo_data_card else [])
     card = build_data_card(ctx, dirs)
     div = card["diversity"]
     yield dg.MaterializeResult(
         metadata={
-            "path": str(B.pool_root(ctx.task_id, ctx.home) / "data_card" / f"{ctx.task_id}.md"),
+            "path": str(data_card_dir(pool_root(ctx.task_id, ctx.home)) / f"{ctx.task_id}.md"),
             "diversity_probes": dg.MetadataValue.json(div["probes"]),
             "diversity_public_pool": dg.MetadataValue.json(div["public_pool_chat"] or {}),
             "cache_hit_targets": dg.MetadataValue.json(card["cache_hit_targets"]),
         }
     )
-    B.switch_build(ctx.task_id, ctx.root, ctx.home)
+    switch_build(ctx.task_id, ctx.root, ctx.home)
     context.log.info(f"serving the pool built in {ctx.root}")
-    for k in [k for k in _CTX if k[0] == context.run.run_id]:
-        del _CTX[k]
     b = card["busy_lanes"]
     yield dg.AssetCheckResult(
         check_name="busy_lanes_fit_cache",

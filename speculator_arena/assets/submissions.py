@@ -38,7 +38,7 @@ submission_evaluation_job = dg.define_asset_job(
 )
 def submission_queue(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
     from speculator_arena.frontdoor.queue import DEVICE_TAG, SUBMISSION_TAG, device_name, evaluation_spec, waiting
-    from speculator_arena.frontdoor.state import connect
+    from speculator_arena.frontdoor.state import connect, sql
 
     device = device_name()
     busy = context.instance.get_runs(filters=dg.RunsFilter(tags={DEVICE_TAG: device}, statuses=IN_FLIGHT), limit=1)
@@ -51,7 +51,7 @@ def submission_queue(context: dg.SensorEvaluationContext, warehouse: WarehouseRe
             sid = sub["submission_id"]
             if context.instance.get_runs(filters=dg.RunsFilter(tags={SUBMISSION_TAG: sid}), limit=1):
                 continue  # started before; its run owns the status from here
-            name = con.execute("SELECT name FROM accounts WHERE account_id = ?", (sub["account_id"],)).fetchone()
+            name = con.execute(sql("account_name"), (sub["account_id"],)).fetchone()
             eid = sub["evaluation_id"]
             request = dg.RunRequest(
                 run_key=eid,

@@ -189,7 +189,7 @@ def _ensure_pools(task_id: str, home, step) -> None:
 
 def _pools_build(args) -> int:
     from speculator_arena.dagster_project import launch
-    from speculator_arena.pools.build import pool_root
+    from speculator_arena.pools.layout import data_card_dir, pool_root, split_folder
     from speculator_arena.pools.settings import operator_key
 
     t0 = time.time()
@@ -213,16 +213,16 @@ def _pools_build(args) -> int:
     for c in res.get_asset_check_evaluations():
         print(f"[pools] check {c.asset_key.to_user_string()}:{c.check_name}: {'passed' if c.passed else 'FAILED'}")
     root = pool_root(args.task, args.home or None)
-    dev = json.loads((root / "dev" / "manifest.json").read_text())
+    dev = json.loads((split_folder(root, "dev") / "manifest.json").read_text())
     print(
         f"[pools] dev: {dev['sessions']} sessions {dev['families']}, {dev['turns']} turns, "
         f"{dev.get('warmup', 0)} warm-up, {dev['fidelity']} fidelity texts"
     )
-    test = root / "hidden" / "test" / "manifest.json"
+    test = split_folder(root, "test") / "manifest.json"
     if test.is_file():
         t = json.loads(test.read_text())
         print(f"[pools] test (hidden): {t['sessions']} sessions, {t['paraphrased_turns']} paraphrased turns")
-    print(f"[pools] data card: {root / 'data_card' / (args.task + '.md')}")
+    print(f"[pools] data card: {data_card_dir(root) / (args.task + '.md')}")
     print(f"[pools] done in {time.time() - t0:.0f} s")
     return 1 if failed else 0
 
@@ -241,17 +241,21 @@ def _queue_list(args) -> int:
     from speculator_arena.warehouse import Warehouse
 
     wh = Warehouse()
-    from speculator_arena.frontdoor.state import connect
+    from speculator_arena.frontdoor.state import connect, sql
 
-    rows = [
-        dict(r)
-        for r in connect().execute(
-            "SELECT submission_id, evaluation_id, account_id, task_id, split, "
-            "accepted_at FROM submissions ORDER BY accepted_at"
-        )
-    ]
+    rows = [dict(r) for r in connect().execute(sql("queue_list"))]
     statuses = evaluation_statuses(wh)
-    print_json([dict(r, status=statuses.get(r["evaluation_id"], "queued")) for r in rows])
+    print_json(
+        [
+            dict(
+                r,
+                status=statuses.get(r["evaluation_id"], "queued")
+                if r["intake_status"] == "accepted"
+                else r["intake_status"],
+            )
+            for r in rows
+        ]
+    )
     return 0
 
 

@@ -137,7 +137,8 @@ def build_pools(
     blocking check such as a pool short of sessions) raises `PoolBuildFailed` naming the cause,
     after the run's build folder is removed: the served pool stays the previous one."""
     from speculator_arena.assets.pools import POOL_ASSETS, POOL_TASKS
-    from speculator_arena.pools.build import builds_dir, discard_build
+    from speculator_arena.pools.build.folders import discard_build
+    from speculator_arena.pools.layout import builds_dir
 
     if task not in POOL_TASKS.get_partition_keys():
         raise KeyError(f"unknown task {task!r}; tasks: {POOL_TASKS.get_partition_keys()}")

@@ -17,10 +17,12 @@ st.set_page_config(page_title="SpeculatorArena", page_icon="⏩", layout="wide")
 PAGES = [
     st.Page(HERE / "views" / "board.py", title="Board", url_path="board", default=True),
     st.Page(HERE / "views" / "evaluation.py", title="Evaluation", url_path="evaluation"),
+    st.Page(HERE / "views" / "task.py", title="Task", url_path="task"),
     st.Page(HERE / "views" / "references.py", title="References", url_path="references"),
     st.Page(HERE / "views" / "gap.py", title="Dev/test gap", url_path="gap"),
     st.Page(HERE / "views" / "protocol.py", title="Protocol", url_path="protocol"),
     st.Page(HERE / "views" / "data_card.py", title="Data card", url_path="data-card"),
+    st.Page(HERE / "views" / "methodology.py", title="Methodology", url_path="methodology"),
     st.Page(HERE / "views" / "submit.py", title="Submit", url_path="submit"),
 ]
 

@@ -12,8 +12,9 @@ import pandas as pd
 import streamlit as st
 
 from speculator_arena import settings
-from speculator_arena.board import data
+from speculator_arena.board import data, export
 from speculator_arena.board.memo import BoardMemo
+from speculator_arena.board.shown import ShownRows, read_shown
 from speculator_arena.warehouse.store import arena_home
 
 TTL = settings.number("ARENA_BOARD_TTL")
@@ -61,6 +62,12 @@ def board_or_notice(sel) -> data.ScoreFrames | None:
         return None
 
 
+def titled_board(sel, title: str) -> data.ScoreFrames | None:
+    """A page about the selected task and split: its title, then the board or the notice why none."""
+    st.title(f"{title}: {sel.task_id or 'no task'} ({sel.split})")
+    return board_or_notice(sel)
+
+
 @st.cache_data(ttl=TTL, show_spinner="Scoring the evaluation from raw rows…")
 def evaluation_scores(home: str, evaluation_id: str, protocol_version: int | None) -> data.ScoreFrames:
     return data.evaluation_scores(home, evaluation_id, protocol_version, index=index(home))
@@ -71,7 +78,18 @@ def evaluation_raw(home: str, evaluation_id: str) -> data.EvaluationRaw:
     return data.evaluation_raw(home, evaluation_id)
 
 
+@st.cache_data(ttl=TTL, show_spinner="Reading the rows of the shown figures…")
+def shown_rows(home: str, evaluation_ids: tuple[str, ...], protocol_version: int | None) -> ShownRows:
+    return read_shown(home, evaluation_ids, protocol_version, index=index(home))
+
+
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=8)
+def requests_parquet(home: str, evaluation_id: str, protocol_version: int | None) -> bytes:
+    """The export's bytes (board/export.py), made when the viewer clicks the download."""
+    return export.requests_parquet(home, evaluation_id, protocol_version, index=index(home))
+
+
 def clear() -> None:
     """The sidebar's refresh button: read again now (the memo still skips unchanged files)."""
-    for fn in (state, index, board, evaluation_scores, evaluation_raw):
+    for fn in (state, index, board, evaluation_scores, evaluation_raw, shown_rows, requests_parquet):
         fn.clear()

@@ -1,4 +1,4 @@
-"""The evaluation page's plots, built with Altair (bundled with Streamlit)."""
+"""The board's plots (the evaluation page's and the task page's), built with Altair (bundled with Streamlit)."""
 
 from __future__ import annotations
 
@@ -90,3 +90,76 @@ def contention(intervals: pd.DataFrame, workload: str, limit: float | None) -> a
             .encode(y="limit:Q", tooltip=[alt.Tooltip("limit:Q", title="limit on the pass average (cores)")])
         )
     return alt.layer(*layers, data=df).properties(height=160, width=260).facet(column=alt.Column("pass:N", title=None))
+
+
+WORKLOAD_ORDER = ["solo", "team", "busy", "all"]
+
+
+def interactivity(points: pd.DataFrame, series: str = "engine") -> alt.LayerChart:
+    """Throughput against per-user speed (SPEED-Bench's and InferenceX's curves): one line per
+    `series` through its workloads' points, in the order of their lanes; `points` has the columns
+    of board/curves.py (blank points left out) plus `series` and `dash` (candidate or stock)."""
+    df = points.dropna(subset=["throughput", "per_user"]).copy()
+    df["order"] = df["workload"].map({w: i for i, w in enumerate(WORKLOAD_ORDER)})
+    color = alt.Color(
+        f"{series}:N", scale=ENGINE_COLORS if series == "engine" else alt.Scale(scheme="tableau10"), title=None
+    )
+    base = alt.Chart(df).encode(
+        x=alt.X("per_user:Q", title="per-user speed (output tokens/s per lane)", scale=alt.Scale(zero=False)),
+        y=alt.Y("throughput:Q", title="throughput (output tokens/s, busy window)", scale=alt.Scale(zero=False)),
+        color=color,
+        tooltip=[
+            series,
+            "engine",
+            "workload",
+            "lanes",
+            alt.Tooltip("per_user:Q", format=".2f"),
+            alt.Tooltip("throughput:Q", format=".2f"),
+        ],
+    )
+    lines = base.mark_line(point=True).encode(
+        order="order:Q",
+        strokeDash=alt.StrokeDash(
+            "dash:N",
+            title=None,
+            scale=alt.Scale(domain=["candidate", "stock"], range=[[1, 0], [5, 3]]),
+            legend=None,  # the caption says it: candidates solid, stock dashed
+        ),
+        detail=["engine", series],
+    )
+    labels = base.mark_text(align="left", dx=6, dy=-6, fontSize=11).encode(text="workload:N")
+    return alt.layer(lines, labels).properties(height=360, width=600)
+
+
+def acceptance_by_position(positions: pd.DataFrame) -> alt.Chart:
+    """The share of drafts whose token at each position was accepted, one line per workload."""
+    df = positions.dropna(subset=["rate"]).copy()
+    return (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("position:O", title="draft position"),
+            y=alt.Y("rate:Q", title="accepted / drafts", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("workload:N", sort=WORKLOAD_ORDER),
+            tooltip=["workload", "position", "accepted", "drafts", alt.Tooltip("rate:Q", format=".3f")],
+        )
+        .properties(height=220, width=360)
+    )
+
+
+def histogram(bins: pd.DataFrame, x_title: str) -> alt.Chart:
+    """One engine's histogram (a share per value), the workloads side by side."""
+    df = bins.dropna(subset=["share"]).copy()
+    df["value"] = df["value"].astype(int)
+    return (
+        alt.Chart(df)
+        .mark_bar()
+        .encode(
+            x=alt.X("value:O", title=x_title),
+            xOffset=alt.XOffset("workload:N", sort=WORKLOAD_ORDER),
+            y=alt.Y("share:Q", title="share", axis=alt.Axis(format="%")),
+            color=alt.Color("workload:N", sort=WORKLOAD_ORDER),
+            tooltip=["workload", "value", "count", alt.Tooltip("share:Q", format=".1%")],
+        )
+        .properties(height=200, width=360)
+    )

@@ -18,12 +18,13 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from speculator_arena.frontdoor.errors import Refused, Unauthorized
+from speculator_arena import settings
+from speculator_arena.frontdoor.errors import Refused, Unauthorized, echo
 from speculator_arena.frontdoor.state import get_setting, set_setting, sql, transaction
 
 KINDS = ("participant", "study_agent")
-TOKEN_RE = re.compile(r"^sa_([0-9a-f]{16})_([A-Za-z0-9_-]{43})$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{1,62}$")
+TOKEN_RE = re.compile(r"sa_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")  # fullmatch: no trailing newline
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,62}")
 REGISTRATION = "registration_open"
 
 
@@ -41,7 +42,7 @@ def _hash(secret: str) -> str:
 def _new_token(con: sqlite3.Connection, account_id: str) -> str:
     token_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
     con.execute(
-        "INSERT INTO tokens (token_id, account_id, secret_hash, created_at) VALUES (?, ?, ?, ?)",
+        sql("insert_token"),
         (token_id, account_id, _hash(secret), time.time()),
     )
     return f"sa_{token_id}_{secret}"
@@ -49,42 +50,56 @@ def _new_token(con: sqlite3.Connection, account_id: str) -> str:
 
 def invite(con: sqlite3.Connection, name: str, kind: str = "participant") -> tuple[Account, str]:
     """Create an account and its first token; the token is returned once and never stored."""
+    with transaction(con):
+        return _create(con, name, kind)
+
+
+def _create(con: sqlite3.Connection, name: str, kind: str) -> tuple[Account, str]:
+    """The account and its token, inside the caller's transaction."""
     if kind not in KINDS:
-        raise Refused(f"account kind must be one of {KINDS}, not {kind!r}")
-    if not NAME_RE.match(name or ""):
+        raise Refused(f"account kind must be one of {KINDS}, not {echo(kind)}")
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise Refused("account name: 2 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit")
     account = Account(account_id=f"acct-{uuid.uuid4().hex[:12]}", name=name, kind=kind)
-    with transaction(con):
-        if con.execute("SELECT 1 FROM accounts WHERE name = ?", (name,)).fetchone():
-            raise Refused(f"an account named {name!r} already exists", status=409)
-        con.execute(
-            "INSERT INTO accounts (account_id, name, kind, created_at) VALUES (?, ?, ?, ?)",
-            (account.account_id, name, kind, time.time()),
-        )
-        token = _new_token(con, account.account_id)
-    return account, token
+    if con.execute(sql("account_named"), (name,)).fetchone():
+        raise Refused(f"an account named {name!r} already exists", status=409)
+    con.execute(
+        sql("insert_account"),
+        (account.account_id, name, kind, time.time()),
+    )
+    return account, _new_token(con, account.account_id)
 
 
-def register(con: sqlite3.Connection, name: str) -> tuple[Account, str]:
-    """`POST /register`: a participant account, only while the operators keep registration open."""
+def register(con: sqlite3.Connection, name: str, client: str = "unknown") -> tuple[Account, str]:
+    """`POST /register`: a participant account, only while the operators keep registration open,
+    at most `ARENA_REGISTER_PER_HOUR` per client address and `ARENA_REGISTER_MAX` in all (counted
+    in the same transaction as the insert, so concurrent requests cannot pass the bounds)."""
     if not registration_open(con):
         raise Refused("registration is closed: ask the operators for an invitation", status=403)
-    return invite(con, name, "participant")
+    per_hour, cap = int(settings.number("ARENA_REGISTER_PER_HOUR")), int(settings.number("ARENA_REGISTER_MAX"))
+    with transaction(con):
+        counts = con.execute(sql("registration_counts"), {"client": client, "since": time.time() - 3600}).fetchone()
+        if counts["total"] >= cap:
+            raise Refused("registration is full: ask the operators for an invitation", status=403)
+        if counts["recent"] >= per_hour:
+            raise Refused(f"at most {per_hour} registrations per hour from one address: try again later", status=429)
+        account, token = _create(con, name, "participant")
+        con.execute(
+            sql("insert_registration"),
+            (account.account_id, client, time.time()),
+        )
+    return account, token
 
 
 def revoke(con: sqlite3.Connection, name: str) -> int:
     """Revoke an account and every token of it; returns the number of tokens revoked."""
     now = time.time()
     with transaction(con):
-        row = con.execute("SELECT account_id FROM accounts WHERE name = ?", (name,)).fetchone()
+        row = con.execute(sql("account_id_of_name"), (name,)).fetchone()
         if row is None:
             raise Refused(f"no account named {name!r}", status=404)
-        con.execute(
-            "UPDATE accounts SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", (now, row["account_id"])
-        )
-        n = con.execute(
-            "UPDATE tokens SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL", (now, row["account_id"])
-        ).rowcount
+        con.execute(sql("revoke_account"), (now, row["account_id"]))
+        n = con.execute(sql("revoke_tokens"), (now, row["account_id"])).rowcount
     return n
 
 
@@ -93,7 +108,7 @@ def authenticate(con: sqlite3.Connection, authorization: str | None) -> Account:
     scheme, _, token = (authorization or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("missing bearer token: send `Authorization: Bearer <token>`")
-    m = TOKEN_RE.match(token.strip())
+    m = TOKEN_RE.fullmatch(token.strip())
     row = con.execute(sql("token_lookup"), (m.group(1),)).fetchone() if m else None
     # The secret's hash is compared even without a row, so both answers take the same time.
     stored = row["secret_hash"] if row else _hash("")
@@ -104,10 +119,7 @@ def authenticate(con: sqlite3.Connection, authorization: str | None) -> Account:
 
 
 def accounts(con: sqlite3.Connection) -> list[dict]:
-    return [
-        dict(r)
-        for r in con.execute("SELECT account_id, name, kind, created_at, revoked_at FROM accounts ORDER BY created_at")
-    ]
+    return [dict(r) for r in con.execute(sql("list_accounts"))]
 
 
 def registration_open(con: sqlite3.Connection) -> bool:

@@ -3,67 +3,96 @@
 - `GET /api/protocol[?version=N]`: the protocol document (`arena protocol --json`), with an ETag.
 - `POST /api/submissions`: a section-2 submission with `Authorization: Bearer <token>`.
 - `GET /api/submissions/{id}`: the owner's status, progress and evaluation link.
+- `GET /api/quota?task=&split=`: the caller's quota.
 - `GET /api/board?task=&split=`: the public ranking as JSON.
+- `GET /api/evaluations/{id}/requests.parquet[?protocol=N]`: a dev evaluation's per-request rows (403 for test).
 - `POST /register`: a participant token, only while the operators have opened registration.
-Errors are JSON `{"error": reason}` with the status code; OpenAPI docs are at `/docs`.
-The handlers do their work (SQLite, extraction, fetching, scoring) in FastAPI's thread pool,
-one SQLite connection per request.
+Errors are JSON `{"error": reason}` with the status code (4xx, a short reason without the
+server's paths); OpenAPI docs are at `/docs`.
+
+Every route's input is bounded (`bounded.BodyLimit`: heads, bodies; `bounded.load_json`:
+depth and text). The handlers do their work (SQLite, scoring) in FastAPI's thread pool, one
+SQLite connection per request; an intake's extraction runs in a child process, at most
+`INTAKES_AT_ONCE` at a time (waiting requests hold no thread), and nothing in a request waits
+on a host a participant named: repositories are fetched by the fetch worker (`fetcher.py`).
 """
 
 from __future__ import annotations
 
+import sys
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel
 
 from speculator_arena.frontdoor import accounts
-from speculator_arena.frontdoor.errors import NotFound, Refused
+from speculator_arena.frontdoor.bounded import DEFAULT_BODY_BYTES, BodyLimit, load_json
+from speculator_arena.frontdoor.errors import NotFound, Refused, scrub, server_paths
 from speculator_arena.frontdoor.state import connect
 from speculator_arena.warehouse import Warehouse, arena_home
 
 # Room for the JSON around the largest inline engine the protocol allows.
 BODY_SLACK = 64 * 1024
+INTAKES_AT_ONCE = 4
+SPLIT = "^(dev|test)$"
 
 
-class RegisterRequest(BaseModel):
-    name: str
+def body_limit(method: str, path: str) -> int:
+    """The most body bytes a route takes: the submission's is the protocol's inline limit."""
+    if method == "POST" and path == "/api/submissions":
+        from speculator_arena.protocol import load_protocol
+
+        return load_protocol().submission.inline_engine_max_chars + BODY_SLACK
+    return DEFAULT_BODY_BYTES
 
 
 def create_app(home=None) -> FastAPI:
     home = arena_home(home)
+    state: dict = {}  # the board's memo (made at the first board request) and the fetch worker
+    intake_slots = anyio.CapacityLimiter(INTAKES_AT_ONCE)
+    paths = server_paths(home)
 
     @asynccontextmanager
     async def lifespan(_app):
+        from speculator_arena.frontdoor.fetcher import Fetcher
         from speculator_arena.frontdoor.intake import clean_staging, remove_unreferenced_seals
 
-        con = connect(home)
+        # Nothing a killed server or a submission left can stop the API from starting.
         try:
             clean_staging(home)
-            remove_unreferenced_seals(con, home)
+            con = connect(home)
+            try:
+                remove_unreferenced_seals(con, home)
+            finally:
+                con.close()
+        except Exception as exc:
+            print(f"[arena api] start-up clean-up incomplete: {type(exc).__name__}: {exc}", file=sys.stderr)
+        state["fetcher"] = Fetcher(home)
+        state["fetcher"].start()
+        try:
+            yield
         finally:
-            con.close()
-        yield
+            state["fetcher"].stop()
 
-    memo: dict = {}  # the board's memo, made at the first board request
     app = FastAPI(
         title="SpeculatorArena",
         version="1",
         lifespan=lifespan,
         description="Submit speculators and engines, follow their evaluations, read the board.",
     )
+    app.add_middleware(BodyLimit, limit=body_limit)
 
     @app.exception_handler(Refused)
     async def refused(_req, exc: Refused):
-        return JSONResponse({"error": exc.reason}, status_code=exc.status)
+        return JSONResponse({"error": scrub(exc.reason, paths)}, status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_req, exc: RequestValidationError):
-        errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:5])
-        return JSONResponse({"error": errs}, status_code=422)
+        errs = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"[:200] for e in exc.errors()[:5])
+        return JSONResponse({"error": scrub(errs, paths)}, status_code=422)
 
     def _with_db(fn, *args):
         con = connect(home)
@@ -87,25 +116,19 @@ def create_app(home=None) -> FastAPI:
     @app.post("/api/submissions", status_code=201, summary="Submit (protocol section 2)")
     async def submit(request: Request, authorization: str | None = Header(None)):
         from speculator_arena.frontdoor.intake import submit as intake
-        from speculator_arena.protocol import load_protocol
 
         account = await run_in_threadpool(_with_db, accounts.authenticate, authorization)
-        limit = load_protocol().submission.inline_engine_max_chars + BODY_SLACK
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise Refused(
-                    f"request body over {limit:,} bytes (the inline engine limit is "
-                    f"{load_protocol().submission.inline_engine_max_chars:,} characters)",
-                    status=413,
-                )
-        row = await run_in_threadpool(_with_db, lambda con: intake(con, Warehouse(home), account, bytes(body)))
+        body = await request.body()  # bounded by BodyLimit as it streams
+        row = await anyio.to_thread.run_sync(
+            _with_db, lambda con: intake(con, Warehouse(home), account, body), limiter=intake_slots
+        )
+        if row["intake_status"] == "fetching" and "fetcher" in state:
+            state["fetcher"].wake()
         return {
             "submission_id": row["submission_id"],
             "evaluation_id": row["evaluation_id"],
-            "status": "queued",
-            "engine_digest": row["engine_digest"],
+            "status": "fetching" if row["intake_status"] == "fetching" else "queued",
+            "engine_digest": row["engine_digest"] or None,
             "speculator_digest": row["speculator_digest"],
         }
 
@@ -117,37 +140,44 @@ def create_app(home=None) -> FastAPI:
             account = accounts.authenticate(con, authorization)
             found = submission_status(con, Warehouse(home), submission_id, account.account_id)
             if found is None:
-                raise NotFound(f"no submission {submission_id} of this account")
+                raise NotFound(f"no submission {submission_id[:40]!r} of this account")
             return found
 
         return _with_db(look)
 
     @app.get("/api/quota", summary="The caller's quota use on a task and split")
-    def quota(task: str, split: str = "dev", authorization: str | None = Header(None)):
+    def quota(task: str, split: str = Query("dev", pattern=SPLIT), authorization: str | None = Header(None)):
         from speculator_arena.frontdoor.quotas import summary
+        from speculator_arena.protocol import load_protocol
 
         def look(con):
             account = accounts.authenticate(con, authorization)
+            if task not in load_protocol().tasks:
+                raise NotFound(f"unknown task {task[:64]!r}")
             return summary(con, Warehouse(home), account.account_id, account.kind, task, split)
 
         return _with_db(look)
 
     @app.get("/api/board", summary="The public ranking of a task and split")
-    def board(task: str, split: str = Query("test", pattern="^(dev|test)$")):
+    def board(task: str, split: str = Query("test", pattern=SPLIT)):
         from speculator_arena.board.json_rows import board_json
         from speculator_arena.protocol import load_protocol
 
         if task not in load_protocol().tasks:
-            raise NotFound(f"unknown task {task!r}")
-        if "board" not in memo:  # one per app: scores are kept between requests, re-scored when changed
+            raise NotFound(f"unknown task {task[:64]!r}")
+        if "board" not in state:  # one per app: scores are kept between requests, re-scored when changed
             from speculator_arena.board.memo import BoardMemo
 
-            memo["board"] = BoardMemo(home)
-        return board_json(memo["board"], task, split)
+            state["board"] = BoardMemo(home)
+        return board_json(state["board"], task, split)
 
     @app.post("/register", status_code=201, summary="A participant token, while registration is open")
-    def register(req: RegisterRequest):
-        account, token = _with_db(accounts.register, req.name)
+    async def register(request: Request):
+        doc = load_json(await request.body())
+        if not isinstance(doc, dict) or set(doc) != {"name"} or not isinstance(doc["name"], str):
+            raise Refused('the body must be {"name": "<your name>"}', status=422)
+        client = request.client.host if request.client else "unknown"
+        account, token = await run_in_threadpool(_with_db, accounts.register, doc["name"], client)
         return {
             "account_id": account.account_id,
             "name": account.name,
@@ -155,6 +185,26 @@ def create_app(home=None) -> FastAPI:
             "token": token,
             "note": "the token is shown once; the arena keeps only its hash",
         }
+
+    # ---- the per-request export (issue 20): the board's read model, dev evaluations only ----
+    @app.get(
+        "/api/evaluations/{evaluation_id}/requests.parquet",
+        summary="A dev evaluation's per-request rows as Parquet (test evaluations: 403)",
+        response_class=Response,
+    )
+    def requests_parquet(evaluation_id: str, protocol: int | None = Query(None)):
+        from speculator_arena.board.export import MEDIA_TYPE, ExportRefused, file_name
+        from speculator_arena.board.export import requests_parquet as export
+        from speculator_arena.protocol import available_versions
+
+        if protocol is not None and protocol not in available_versions():
+            raise NotFound(f"no protocol version {protocol}; published: {available_versions()}")
+        try:
+            body = export(home, evaluation_id, protocol)
+        except ExportRefused as exc:
+            raise Refused(exc.reason, status=exc.status) from None
+        disposition = f'attachment; filename="{file_name(evaluation_id)}"'
+        return Response(body, media_type=MEDIA_TYPE, headers={"Content-Disposition": disposition})
 
     return app
 

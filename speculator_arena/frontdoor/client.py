@@ -17,7 +17,7 @@ import httpx
 from speculator_arena import settings
 from speculator_arena.frontdoor.archive import pack_engine
 
-FINAL = ("measured", "failed", "void")
+FINAL = ("measured", "failed", "void", "refused")
 
 
 class SubmitError(RuntimeError):
@@ -90,7 +90,8 @@ class Client:
         return self._call("GET", "/api/board", params={"task": task, "split": split})
 
     def follow(self, submission_id: str, poll_s: float = 5.0, say=None, timeout_s: float | None = None) -> dict:
-        """Poll until the evaluation ends; `say` gets each change of status or progress."""
+        """Poll until the evaluation ends (or the fetch of what the submission names was refused);
+        `say` gets each change of status or progress (`fetching`, `queued`, `running`, ...)."""
         say = say or (lambda m: print(m, file=sys.stderr, flush=True))
         seen, t0 = None, time.time()
         while True:
@@ -101,6 +102,7 @@ class Client:
                 say(
                     f"[{time.time() - t0:5.0f} s] {s['status']}{where}"
                     + (f": {s['progress']}" if s.get("progress") else "")
+                    + (f": {s.get('refusal_status')} {s['refusal']}" if s.get("refusal") else "")
                 )
                 seen = now
             if s["status"] in FINAL:

@@ -45,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _api(args) -> int:
     import uvicorn
 
+    from speculator_arena.frontdoor.bounded import MAX_HEAD_BYTES
+
     uvicorn.run(
         "speculator_arena.frontdoor.api:app_from_env",
         factory=True,
@@ -53,6 +55,9 @@ def _api(args) -> int:
         workers=args.workers,
         proxy_headers=True,
         forwarded_allow_ips=args.forwarded_allow_ips,
+        # h11, not httptools: h11 bounds a request head while it arrives (httptools reads any size)
+        http="h11",
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
     return 0
 
@@ -114,6 +119,8 @@ def _submit(args) -> int:
             print_json(got)
             return 0
         final = client.follow(got["submission_id"], poll_s=args.poll)
+        if final["status"] == "refused":
+            raise SubmitError(f"{final.get('refusal_status')}: {final.get('refusal')}")
         entry = client.board_entry(final) if final["status"] != "void" else None
     except SubmitError as exc:
         print(f"arena submit: {exc}", file=sys.stderr)

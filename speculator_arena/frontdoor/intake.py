@@ -1,14 +1,20 @@
 """Intake: a submission (protocol section 2) checked whole before anything is stored.
 
 Order, so that a refusal stores nothing and uses no quota:
-1. the JSON against section 2 (task, split, `solution.kind`, exactly one engine source, exact
-   commits), and the account's quota (a cheap early refusal);
-2. the engine extracted or fetched, and the speculator fetched, into a private staging
-   directory (refusals remove it);
-3. both sealed into the content-addressed store (`seal.py`; identical bytes share one copy; a
-   copy no row names is inert and is removed once old by `remove_unreferenced_seals`);
-4. in one `BEGIN IMMEDIATE` transaction: the quota counted again and the submission row
-   inserted. Only a committed row is an accepted submission; the queue reads nothing else.
+1. the JSON, bounded (`bounded.load_json`), against section 2 (task, split, `solution.kind`,
+   exactly one engine source, exact commits, a repository URL without credentials, bounded free
+   text), and the account's quota (a cheap early refusal);
+2. what is local is staged in a sandbox (`sandbox.py`: a child process, a fresh directory, OS
+   limits, the intake's own user): an inline engine extracted and sealed there, a workspace
+   speculator copied there (links not followed) and sealed;
+3. in one `BEGIN IMMEDIATE` transaction: the quota counted again, the sealed trees moved into
+   the content-addressed store (`seal.store`; identical bytes share one copy) and the row
+   inserted. Only a committed row is a submission; the sandbox is removed whatever happened.
+4. what needs the network (an engine repository, a hub speculator) is not fetched in the
+   request: the row is inserted as `fetching` (it counts in the quota; the queue never runs
+   it), and the fetch worker (`fetcher.py`) fetches it in a sandbox of its own, then makes the
+   row `accepted` with its digests, or `refused` with the reason (its quota refunded, its
+   stored copies removed unless another submission names them).
 A server killed at any step leaves either no row or a whole one; staging leftovers and old
 unnamed sealed copies are removed when the API starts.
 """
@@ -17,31 +23,42 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import os
-import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from speculator_arena.frontdoor import quotas
+from speculator_arena import settings
+from speculator_arena.frontdoor import archive, quotas
 from speculator_arena.frontdoor.accounts import Account
-from speculator_arena.frontdoor.archive import engine_root, extract_engine
-from speculator_arena.frontdoor.errors import QuotaExhausted, Refused
-from speculator_arena.frontdoor.seal import TREE, seal_tree, staging_dir
+from speculator_arena.frontdoor.bounded import load_json
+from speculator_arena.frontdoor.errors import QuotaExhausted, Refused, echo, scrub, server_paths
+from speculator_arena.frontdoor.sandbox import Limits, Sandbox
+from speculator_arena.frontdoor.seal import TREE, remove_sealed, staging_dir, store, store_dir
 from speculator_arena.frontdoor.sources import (
     copy_speculator_workspace,
     exact_commit,
-    fetch_engine_repository,
-    fetch_speculator_hub,
-    target_bytes,
+    hub_repository,
+    hub_target_bytes,
+    local_target_bytes,
+    workspace_path,
 )
 from speculator_arena.frontdoor.state import sql, transaction
+from speculator_arena.frontdoor.trees import remove_tree
+from speculator_arena.frontdoor.urls import parse_repository_url
 from speculator_arena.protocol import load_protocol
+from speculator_arena.settings import arena_home
+
+METHOD_CHARS = 200  # solution.method: free text, one line
+INLINE_WALL_S = 120.0  # one inline engine's extraction and seal, end to end
+INLINE_CPU_S = 60
+INTAKE_MEMORY = 1 << 30  # the child's address space: far above what a bounded archive needs
+FETCH_MEMORY = 2 << 30  # git and the hub client, with their threads
 
 
 class _Strict(BaseModel):
@@ -49,14 +66,14 @@ class _Strict(BaseModel):
 
 
 class SpeculatorSource(_Strict):
-    uri: str = ""
-    revision: str = ""
+    uri: str = Field("", max_length=512)
+    revision: str = Field("", max_length=64)
 
 
 class EngineSource(_Strict):
     inline: str | None = None
-    repository: str | None = None
-    commit: str | None = None
+    repository: str | None = Field(None, max_length=2000)
+    commit: str | None = Field(None, max_length=64)
 
     @model_validator(mode="after")
     def _one_source(self) -> EngineSource:
@@ -68,25 +85,35 @@ class EngineSource(_Strict):
 
 
 class Solution(_Strict):
-    method: str = ""
-    kind: str
+    method: str = Field("", max_length=METHOD_CHARS)
+    kind: str = Field(max_length=32)
 
 
 class SubmissionRequest(_Strict):
-    task_id: str
+    task_id: str = Field(max_length=64)
     split: Literal["dev", "test"]
     speculator: SpeculatorSource | None = None
     engine: EngineSource
     solution: Solution
 
+    @property
+    def from_hub(self) -> bool:
+        return bool(self.speculator and self.speculator.uri and not self.speculator.uri.startswith("workspace:"))
+
+    @property
+    def from_workspace(self) -> bool:
+        return bool(self.speculator and self.speculator.uri.startswith("workspace:"))
+
+
+def repo_schemes() -> tuple[str, ...]:
+    """URL schemes an engine repository may use; operators may add some (tests add `file`)."""
+    return ("https", *settings.listed("ARENA_ENGINE_REPO_SCHEMES", ","))
+
 
 def parse(body: bytes) -> SubmissionRequest:
     """The request body as a section-2 submission, or a Refused naming what is wrong."""
     proto = load_protocol()
-    try:
-        doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Refused(f"malformed JSON: {exc}") from exc
+    doc = load_json(body)
     if not isinstance(doc, dict):
         raise Refused("the submission must be a JSON object (protocol section 2)")
     inline = (doc.get("engine") or {}).get("inline") if isinstance(doc.get("engine"), dict) else None
@@ -99,17 +126,23 @@ def parse(body: bytes) -> SubmissionRequest:
     try:
         req = SubmissionRequest.model_validate(doc)
     except ValidationError as exc:
-        errs = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()[:5])
+        errs = "; ".join(
+            f"{echo('.'.join(map(str, e['loc'])) or 'body', 80)}: {e['msg']}"[:200] for e in exc.errors()[:5]
+        )
         raise Refused(f"the submission does not follow protocol section 2: {errs}", status=422) from exc
     if req.task_id not in proto.tasks:
-        raise Refused(f"unknown task {req.task_id!r}; tasks: {sorted(proto.tasks)}", status=422)
+        raise Refused(f"unknown task {echo(req.task_id)}; tasks: {sorted(proto.tasks)}", status=422)
     if req.solution.kind not in proto.submission.kinds:
-        raise Refused(f"unknown solution.kind {req.solution.kind!r}; kinds: {list(proto.submission.kinds)}", status=422)
+        raise Refused(
+            f"unknown solution.kind {echo(req.solution.kind)}; kinds: {list(proto.submission.kinds)}", status=422
+        )
     if req.engine.commit is not None:
         exact_commit(req.engine.commit, "engine.commit")
-    spec = req.speculator
-    if spec and spec.uri and not spec.uri.startswith("workspace:"):
-        exact_commit(spec.revision, "speculator.revision")
+    if req.engine.repository is not None:
+        parse_repository_url(req.engine.repository, repo_schemes())
+    if req.from_hub:
+        hub_repository(req.speculator.uri)
+        exact_commit(req.speculator.revision, "speculator.revision")
     return req
 
 
@@ -122,89 +155,242 @@ def _check_quota(con, wh, account: Account, req: SubmissionRequest) -> None:
         )
 
 
-def _stage_engine(req: SubmissionRequest, work: Path) -> str:
-    sub = load_protocol().submission
-    max_bytes = sub.repository_engine_max_mib * 2**20
-    raw = work / "engine"
+def _engine_bytes() -> int:
+    return load_protocol().submission.repository_engine_max_mib * 2**20
+
+
+def _speculator_bytes(task_id: str, home) -> int | None:
+    """A speculator's bound (a share of the target's bytes); None: the target is not prepared
+    here, and the fetch worker reads its size from the hub."""
+    target = local_target_bytes(task_id, home)
+    share = load_protocol().submission.speculator_max_share_of_target_bytes
+    return None if target is None else int(share * target)
+
+
+def _inline_archive(req: SubmissionRequest) -> bytes:
+    try:
+        return base64.b64decode(req.engine.inline, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise Refused(f"engine.inline is not base64: {exc}") from exc
+
+
+def workspace_roots() -> list[Path]:
+    """Operator-approved workspaces (`ARENA_WORKSPACES`, colon-separated directories)."""
+    return [Path(os.path.abspath(p)) for p in settings.listed("ARENA_WORKSPACES", ":")]
+
+
+def _copy_workspace(uri: str, sandbox: Sandbox, max_bytes: int) -> None:
+    allowed = list(load_protocol().submission.speculator_allowed_files)
+    copy_speculator_workspace(uri, workspace_roots(), sandbox.dir / "speculator-sealed" / TREE, max_bytes, allowed)
+
+
+def _stage_locally(req: SubmissionRequest, sandbox: Sandbox, home, engine_source, speculator_source, started) -> None:
+    """The inline engine extracted, the workspace speculator copied, both sealed, in `sandbox`."""
+    job: dict = {"engine_source": engine_source, "speculator_source": speculator_source}
+    file_size = 0
     if req.engine.inline:
-        try:
-            data = base64.b64decode(req.engine.inline, validate=True)
-        except (binascii.Error, ValueError) as exc:
-            raise Refused(f"engine.inline is not base64: {exc}") from exc
-        extract_engine(data, raw, max_bytes)
-        source = "inline"
-    else:
-        fetch_engine_repository(req.engine.repository, req.engine.commit, raw, max_bytes)
-        source = f"{req.engine.repository}@{req.engine.commit}"
-    root = engine_root(raw)
-    (work / "engine-sealed").mkdir()
-    root.rename(work / "engine-sealed" / TREE)
-    return source
+        job["engine"] = {"inline": True, "max_bytes": _engine_bytes(), "max_members": archive.MAX_MEMBERS}
+        file_size = _engine_bytes()
+    if req.from_workspace and _speculator_bytes(req.task_id, home) is not None:
+        max_bytes = _speculator_bytes(req.task_id, home)
+        _copy_workspace(req.speculator.uri, sandbox, max_bytes)
+        job["speculator"] = {"staged": {"max_bytes": max_bytes}}
+        file_size = max(file_size, max_bytes)
+    limits = Limits(INLINE_WALL_S, INLINE_CPU_S, INTAKE_MEMORY, file_size + 2**20)
+    sandbox.run(job, _inline_archive(req) if req.engine.inline else None, limits, started=started)
 
 
-def _stage_speculator(req: SubmissionRequest, work: Path, home) -> str | None:
-    spec = req.speculator
-    if spec is None or not spec.uri:
-        return None
-    proto = load_protocol()
-    max_bytes = int(proto.submission.speculator_max_share_of_target_bytes * target_bytes(req.task_id, home))
-    dest = work / "speculator-sealed" / TREE
-    dest.parent.mkdir()
-    if spec.uri.startswith("workspace:"):
-        copy_speculator_workspace(spec.uri, dest, max_bytes, list(proto.submission.speculator_allowed_files))
-        return spec.uri
-    fetch_speculator_hub(spec.uri, spec.revision, dest, max_bytes)
-    return f"hf:{spec.uri}@{spec.revision}"
-
-
-def submit(con, wh, account: Account, body: bytes) -> dict:
-    """Accept a submission or raise Refused; returns the accepted submission's row."""
+def submit(con, wh, account: Account, body: bytes, started=None) -> dict:
+    """Accept a submission or raise Refused; returns its row (`intake_status` 'accepted', or
+    'fetching' when the fetch worker has yet to fetch part of it). `started(pid)`: the intake
+    child's pid, when one runs."""
     from speculator_arena.runners.spec import new_evaluation_id
 
     req = parse(body)
     _check_quota(con, wh, account, req)
     home = wh.home
-    work = Path(tempfile.mkdtemp(prefix=f"intake-{os.getpid()}-", dir=staging_dir(home)))
-    try:
-        engine_source = _stage_engine(req, work)
-        speculator_source = _stage_speculator(req, work, home)
-        engine_digest, engine_dir = seal_tree(work / "engine-sealed", "engine", engine_source, home)
-        spec_digest = spec_dir = None
-        if speculator_source:
-            spec_digest, spec_dir = seal_tree(work / "speculator-sealed", "speculator", speculator_source, home)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    row = {
-        "submission_id": f"sub-{uuid.uuid4().hex[:16]}",
-        "evaluation_id": new_evaluation_id(req.task_id),
-        "account_id": account.account_id,
-        "task_id": req.task_id,
-        "split": req.split,
-        "protocol_version": load_protocol().version,
-        "solution_kind": req.solution.kind,
-        "solution_method": req.solution.method,
-        "engine_source": engine_source,
-        "engine_digest": engine_digest,
-        "engine_dir": str(engine_dir),
-        "speculator_source": speculator_source,
-        "speculator_digest": spec_digest,
-        "speculator_dir": str(spec_dir) if spec_dir else None,
-        "accepted_at": time.time(),
-    }
-    with transaction(con):
-        _check_quota(con, wh, account, req)
-        con.execute(sql("insert_submission"), row)
+    engine_source = "inline" if req.engine.inline else f"{req.engine.repository}@{req.engine.commit}"
+    speculator_source = None
+    if req.from_hub:
+        speculator_source = f"hf:{req.speculator.uri}@{req.speculator.revision}"
+    elif req.from_workspace:
+        speculator_source = req.speculator.uri
+    # A workspace speculator is checked against its target's bytes: when the target is not
+    # prepared here, those come from the hub, so the fetch worker copies it (no network here).
+    workspace_now = req.from_workspace and _speculator_bytes(req.task_id, home) is not None
+    if req.from_workspace:
+        workspace_path(req.speculator.uri, workspace_roots())
+    local = bool(req.engine.inline or workspace_now)
+    with Sandbox(staging_dir(home)) if local else contextlib.nullcontext() as sandbox:
+        if local:
+            _stage_locally(req, sandbox, home, engine_source, speculator_source, started)
+        fetch_spec = None
+        if req.engine.repository or req.from_hub or (req.from_workspace and not workspace_now):
+            engine = {"repository": req.engine.repository, "commit": req.engine.commit}
+            speculator = {"uri": req.speculator.uri, "revision": req.speculator.revision} if req.speculator else None
+            fetch_spec = json.dumps(
+                {
+                    "engine": engine if req.engine.repository else None,
+                    "speculator": None if workspace_now else speculator,
+                }
+            )
+        row = {
+            "submission_id": f"sub-{uuid.uuid4().hex[:16]}",
+            "evaluation_id": new_evaluation_id(req.task_id),
+            "account_id": account.account_id,
+            "task_id": req.task_id,
+            "split": req.split,
+            "protocol_version": load_protocol().version,
+            "solution_kind": req.solution.kind,
+            "solution_method": req.solution.method,
+            "engine_source": engine_source,
+            "engine_digest": "",
+            "engine_dir": "",
+            "speculator_source": speculator_source,
+            "speculator_digest": None,
+            "speculator_dir": None,
+            "accepted_at": time.time(),
+            "intake_status": "fetching" if fetch_spec else "accepted",
+            "fetch_spec": fetch_spec,
+        }
+        with transaction(con):
+            _check_quota(con, wh, account, req)
+            if req.engine.inline:
+                digest, tree = store(sandbox.dir / "engine-sealed", home)
+                row.update(engine_digest=digest, engine_dir=str(tree))
+            if workspace_now:
+                digest, tree = store(sandbox.dir / "speculator-sealed", home)
+                row.update(speculator_digest=digest, speculator_dir=str(tree))
+            con.execute(sql("insert_submission"), row)
     return row
+
+
+def fetch_limits(deadline_s: float, file_size: int) -> Limits:
+    return Limits(
+        wall_s=deadline_s + 30, cpu_s=int(deadline_s), address_space=FETCH_MEMORY, file_size=file_size, open_files=1024
+    )
+
+
+def _fetch_job(row, spec: dict, home, deadline: float) -> tuple[dict, int]:
+    """The child's job for what a fetching row names, and the largest file it may write."""
+    proto = load_protocol()
+    allowed = list(proto.submission.speculator_allowed_files)
+    share = proto.submission.speculator_max_share_of_target_bytes
+    task = proto.tasks[row["task_id"]]
+    job: dict = {"engine_source": row["engine_source"], "speculator_source": row["speculator_source"]}
+    file_size = engine_bytes = _engine_bytes()
+    if spec.get("engine"):
+        job["engine"] = {
+            "max_bytes": engine_bytes,
+            "repository": {
+                "url": spec["engine"]["repository"],
+                "commit": spec["engine"]["commit"],
+                "schemes": list(repo_schemes()),
+                "allow": settings.listed("ARENA_FETCH_ALLOW", ","),
+                "deadline_s": deadline,
+            },
+        }
+    speculator = spec.get("speculator")
+    max_bytes = _speculator_bytes(row["task_id"], home)
+    if speculator and speculator["uri"].startswith("workspace:"):
+        if max_bytes is None:  # the fetch worker's thread may wait on the (operators') hub
+            max_bytes = int(share * hub_target_bytes(task.model, task.revision, allowed))
+        job["speculator"] = {"staged": {"max_bytes": max_bytes}}
+        file_size = max(file_size, max_bytes)
+    elif speculator:
+        job["speculator"] = {
+            "hub": {
+                "repo": speculator["uri"],
+                "revision": speculator["revision"],
+                "max_bytes": max_bytes,  # None: the child reads the target's size from the hub
+                "target_model": task.model,
+                "target_revision": task.revision,
+                "share": share,
+                "allowed": allowed,
+            }
+        }
+        file_size = max(file_size, max_bytes or 64 * 2**30)
+    return job, file_size + 2**20
+
+
+def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stopping=lambda: False) -> str:
+    """Fetch what a `fetching` submission names, in a sandbox; the row becomes `accepted` with
+    its digests, or `refused` with the reason. Returns the new intake status. A fetch cut short
+    because its API process is stopping (`stopping()`) is released for the next worker instead."""
+    home = wh.home
+    row = con.execute(sql("submission"), (submission_id,)).fetchone()
+    if row is None or row["intake_status"] != "fetching" or row["fetch_owner"] != owner:
+        return row["intake_status"] if row else "missing"
+    spec = json.loads(row["fetch_spec"])
+    deadline = settings.number("ARENA_FETCH_DEADLINE")
+    try:
+        job, file_size = _fetch_job(row, spec, home, deadline)
+    except Refused as exc:  # the target's size, read from the hub, is not to be had
+        refuse_fetching(con, home, submission_id, exc.reason, exc.status)
+        return "refused"
+    workspace = "staged" in job.get("speculator", {})
+    try:
+        with Sandbox(staging_dir(home)) as sandbox:
+            if workspace:
+                _copy_workspace(spec["speculator"]["uri"], sandbox, job["speculator"]["staged"]["max_bytes"])
+            sandbox.run(job, None, fetch_limits(deadline, file_size), started=started)
+            with transaction(con):
+                current = con.execute(sql("fetch_claim_of"), (submission_id,)).fetchone()
+                if current["intake_status"] != "fetching" or current["fetch_owner"] != owner:
+                    return current["intake_status"]
+                update = {
+                    "submission_id": submission_id,
+                    "engine_digest": row["engine_digest"],
+                    "engine_dir": row["engine_dir"],
+                    "speculator_digest": row["speculator_digest"],
+                    "speculator_dir": row["speculator_dir"],
+                }
+                if spec.get("engine"):
+                    digest, tree = store(sandbox.dir / "engine-sealed", home)
+                    update.update(engine_digest=digest, engine_dir=str(tree))
+                if spec.get("speculator"):
+                    digest, tree = store(sandbox.dir / "speculator-sealed", home)
+                    update.update(speculator_digest=digest, speculator_dir=str(tree))
+                con.execute(sql("fetched_submission"), update)
+        return "accepted"
+    except Refused as exc:
+        if stopping():
+            con.execute(sql("release_fetch"), {"submission_id": submission_id, "owner": owner})
+            return "fetching"
+        refuse_fetching(con, home, submission_id, exc.reason, exc.status)
+        return "refused"
+    except Exception as exc:  # the arena's side failed: refused and refunded, never left fetching
+        refuse_fetching(con, home, submission_id, f"the arena could not fetch it ({type(exc).__name__})", 500)
+        raise
+
+
+def refuse_fetching(con, home, submission_id: str, reason: str, code: int) -> None:
+    """A fetch that failed: the row refused (its quota refunded), and what it alone had in the
+    store (an inline engine sealed at the request) removed."""
+    reason = scrub(reason, server_paths(arena_home(home)))  # the owner reads it: no server paths
+    with transaction(con):
+        row = con.execute(sql("submission"), (submission_id,)).fetchone()
+        con.execute(sql("refused_submission"), {"submission_id": submission_id, "reason": reason, "code": code})
+        named = {r[0] for r in con.execute(sql("named_digests"))}
+        for digest in (row["engine_digest"], row["speculator_digest"]) if row else ():
+            if digest and digest not in named:
+                remove_sealed(store_dir(home) / digest)
 
 
 def clean_staging(home=None) -> int:
     """Remove what a killed server process left in staging (never a submission: those are rows).
 
     A staging directory names the pid that made it; those of live processes (other workers
-    still taking a submission) are left alone.
+    still taking a submission) are left alone. Never raises: a leftover that cannot be removed
+    is reported, and cannot stop the API from starting.
     """
     n = 0
-    for d in staging_dir(home).iterdir():
+    try:
+        entries = list(staging_dir(home).iterdir())
+    except OSError as exc:
+        print(f"[arena api] staging cannot be listed: {exc}", flush=True)
+        return 0
+    for d in entries:
         try:
             os.kill(int(d.name.split("-")[1]), 0)
             continue
@@ -212,33 +398,29 @@ def clean_staging(home=None) -> int:
             pass
         except PermissionError:
             continue
-        shutil.rmtree(d, ignore_errors=True)
-        n += 1
+        try:
+            remove_tree(d)
+            n += 1
+        except (OSError, RecursionError) as exc:
+            print(f"[arena api] staging leftover {d.name} not removed: {exc}", flush=True)
     return n
 
 
 def remove_unreferenced_seals(con, home=None, min_age_s: float = 3600.0) -> list[str]:
-    """Sealed copies no submission names, older than `min_age_s`: what a killed server, or a
-    submission that lost the race for the last quota slot after sealing, left behind.
+    """Sealed copies no live submission names, older than `min_age_s`: what a killed server left
+    between moving a copy into the store and committing its row.
 
-    The age keeps a copy that an intake still in flight has just sealed (or found) and is about
-    to name in its row.
+    Inside a transaction, so no intake can be between those two steps meanwhile; the age keeps
+    a copy that a fetch worker of another process is about to name.
     """
-    from speculator_arena.frontdoor.seal import store_dir, unseal_and_remove
-
     store = store_dir(home)
     if not store.is_dir():
         return []
-    named = {
-        r[0]
-        for r in con.execute(
-            "SELECT engine_digest FROM submissions UNION "
-            "SELECT speculator_digest FROM submissions WHERE speculator_digest IS NOT NULL"
-        )
-    }
     removed = []
-    for entry in store.iterdir():
-        if entry.name not in named and time.time() - entry.stat().st_mtime > min_age_s:
-            unseal_and_remove(entry)
-            removed.append(entry.name)
+    with transaction(con):
+        named = {r[0] for r in con.execute(sql("named_digests"))}
+        for entry in store.iterdir():
+            if entry.name not in named and time.time() - entry.lstat().st_mtime > min_age_s:
+                remove_sealed(entry)
+                removed.append(entry.name)
     return removed

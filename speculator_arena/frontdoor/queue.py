@@ -4,7 +4,9 @@ A committed submission row is a queued evaluation (its evaluation id is fixed at
 Dagster sensor `submission_queue` (speculator_arena/assets/submissions.py) starts the oldest one
 that has no run yet, one at a time per device, as a run of the `evaluation` asset's partition.
 What the participant sees is the warehouse's status of that evaluation (queued until the
-runner writes its row, then running, measured, failed or void) and the runner's phase.
+runner writes its row, then running, measured, failed or void) and the runner's phase; before
+that, a submission naming a repository or a hub speculator is `fetching` (the fetch worker has
+it), and `refused` with the reason if the fetch failed (nothing runs; its quota is refunded).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ def device_name() -> str:
 
 
 def waiting(con, wh) -> list[dict]:
-    """Accepted submissions whose evaluation has not started (oldest first)."""
+    """Accepted (sealed whole) submissions whose evaluation has not started (oldest first)."""
     statuses = evaluation_statuses(wh)
     return [
         dict(r)
@@ -55,32 +57,41 @@ def board_url(evaluation_id: str) -> str:
     return f"{base}/evaluation?evaluation={evaluation_id}"
 
 
+def _intake_progress(row) -> str | None:
+    if row["intake_status"] == "fetching":
+        return "fetching what it names" + (
+            " (the fetch worker has it)" if row["fetch_owner"] else " (waiting for a fetch slot)"
+        )
+    return None
+
+
 def submission_status(con, wh, submission_id: str, account_id: str) -> dict | None:
     """What the owner sees of a submission: status, the runner's phase, the evaluation's link."""
     from speculator_arena.runners.status import current_row, read_state
 
-    row = con.execute(
-        "SELECT * FROM submissions WHERE submission_id = ? AND account_id = ?", (submission_id, account_id)
-    ).fetchone()
+    row = con.execute(sql("owned_submission"), (submission_id, account_id)).fetchone()
     if row is None:
         return None
     eid = row["evaluation_id"]
-    ev = current_row(wh, eid) or {}
-    state = read_state(wh, eid) or {}
+    intake = row["intake_status"]
+    ev = (current_row(wh, eid) or {}) if intake == "accepted" else {}
+    state = (read_state(wh, eid) or {}) if intake == "accepted" else {}
     out = {
         "submission_id": submission_id,
         "evaluation_id": eid,
         "task_id": row["task_id"],
         "split": row["split"],
-        "status": ev.get("status", "queued"),
-        "progress": state.get("phase"),
+        "status": ev.get("status", "queued") if intake == "accepted" else intake,
+        "progress": state.get("phase") if intake == "accepted" else _intake_progress(row),
         "void_reason": ev.get("void_reason"),
         "failure_reason": ev.get("failure_reason"),
         "accepted_at": row["accepted_at"],
-        "engine_digest": row["engine_digest"],
+        "engine_digest": row["engine_digest"] or None,
         "speculator_digest": row["speculator_digest"],
         "evaluation_url": board_url(eid),
         "position": None,
+        "refusal": row["intake_reason"],
+        "refusal_status": row["intake_code"],
     }
     if out["status"] == "queued":
         ids = [w["submission_id"] for w in waiting(con, wh)]

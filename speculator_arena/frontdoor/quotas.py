@@ -1,10 +1,15 @@
 """Quota use (protocol section 8), derived rather than counted.
 
-An account's use for a task and split is its accepted submissions minus those whose evaluation
-ended void (the arena's fault: refunded), by the runner's status or by the scorer's outcome. It is read from the submissions table and the
-warehouse's `evaluations` rows each time, so there is no second counter that could drift from
-what happened; a refused submission never reaches the table and so uses nothing. Called inside
-the intake's `BEGIN IMMEDIATE` transaction, the count and the insert are one atomic step.
+An account's use for a task and split is its submissions minus those whose evaluation ended
+void (the arena's fault: refunded), by the runner's status or by the scorer's outcome, and
+minus those whose fetch was refused (`fetching` ones count: they may still run). It is read
+from the submissions table, the warehouse's `evaluations` rows and the outcomes every scoring
+writes (scoring/outcomes.py) each time, so there is no second counter that could drift from
+what happened; a refused submission never reaches the table (or, refused by the fetch worker,
+is marked so) and so uses nothing. Called inside the intake's `BEGIN IMMEDIATE` transaction,
+the count and the insert are one atomic step, so it reads files and never runs the scorer: a
+measured evaluation counts until a scoring has found it void (the `evaluation` asset scores the
+evaluation it ran as it ends).
 """
 
 from __future__ import annotations
@@ -39,22 +44,22 @@ def evaluation_statuses(wh) -> dict[str, str]:
 
 
 def scorer_voided(wh, evaluation_ids: list[str]) -> set[str]:
-    """Of these `measured` evaluations, those the scorer ends void (SCORING.md "Outcomes": the
-    stock engine without tokens on a pass, a gate not measured for the arena's reasons, host
+    """Of these `measured` evaluations, those whose last scoring ended void (SCORING.md "Outcomes":
+    the stock engine without tokens on a pass, a gate not measured for the arena's reasons, host
     contention the runner did not stop on): void is refunded whoever found it."""
-    if not evaluation_ids:
-        return set()
-    from speculator_arena.scoring import score_warehouse
+    from speculator_arena.scoring import outcomes
+    from speculator_arena.scoring.registry import scores_root
 
-    ev = score_warehouse(wh, evaluation_ids=evaluation_ids).evaluations
-    return set(ev.loc[ev["void"].astype(bool), "evaluation_id"])
+    return outcomes.voided(scores_root(wh), evaluation_ids)
 
 
 def used(con: sqlite3.Connection, wh, account_id: str, task_id: str, split: str) -> int:
-    ids = [r["evaluation_id"] for r in con.execute(sql("quota_submissions"), (account_id, task_id, split))]
+    rows = con.execute(sql("quota_submissions"), (account_id, task_id, split)).fetchall()
+    fetching = sum(r["intake_status"] == "fetching" for r in rows)  # no evaluation yet: counted as they are
+    ids = [r["evaluation_id"] for r in rows if r["intake_status"] == "accepted"]
     status = {eid: evaluation_status(wh, eid) for eid in ids}
     voided = scorer_voided(wh, [eid for eid, s in status.items() if s == "measured"])
-    return sum(s != "void" and eid not in voided for eid, s in status.items())
+    return fetching + sum(s != "void" and eid not in voided for eid, s in status.items())
 
 
 def summary(con: sqlite3.Connection, wh, account_id: str, kind: str, task_id: str, split: str) -> dict:

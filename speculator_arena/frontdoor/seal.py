@@ -6,6 +6,12 @@ file, the same code that seals target checkpoints); the digest names the directo
 sha256 of the manifest's file list, so two identical submissions share one copy and a changed
 byte cannot keep its name. The runner calls `verify_sealed` before the engine starts: every file
 re-hashed, nothing missing, nothing added, the name still the digest.
+
+Two steps, in two processes: `seal_in_place` (hash and make read-only) runs in the intake's
+child, on a tree whose links were checked to stay inside it; `store` (move into the store under
+its digest) runs in the API, inside the transaction that inserts the submission's row, so a
+refused or failed intake, or one that lost the race for the last quota slot, leaves no sealed
+copy, and two intakes of the same bytes cannot both move theirs.
 """
 
 from __future__ import annotations
@@ -13,13 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
+import stat
 from pathlib import Path
 
-from speculator_arena.checkpoints.seal import MANIFEST, read_manifest, seal, unseal, verify_manifest, write_manifest
-from speculator_arena.warehouse import arena_home
+from speculator_arena.checkpoints.seal import MANIFEST, read_manifest, seal, verify_manifest, write_manifest
+from speculator_arena.frontdoor.trees import remove_tree
+from speculator_arena.settings import arena_home
 
 TREE = "tree"
+MAX_MANIFEST_BYTES = 64 * 2**20
 
 
 class SealBroken(RuntimeError):
@@ -31,9 +39,14 @@ def store_dir(home=None) -> Path:
 
 
 def staging_dir(home=None) -> Path:
-    """Where intake extracts and fetches before sealing: same filesystem as the store (atomic rename)."""
-    d = arena_home(home) / "frontdoor" / "staging"
-    d.mkdir(parents=True, exist_ok=True)
+    """Where the intake's children work: same filesystem as the store (atomic rename). Others may
+    pass through it to their own sandbox (mode 0711) but not list it."""
+    from speculator_arena.frontdoor.state import frontdoor_dir
+
+    d = frontdoor_dir(home) / "staging"
+    if not d.is_dir():
+        d.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(d, 0o711)
     return d
 
 
@@ -42,29 +55,53 @@ def _digest(manifest: dict) -> str:
     return hashlib.sha256(json.dumps(listing, sort_keys=True).encode()).hexdigest()
 
 
-def seal_tree(staged: Path, kind: str, source: str, home=None) -> tuple[str, Path]:
-    """Move `staged/tree` into the store under its digest, sealed; returns (digest, tree path).
+def seal_in_place(staged: Path, meta: dict) -> dict:
+    """Hash `staged/tree` into `staged/manifest.json` and make both read-only (`staged` itself
+    stays writable: moving a directory needs write access to it). Returns the manifest."""
+    manifest = write_manifest(staged, meta)
+    seal(staged / TREE)
+    os.chmod(staged / MANIFEST, 0o444)
+    return manifest
 
-    `staged` is a fresh directory under `staging_dir()` holding `tree/`; it is consumed.
-    """
-    manifest = write_manifest(staged, {"kind": kind, "source": source})
+
+def store(staged: Path, home=None) -> tuple[str, Path]:
+    """Move a sealed `staged` (tree and manifest) into the store under its digest; returns
+    (digest, tree path). Identical bytes already sealed and whole are kept, and `staged` is left
+    for its sandbox's removal. Call it inside the transaction that names the digest in a row."""
+    for d in (staged, staged / TREE):  # what the child made: moved as it is, so never a link
+        if not stat.S_ISDIR(d.lstat().st_mode):
+            raise SealBroken(f"the staged {d.name} is not a directory")
+    mpath = staged / MANIFEST
+    st = mpath.lstat()
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MANIFEST_BYTES:
+        raise SealBroken("the staged manifest is not a regular file of a sane size")
+    manifest = read_manifest(staged)
+    if manifest is None:
+        raise SealBroken("the staged manifest cannot be read")
     digest = _digest(manifest)
     final = store_dir(home) / digest
     final.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(final.parent, 0o700)  # the engine's user reaches its own inputs only as the runner stages them
-    if final.exists() and not verify_manifest(final, full=True):
-        shutil.rmtree(staged)  # the same bytes are already sealed
-    else:
-        if final.exists():  # a torn copy (crash mid-rename cannot happen; a tampered one can)
-            unseal_and_remove(final)
-        seal(staged)
-        os.replace(staged, final)
+    if final.exists():
+        if not verify_manifest(final, full=True):
+            return digest, final / TREE
+        remove_tree(final)  # torn or tampered: replaced by the copy just checked
+    os.rename(staged, final)
+    os.chmod(final, 0o555)
     return digest, final / TREE
 
 
-def unseal_and_remove(entry: Path) -> None:
-    unseal(entry)
-    shutil.rmtree(entry)
+def seal_tree(staged: Path, kind: str, source: str, home=None) -> tuple[str, Path]:
+    """Seal and store a tree the arena itself made (never a submission's: those are sealed in
+    the intake's child). `staged` holds `tree/`; it is consumed."""
+    seal_in_place(staged, {"kind": kind, "source": source})
+    digest, tree = store(staged, home)
+    remove_tree(staged)
+    return digest, tree
+
+
+def remove_sealed(entry: Path) -> None:
+    remove_tree(entry)
 
 
 def sealed_root(path: str | os.PathLike | None, home=None) -> Path | None:
@@ -101,8 +138,11 @@ def sealed_provenance(engine: str | None, speculator: str | None, home=None) -> 
     for name, path in (("engine", engine), ("speculator", speculator)):
         entry = sealed_root(path, home)
         if entry is not None:
+            manifest = read_manifest(entry) or {}
             out[f"{name}_sealed_digest"] = entry.name
-            out[f"{name}_sealed_source"] = (read_manifest(entry) or {}).get("source")
+            out[f"{name}_sealed_source"] = manifest.get("source")
+            if manifest.get("intake_user"):
+                out[f"{name}_intake_user"] = manifest["intake_user"]
     return out
 
 

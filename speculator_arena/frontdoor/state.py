@@ -11,12 +11,14 @@ Parquet, DuckDB views) is for measurements and has no such transaction.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 from speculator_arena import sqlfiles
-from speculator_arena.warehouse import arena_home
+from speculator_arena.settings import arena_home
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -26,41 +28,57 @@ def sql(name: str) -> str:
 
 
 def frontdoor_dir(home=None) -> Path:
+    """`$ARENA_HOME/frontdoor`, made 0711: the intake's children pass through it to their
+    sandboxes (staging/) but cannot list it, and the database in it is the API user's alone."""
     d = arena_home(home) / "frontdoor"
-    d.mkdir(parents=True, exist_ok=True)
+    if not d.is_dir():
+        d.parent.mkdir(parents=True, exist_ok=True)
+        d.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(d, 0o711)
     return d
 
 
 def connect(home=None) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit: see `transaction`)."""
-    con = sqlite3.connect(frontdoor_dir(home) / "state.db", timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    path = frontdoor_dir(home) / "state.db"
+    if not path.exists():  # SQLite gives the WAL and shared-memory files the database's mode
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    con = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     con.row_factory = sqlite3.Row
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    con.execute("PRAGMA foreign_keys=ON")
+    con.executescript(sql("connection"))
     con.executescript(sql("schema"))
+    if "intake_status" not in {r["name"] for r in con.execute(sql("submission_columns"))}:
+        con.executescript(sql("migrate_intake"))  # a database made before fetches left the request
     return con
+
+
+_WRITERS = threading.Lock()  # this process's writers, in turn
 
 
 @contextmanager
 def transaction(con: sqlite3.Connection):
-    """`BEGIN IMMEDIATE` ... COMMIT (ROLLBACK on any exception)."""
-    con.execute("BEGIN IMMEDIATE")
-    try:
-        yield con
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    con.execute("COMMIT")
+    """`BEGIN IMMEDIATE` ... COMMIT (ROLLBACK on any exception).
+
+    The threads of one process take turns on a lock first: SQLite's own wait for its write lock
+    polls with growing sleeps, so a burst of requests in one API process would spend most of its
+    time asleep; other processes still wait on SQLite's lock."""
+    with _WRITERS:
+        con.execute(sql("begin_immediate"))
+        try:
+            yield con
+        except BaseException:
+            con.execute(sql("rollback"))
+            raise
+        con.execute(sql("commit"))
 
 
 def get_setting(con: sqlite3.Connection, key: str, default: str | None = None) -> str | None:
-    row = con.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+    row = con.execute(sql("get_setting"), (key,)).fetchone()
     return row["value"] if row else default
 
 
 def set_setting(con: sqlite3.Connection, key: str, value: str) -> None:
     con.execute(
-        "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        sql("set_setting"),
         (key, value),
     )

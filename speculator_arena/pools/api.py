@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from speculator_arena.pools.build import pool_root, read_jsonl
+from speculator_arena.pools.hashing import seed_of
+from speculator_arena.pools.layout import pool_root, read_jsonl, split_folder
 from speculator_arena.pools.model import FidelityText, Probe, Session, Turn
 from speculator_arena.protocol import load_protocol
 
@@ -66,10 +67,6 @@ def salt_line(evaluation_id: str, workload: str, pass_index: int | str) -> str:
     return f"[session set {digest}]"
 
 
-def _seed(*parts) -> int:
-    return int(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:16], 16)
-
-
 class Pool:
     """One built split of one task's pool."""
 
@@ -80,6 +77,12 @@ class Pool:
         self.root = root
         self.task = load_protocol().task(task_id)
         self.manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+
+    @classmethod
+    def at(cls, task_id: str, split: str, root: Path) -> Pool:
+        """The split of the pool whose root is `root`: a build's own folder, or a served pool's
+        resolved link."""
+        return cls(task_id, split, split_folder(root, split), root)
 
     # ---- stored records ----------------------------------------------------------------------
     @cached_property
@@ -95,7 +98,7 @@ class Pool:
         return {w: self.task.lanes[w] * self.task.workloads[w].interleave for w in self.task.workloads}
 
     def _order(self, evaluation_id: str, items: list[Session], tag: str) -> list[Session]:
-        rng = np.random.default_rng(_seed(self.task_id, self.split, evaluation_id, tag))
+        rng = np.random.default_rng(seed_of(self.task_id, self.split, evaluation_id, tag))
         fams = sorted({s.family for s in items})
         by = {f: [items[i] for i in rng.permutation([j for j, s in enumerate(items) if s.family == f])] for f in fams}
         share = {f: len(by[f]) / len(items) for f in fams}
@@ -239,12 +242,11 @@ def load_pool(task_id: str, split: str, home=None, *, require: bool = True) -> P
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     root = pool_root(task_id, home)
-    folder = root / "dev" if split == "dev" else root / "hidden" / split
+    folder = split_folder(root, split)
     if not (folder / "manifest.json").is_file() or not (root / "probes.jsonl").is_file():
         hint = " (the hidden pool needs the operators' key: ARENA_POOL_KEY)" if split == "test" else ""
         raise PoolNotBuilt(
             f"no {split} pool for {task_id} under {root}: run `arena pools build --task {task_id}`{hint}"
         )
-    root = root.resolve()
-    pool = Pool(task_id, split, root / folder.relative_to(pool_root(task_id, home)), root)
+    pool = Pool.at(task_id, split, root.resolve())
     return require_sessions(pool) if require else pool

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from speculator_arena.pools.api import Pool, salt_line
-from speculator_arena.pools.build import BuildContext, read_jsonl
+from speculator_arena.pools.build.context import BuildContext
+from speculator_arena.pools.layout import read_jsonl, split_folder
 
 
 def _split_sources(folder: Path) -> set[str]:
@@ -36,7 +37,7 @@ class PublicTexts:
     def __init__(self, ctx: BuildContext):
         import bisect
 
-        from speculator_arena.pools.build import split_candidates
+        from speculator_arena.pools.build.candidates import split_candidates
 
         pub, _ = split_candidates(ctx)
         self._bisect = bisect.bisect_left
@@ -55,7 +56,7 @@ def _digest(text: str) -> str:
 def hidden_only_texts(ctx: BuildContext, min_chars: int = 40) -> list[str]:
     """The hidden pool's turn texts (and paraphrases) that no public source holds: what must
     never reach a public file, view or log."""
-    test = ctx.root / "hidden" / "test"
+    test = split_folder(ctx.root, "test")
     public = PublicTexts(ctx)
     out = []
     for name in ("sessions.jsonl", "warmup.jsonl"):
@@ -77,10 +78,10 @@ def hidden_only_texts(ctx: BuildContext, min_chars: int = 40) -> list[str]:
 def public_hidden_disjoint(ctx: BuildContext) -> tuple[bool, dict]:
     """No conversation is in both pools, and no hidden-only text is in the public pool."""
     root = ctx.root
-    test = root / "hidden" / "test"
+    test = split_folder(root, "test")
     if not (test / "manifest.json").is_file():
         return True, {"hidden_pool": "not built (no operator key)"}
-    dev = root / "dev"
+    dev = split_folder(root, "dev")
     shared_sources = _split_sources(dev) & _split_sources(test)
     hidden = {_digest(t) for t in hidden_only_texts(ctx)}
     leaked = _text_digests(dev) & hidden

@@ -6,309 +6,33 @@ JSON array, hh-rlhf as `.jsonl.gz`, the Hugging Face hub as Parquet), and a read
 JSON Lines refuses them with an error about the wrong thing ("not UTF-8" for a gzip file). The
 decoding is done by well-kept readers: the standard library's gzip, bz2 and lzma, pyarrow for
 zstd streams and for Parquet (`ParquetFile.iter_batches`), and ijson (yajl's C parser) for a
-JSON array, element by element. What is written here is the glue they lack: `look` says what a
-file is, so a declaration that does not match it is told what to declare; every reader streams
-and holds at most one record (`ARENA_MAX_RECORD_BYTES`) in memory; and every error names the
-file, the place in it and, where one can be read, the record's id.
+JSON array, element by element. What is written here is the glue they lack: every reader
+streams and holds at most one record (`ARENA_MAX_RECORD_BYTES`) in memory, and every error
+names the file, the place in it and, where one can be read, the record's id. Beside it:
+`file_kinds.look` says what a file is, so a declaration that does not match it is told what to
+declare; `compression.open_decoded` decompresses as the first bytes say; `source_errors` holds
+the error and the record bound every reader shares.
 """
 
 from __future__ import annotations
 
-import bz2
-import contextlib
 import datetime as _dt
-import gzip
-import io
 import itertools
-import json
-import lzma
-import re
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import IO
 
-from speculator_arena import settings
+from speculator_arena.pools.compression import CHUNK, CodecError, open_decoded
+from speculator_arena.pools.source_errors import (
+    INCOMPLETE_HINT,
+    NOT_UTF8_HINT,
+    TOO_LARGE_HINT,
+    SourceFormatError,
+    max_record_bytes,
+    parse_record,
+    record_id,
+)
 
 CONTAINERS = ("jsonl", "json", "parquet")
-_CHUNK = 1 << 16  # bytes read at a time, and the head `look` reads
-
-
-class SourceFormatError(ValueError):
-    """A source file that does not follow its format; `.partial` holds what was read before.
-
-    The message names the file, where in it (line and byte offset, element, row), the record's
-    id when one could be read, and `hint`: what to change. A declared set's reader adds the
-    set's name and format and how many records were read and kept before the error (`within`).
-    """
-
-    def __init__(self, path: Path | str, where: str, why: str, partial: list | None = None, *, hint: str = ""):
-        self.path = str(path)
-        self.where = where
-        self.why = why
-        self.partial = partial or []
-        self.hint = hint
-        self.source: str | None = None
-        self.format: str | None = None
-        self.read: int | None = None
-        self.kept: int | None = None
-        super().__init__(path, where, why)
-
-    def within(self, source: str, fmt: str, read: int, kept: int) -> SourceFormatError:
-        """The declared set this error happened in, and its records read and kept before it."""
-        self.source, self.format, self.read, self.kept = source, fmt, read, kept
-        return self
-
-    def __str__(self) -> str:
-        head = f"declared source {self.source!r} (format: {self.format}): " if self.source else ""
-        if self.read is not None:
-            counts = f"{self.read} records read and {self.kept} kept before it"
-        else:
-            counts = f"{len(self.partial)} records read before it are kept in .partial"
-        tail = f"; {self.hint}" if self.hint else ""
-        return f"{head}{self.path}: {self.where}: {self.why} ({counts}){tail}"
-
-
-def max_record_bytes() -> int:
-    """The memory bound of one record (one JSONL line, one array element, one Parquet row, one
-    JSON file): `ARENA_MAX_RECORD_BYTES`, else 64 MiB. A larger record is refused with its file,
-    place and id, never read whole."""
-    return int(settings.number("ARENA_MAX_RECORD_BYTES"))
-
-
-TOO_LARGE_HINT = "raise ARENA_MAX_RECORD_BYTES if a record this large is real"
-
-_RECORD_ID = re.compile(rb'"(?:instance_id|question_id|conversation_id|task_id|id)"\s*:\s*"?([^",}\s]{1,80})')
-
-
-def record_id(head: bytes) -> str:
-    """The record's id as it appears near the start of its raw bytes, for error messages
-    (the record itself may be unreadable: cut, not UTF-8, too large)."""
-    m = _RECORD_ID.search(head[:65536])
-    return m.group(1).decode("utf-8", "replace") if m else "?"
-
-
-def parse_record(path: Path, raw: bytes, where, rid: str):
-    """One record's bytes as JSON; an error names the file, `where(byte offset)` and the id."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SourceFormatError(
-            path, f"{where(exc.start)}, record {rid}", f"not UTF-8 ({exc.reason})", hint=NOT_UTF8_HINT
-        ) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SourceFormatError(
-            path,
-            f"{where(len(text[: exc.pos].encode()))}, record {rid}",
-            f"not JSON ({exc.msg}); a cut or broken record",
-            hint="a file that ends inside a record was cut (download it again); elsewhere, mend or remove the record",
-        ) from None
-
-
-NOT_UTF8_HINT = (
-    "the readers read UTF-8 text, and gzip, bz2, xz or zstd compression by the file's first bytes: "
-    "re-encode the file as UTF-8"
-)
-
-
-# ---- compression ----------------------------------------------------------------------------
-_CODECS = (
-    (b"\x1f\x8b", "gzip"),
-    (b"BZh", "bz2"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"\x28\xb5\x2f\xfd", "zstd"),
-)
-# recognized to say what they are, not read: an archive holds files, not records
-_ARCHIVES = (
-    (b"PK\x03\x04", "a zip archive"),
-    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
-    (b"\x04\x22\x4d\x18", "lz4-compressed data"),
-)
-
-
-class CodecError(Exception):
-    """The compressed stream is cut or broken (the codec's own error, as `.why`)."""
-
-    def __init__(self, codec: str, exc: BaseException):
-        self.codec = codec
-        self.why = f"the {codec} stream is cut or broken ({type(exc).__name__}: {exc})"
-        super().__init__(self.why)
-
-
-class _Decoded(io.RawIOBase):
-    """A decompressor's stream whose errors (EOFError, OSError, zlib, lzma, pyarrow) all become
-    `CodecError`, so the readers meet one exception for a cut or broken compressed file."""
-
-    def __init__(self, inner, codec: str):
-        self.inner, self.codec = inner, codec
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        try:  # read1: what decompresses before a cut is returned before the cut raises
-            data = self.inner.read1(len(b)) if hasattr(self.inner, "read1") else self.inner.read(len(b))
-        except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
-            raise CodecError(self.codec, exc) from None
-        b[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.inner.close()
-        super().close()
-
-
-def codec_of(head: bytes) -> str | None:
-    return next((name for magic, name in _CODECS if head.startswith(magic)), None)
-
-
-@contextlib.contextmanager
-def open_decoded(path: Path | str) -> Iterator[tuple[IO[bytes], str | None]]:
-    """(a binary stream of the file's content, the codec it was compressed with or None); a
-    UTF-8 byte-order mark at the start is skipped."""
-    path = Path(path)
-    with open(path, "rb") as raw:
-        codec = codec_of(raw.peek(8)[:8])
-        if codec is None:
-            stream = raw
-        elif codec == "gzip":
-            stream = io.BufferedReader(_Decoded(gzip.GzipFile(fileobj=raw, mode="rb"), codec), _CHUNK)
-        elif codec == "bz2":
-            stream = io.BufferedReader(_Decoded(bz2.BZ2File(raw, "rb"), codec), _CHUNK)
-        elif codec == "xz":
-            stream = io.BufferedReader(_Decoded(lzma.LZMAFile(raw, "rb"), codec), _CHUNK)
-        else:  # zstd: the standard library has it only from Python 3.14; pyarrow has it
-            import pyarrow as pa
-
-            inner = pa.CompressedInputStream(pa.PythonFile(raw, mode="r"), "zstd")
-            stream = io.BufferedReader(_Decoded(inner, codec), _CHUNK)
-        try:
-            if _peek(stream, 3) == b"\xef\xbb\xbf":
-                stream.read(3)
-            yield stream, codec
-        finally:
-            if stream is not raw:
-                stream.close()
-
-
-def _peek(stream: io.BufferedReader, n: int) -> bytes:
-    try:
-        return stream.peek(n)[:n]
-    except CodecError:
-        return b""  # the first read raises again, where the reader names the place
-
-
-# ---- what a file is ----------------------------------------------------------------------------
-KIND_TEXT = {
-    "jsonl": "JSON Lines (one record per line)",
-    "json-line": "one JSON object on one line",
-    "object-start": "JSON text starting with an object",
-    "json": "a JSON array",
-    "json-object": "one JSON object over several lines (pretty-printed JSON: one record, or records nested under a key)",
-    "parquet": "a Parquet file",
-    "empty": "an empty file",
-    "lfs-pointer": "a Git LFS pointer, not the data",
-    "html": "an HTML page, not a data file",
-    "tar": "a tar archive",
-    "text": "text that is not JSON",
-    "binary": "binary data that is none of JSON Lines, JSON, Parquet, gzip, bz2, xz and zstd",
-    "utf-16": "UTF-16 text (the readers read UTF-8)",
-}
-
-
-@dataclass(frozen=True)
-class Look:
-    """What a file is, read from its first bytes (decompressed): `kind` (KIND_TEXT's keys, or an
-    archive's name), the codec, and a short preview of its first line for the error message."""
-
-    kind: str
-    codec: str | None = None
-    preview: str = ""
-
-    def describe(self) -> str:
-        what = KIND_TEXT.get(self.kind, self.kind)
-        if self.kind == "broken-stream":
-            what = f"a {self.codec} stream that does not decompress (cut or broken)"
-        elif self.codec:
-            what = f"{what}, {self.codec}-compressed"
-        return what + (f" (it begins {self.preview!r})" if self.preview else "")
-
-
-def look(path: Path | str) -> Look:
-    """What the file at `path` is, from at most its first 64 KiB after decompression."""
-    path = Path(path)
-    with open(path, "rb") as fh:
-        magic = fh.read(8)
-    for m, name in _ARCHIVES:
-        if magic.startswith(m):
-            return Look(name)
-    head = b""
-    with open_decoded(path) as (fh, codec):
-        try:
-            while len(head) < _CHUNK and (piece := fh.read1(_CHUNK - len(head))):
-                head += piece
-        except CodecError:
-            if not head:
-                return Look("broken-stream", codec)
-    kind = _kind(head)
-    preview = ""
-    if kind in ("text", "html", "binary"):
-        first = head.lstrip()[:60].split(b"\n", 1)[0]
-        preview = first.decode("utf-8", "replace") if kind != "binary" else first[:8].hex(" ")
-    return Look(kind, codec, preview)
-
-
-def _kind(head: bytes) -> str:
-    if head.startswith(b"PAR1"):
-        return "parquet"
-    if len(head) >= 262 and head[257:262] == b"ustar":
-        return "tar"
-    if head.startswith(b"version https://git-lfs.github.com/spec/"):
-        return "lfs-pointer"
-    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return "utf-16"
-    if b"\x00" in head[:1024]:
-        return "binary"
-    body = head.lstrip()
-    if not body:
-        return "empty"
-    if body[:15].lower().startswith((b"<!doctype html", b"<html")):
-        return "html"
-    if body[:1] not in (b"{", b"["):
-        return "text"
-    first, nl, rest = body.partition(b"\n")
-    if not nl:  # one line, longer than the head or the whole file: the reader will say
-        return "object-start" if body[:1] == b"{" else "json"
-    try:
-        complete = isinstance(json.loads(first), (dict, list))
-    except ValueError:
-        complete = False
-    more = bool(rest.strip())
-    if body[:1] == b"[":
-        return "jsonl" if complete and more else "json"
-    if complete:
-        return "jsonl" if more else "json-line"
-    # a first line that is no whole object: pretty-printed JSON, unless it looks like a broken record
-    return "object-start" if first.rstrip().endswith(b"}") else "json-object"
-
-
-# which kinds each container reads (`traj`: one JSON document per file)
-READS = {
-    "jsonl": {"jsonl", "json-line", "object-start"},
-    "json": {"json"},
-    "parquet": {"parquet"},
-    "traj": {"json-object", "json-line", "object-start"},
-}
-CONTAINER_TEXT = {"jsonl": "JSON Lines", "json": "a JSON array", "parquet": "Parquet", "traj": "one JSON document"}
-
-
-# the container that reads a file of each kind ("object-start": JSON Lines or one document)
-KIND_CONTAINER = {"jsonl": "jsonl", "json-line": "jsonl", "json": "json", "parquet": "parquet", "json-object": "traj"}
 
 
 # ---- JSON Lines ------------------------------------------------------------------------------
@@ -361,7 +85,7 @@ class _Metered:
 
     def __init__(self, fh, limit: int):
         self.fh, self.limit = fh, limit
-        self.size = max(1024, min(_CHUNK, limit))
+        self.size = max(1024, min(CHUNK, limit))
         self.pos = self.mark = 0
         self.head = b""  # the first read after the mark, for the record's id
 
@@ -412,9 +136,6 @@ def iter_json_array(path: Path | str):
                 raise _array_error(path, f"element [{i}] (before byte {src.pos}{of})", exc, i) from None
             yield i, obj
             src.yielded()
-
-
-INCOMPLETE_HINT = "the file is incomplete: download it again"
 
 
 def _array_error(path: Path, where: str, exc: Exception, i: int) -> SourceFormatError:
@@ -545,7 +266,7 @@ def read_whole(path: Path | str) -> tuple[bytes, str | None]:
     if len(raw) > limit:
         raise SourceFormatError(
             path,
-            f"whole file (more than {limit} bytes), record {record_id(raw[:_CHUNK])}",
+            f"whole file (more than {limit} bytes), record {record_id(raw[:CHUNK])}",
             f"record larger than {limit} bytes (ARENA_MAX_RECORD_BYTES); not read",
             hint=TOO_LARGE_HINT,
         )

@@ -31,10 +31,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from speculator_arena.pools import containers, readers
-from speculator_arena.pools.containers import CONTAINERS, SourceFormatError, iter_records
+from speculator_arena.pools import containers, file_kinds, readers, source_errors
+from speculator_arena.pools.containers import CONTAINERS, iter_records
 from speculator_arena.pools.model import SourceConversation
 from speculator_arena.pools.readers import text_content
+from speculator_arena.pools.source_errors import SourceFormatError
 
 SCHEMAS = ("mini-swe-agent", "messages", "questions")  # what a record is; `sharegpt-json` and `-traj` are whole files
 FORMATS = tuple(f"{s}-{c}" for s in SCHEMAS for c in CONTAINERS) + ("mini-swe-agent-traj", "sharegpt-json")
@@ -51,12 +52,12 @@ def split_format(fmt: str) -> tuple[str, str]:
 def expect_container(path: Path, schema: str, container: str, fmt: str) -> None:
     """Refuse a file that the declared format cannot read, saying what the file is and what to
     declare instead (or what to do with it: fetch, decompress, unpack); nothing is read."""
-    seen = containers.look(path)
-    if seen.kind in containers.READS[container] and not (container == "parquet" and seen.codec):
+    seen = file_kinds.look(path)
+    if seen.kind in file_kinds.READS[container] and not (container == "parquet" and seen.codec):
         return
     if seen.kind == "empty":
         raise SourceFormatError(path, "whole file", "no records (an empty file)")
-    fits = containers.KIND_CONTAINER.get(seen.kind)
+    fits = file_kinds.KIND_CONTAINER.get(seen.kind)
     base = "messages" if schema == "sharegpt" else schema
     if fits == "parquet" and seen.codec:
         hint = (
@@ -74,7 +75,7 @@ def expect_container(path: Path, schema: str, container: str, fmt: str) -> None:
         hint = f"declare `format: {base}-{fits}`"
     else:
         hint = _NO_CONTAINER.get(seen.kind, "unpack it and declare the file inside")
-    why = seen.describe() + (f", not {containers.CONTAINER_TEXT[container]}" if fits else "")
+    why = seen.describe() + (f", not {file_kinds.CONTAINER_TEXT[container]}" if fits else "")
     raise SourceFormatError(path, "whole file", why, hint=hint)
 
 
@@ -221,10 +222,10 @@ def _iter_swe_traj(path: Path, fmt: str):
     for f in files:
         expect_container(f, "mini-swe-agent", "traj", fmt)
         raw, codec = containers.read_whole(f)
-        rid = containers.record_id(raw)
+        rid = source_errors.record_id(raw)
         rid = f.name.removesuffix(".traj.json") if rid == "?" else rid
         of = f" of the {codec}-decompressed text" if codec else ""
-        obj = containers.parse_record(f, raw, lambda off, of=of: f"byte {off}{of}", rid)
+        obj = source_errors.parse_record(f, raw, lambda off, of=of: f"byte {off}{of}", rid)
         if isinstance(obj, dict) and not obj.get("instance_id") and not (obj.get("info") or {}).get("instance_id"):
             obj = dict(obj, instance_id=f.name.removesuffix(".traj.json"))
         yield f.name, _swe_record(f, "whole file", 1, obj)

@@ -1,5 +1,5 @@
-"""The data card of a task's pools, generated: markdown, JSON and a PNG of the distributions;
-and its reader (`load_data_card`, the end of this module), the one place the board's data card
+"""The data card of a task's pools, generated: what it states (computed here), written as JSON,
+markdown and a PNG of the distributions (the last two drawn by `datacard_render.py`); and its reader (`load_data_card`, the end of this module), the one place the board's data card
 page and the calibration's fit (its cache-hit targets) find a card.
 
 Why generated: the card must say exactly what the pools hold (sources at their commits, counts,
@@ -21,7 +21,10 @@ import numpy as np
 
 from speculator_arena.atomic import write_atomic
 from speculator_arena.pools import structure
-from speculator_arena.pools.build import BuildContext, pool_root, read_jsonl, sources_manifest
+from speculator_arena.pools.build.context import BuildContext
+from speculator_arena.pools.build.inputs import sources_manifest
+from speculator_arena.pools.datacard_render import plot, render_markdown
+from speculator_arena.pools.layout import HIDDEN, data_card_dir, pool_root, read_jsonl, split_folder
 
 QS = (0.1, 0.5, 0.9, 0.99)
 
@@ -165,52 +168,12 @@ def stale_fields(card: dict, ctx: BuildContext) -> list[str]:
     return out
 
 
-def _plot(path: Path, st: dict, dev_sessions: list[dict]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [
-        ("agent", "turns", lambda s: [len(s["turns"])], "turns per session"),
-        ("agent", "turn_tokens", lambda s: [t["tokens"] for t in s["turns"]], "tokens per tool turn"),
-        ("agent", "reply_tokens", lambda s: [t["max_tokens"] for t in s["turns"]], "reply budget (max_tokens)"),
-        ("chat", "depth", lambda s: [len(s["turns"])], "chat depth (user turns)"),
-        ("chat", "turn_tokens", lambda s: [t["tokens"] for t in s["turns"]], "tokens per user turn"),
-        ("chat", "think_s", lambda s: [t["think_time_s"] for t in s["turns"][1:]], "think time s (before cap, scale)"),
-    ]
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
-    for ax, (fam, stat, get, title) in zip(axes.flat, panels):
-        d = st["families"][fam][stat]
-        ax.plot(d["quantiles"], structure.PROBS, label=f"source: {d['source'][:38]}")
-        vals = np.sort([v for s in dev_sessions if s["family"] == fam for v in get(s)])
-        if vals.size:
-            ax.plot(vals, np.arange(1, vals.size + 1) / vals.size, label="public pool (as built)")
-        ax.set_xscale("symlog")
-        ax.set_title(f"{fam}: {title}", fontsize=10)
-        ax.set_ylabel("CDF")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    tmp.replace(path)
-
-
-def _table(rows: list[tuple[str, dict]]) -> str:
-    head = "| statistic | n | mean | p10 | p50 | p90 | p99 |\n|---|---|---|---|---|---|---|\n"
-    return head + "".join(
-        f"| {name} | {d.get('n', 0)} | {d.get('mean', '')} | {d.get('p10', '')} | {d.get('p50', '')} | {d.get('p90', '')} | {d.get('p99', '')} |\n"
-        for name, d in rows
-    )
-
-
 def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
     st = ctx.structure()
-    dev_dir = ctx.root / "dev"
+    dev_dir = split_folder(ctx.root, "dev")
     dev = read_jsonl(dev_dir / "sessions.jsonl")
     dev_man = json.loads((dev_dir / "manifest.json").read_text(encoding="utf-8"))
-    test_man_p = ctx.root / "hidden" / "test" / "manifest.json"
+    test_man_p = split_folder(ctx.root, "test") / "manifest.json"
     test_man = json.loads(test_man_p.read_text(encoding="utf-8")) if test_man_p.is_file() else None
     if test_man and test_man.get("structure_digest") != st["digest"]:
         test_man = None  # a hidden pool from other statistics is not this build's
@@ -288,108 +251,15 @@ def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
         d.mkdir(parents=True, exist_ok=True)
         write_atomic(d / f"{ctx.task_id}.json", json.dumps(card, indent=1, default=str))
         write_atomic(d / f"{ctx.task_id}.md", md)
-        _plot(d / f"{ctx.task_id}.png", st, dev)
+        plot(d / f"{ctx.task_id}.png", st, dev)
     return card
-
-
-def render_markdown(c: dict) -> str:
-    L = [
-        f"# Data card: `{c['task_id']}` session pools",
-        "",
-        f"Generated {c['generated_at']} under protocol v{c['protocol_version']} for `{c['model']}`; structure statistics "
-        f"`{c['structure_digest']}` ({'operators production statistics' if c['structure_from_production'] else 'fitted from the public traces'}).",
-        "",
-        "## Sources",
-        "",
-        "Conversation sets as declared (`speculator_arena/pools/source_sets/`): records read, conversations used "
-        "(after records dropped, each with its reason), then the traces, apps and probes.",
-        "",
-        "| source | family | origin | commit | license | records | used | dropped | note |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for s in c["sources"]:
-        dropped = "; ".join(f"{n} {why}" for why, n in (s.get("dropped") or {}).items())
-        note = "; ".join(x for x in [s.get("truncation") or ""] + list(s.get("notes") or []) if x)
-        fam = (s.get("family") or "") + (f" (weight {s['weight']})" if s.get("weight") is not None else "")
-        used = "" if s.get("used") is None else s["used"]
-        L.append(
-            f"| {s['name']} | {fam} | {s['origin']} | {s['commit'] or '-'} | {s['license']} | {s['records']} | "
-            f"{used} | {dropped} | {note} |"
-        )
-    dv = c["counts"]["dev"]
-    L += [
-        "",
-        "## Counts",
-        "",
-        f"- Public `dev` pool: {dv['sessions']} timed sessions ({dv['families']}), {dv['turns']} turns, {dv['warmup']} warm-up sessions, "
-        f"{dv['fidelity']} fidelity texts; apps {dv['apps']}.",
-        f"- Hidden `test` pool: {c['counts']['test']}.",
-        f"- Greedy probe prompts: {c['counts']['greedy_probes']} (Spec-Bench, diverse selection).",
-        "",
-        "## Family mix",
-        "",
-        f"Proposed mix of timed sessions {c['family_mix']['proposed']} (protocol v1 states none); "
-        f"realized in `dev`: {c['family_mix']['dev_realized']}.",
-        "",
-        "## Fitted distributions next to the sources",
-        "",
-        "Fitted = the structure statistics sessions are sampled from; public pool = the sessions as built (turns cut to "
-        "the window, reply budgets capped by `max_tokens_cap`; think times as sampled, before the runner's cap and scale `c`).",
-        "",
-        f"![distributions]({c['task_id']}.png)",
-        "",
-    ]
-    for fam in ("agent", "chat"):
-        rows = [(f"fitted {k} ({v['source']})", v) for k, v in c["fitted"][fam].items()]
-        rows += [(f"source {k} ({v['source']})", v) for k, v in c["reference_sources"].get(fam, {}).items()]
-        rows += [(f"public pool {k}", v) for k, v in c["public_pool"].get(fam, {}).items()]
-        L += [f"### {fam}", "", _table(rows)]
-    ct = c["cache_hit_targets"]
-    L += [
-        "## Cache-hit targets",
-        "",
-        f"Status: {ct['status']}.",
-        "",
-        f"- Agent traces, recorded cached share (token-weighted): {ct['agent_recorded_cache_hit_token_weighted']}",
-        f"- Chat (Mooncake conversation trace), repeated prefix-block share: {ct['chat_mooncake_repeated_block_share']}",
-        f"- Target cache hit, token-weighted, in the family mix: **{ct['target_cache_hit_token_weighted']}**",
-        f"- Share of a returning session's history still cached: **{ct['returning_session_history_cached_target']}** (proposal)",
-        f"- Upper bound of this pool with a perfect cache: {ct['pool_prefix_hit_upper_bound']}",
-        "",
-        "## Diversity (SPEED-Bench Algorithm 1, all-MiniLM-L6-v2 embeddings)",
-        "",
-        "| selection | candidates | selected | mean pairwise cosine, diverse | random (mean ± sd over draws) |",
-        "|---|---|---|---|---|",
-    ]
-    for name, d in c["diversity"].items():
-        if d:
-            L.append(
-                f"| {name} | {d['candidates']} | {d['selected']} | {d['diverse_mean_similarity']} | "
-                f"{d['random_mean_similarity']} ± {d['random_std']} ({d['random_draws']}) |"
-            )
-    b = c["busy_lanes"]
-    L += [
-        "",
-        "## Busy lanes (section 4)",
-        "",
-        f"KV cache {b['kv_cache_tokens']} tokens / mean footprint {b['mean_footprint_tokens']} (protocol: {b['protocol_mean_footprint_tokens']}) "
-        f"= {b['sessions_cache_holds']} sessions; `busy` keeps {b['busy_live_sessions']} live ({b['cache_fill_by_busy']:.0%} of the cache); "
-        f"lanes for 85%: {b['lanes_for_85pct']} against {b['busy_lanes']}. {'OK: no overflow.' if b['ok'] else 'OVERFLOW: the live sessions exceed the cache.'}",
-        "",
-        "## Window",
-        "",
-        f"`MAX_MODEL_LEN` {c['window']['max_model_len']}, `max_tokens_cap` {c['window']['max_tokens_cap']}; "
-        f"every turn's prompt (system, first turn, this turn) fits {c['window']['per_turn_prompt_budget_at_cap']} tokens after the cut.",
-        "",
-    ]
-    return "\n".join(L)
 
 
 # ---- reading a card -----------------------------------------------------------------------
 # Only the card's files are read: the hidden test pool lives under `pools/<task>/hidden/`,
 # which nothing below lists or opens, and no pool text is read.
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_DATA_CARDS = Path(__file__).resolve().parents[2] / "data_cards"  # the committed cards of the shipped tasks
 
 
 @dataclass(frozen=True)
@@ -403,12 +273,12 @@ class DataCard:
 
 def card_locations(task_id: str, home: str | os.PathLike | None = None) -> list[Path]:
     """Where a task's card may be, most specific first (the pools build, then the repo's copy)."""
-    return [pool_root(task_id, home) / "data_card" / task_id, REPO_ROOT / "data_cards" / task_id]
+    return [data_card_dir(pool_root(task_id, home)) / task_id, REPO_DATA_CARDS / task_id]
 
 
 def load_data_card(task_id: str, home: str | os.PathLike | None = None) -> DataCard | None:
     """The first location holding `<stem>.md` or `<stem>.json`; None when the card is not built."""
-    if "/" in task_id or "\\" in task_id or task_id in ("", ".", "..") or "hidden" in task_id:
+    if "/" in task_id or "\\" in task_id or task_id in ("", ".", "..") or HIDDEN in task_id:
         raise ValueError(f"not a task id: {task_id!r}")
     for stem in card_locations(task_id, home):
         md, js = stem.with_suffix(".md"), stem.with_suffix(".json")

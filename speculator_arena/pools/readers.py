@@ -5,29 +5,18 @@ Why one reader per format: each public source has its own quirks (the ShareGPT f
 subagents), and a pool is only as honest as what was read. Every reader returns what it read
 in a `ReadResult`; a broken record raises `SourceFormatError`, which names the file and the
 line and carries every record read before it (`.partial`), so nothing already read is lost.
+Here: the conversations and trajectories, ShareGPT and the probes; the traces the structure is
+fitted from are read by trace_readers.py, the apps' prompts and tools by app_readers.py.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any
 
-import yaml
-
-from speculator_arena.pools.containers import (  # noqa: F401  (the readers' errors and bounds, used from here too)
-    SourceFormatError,
-    iter_jsonl,
-    iter_records,
-    look,
-    max_record_bytes,
-    parse_record,
-    read_all,
-    record_id,
-)
+from speculator_arena.pools.containers import iter_records, read_all
+from speculator_arena.pools.source_errors import SourceFormatError
 
 
 @dataclass
@@ -43,7 +32,7 @@ class ReadResult:
         return len(self.records)
 
 
-def _records(path: Path, check, container: str = "jsonl") -> ReadResult:
+def read_records(path: Path, check, container: str = "jsonl") -> ReadResult:
     """Every record of the file through `check`; a record it refuses raises with the place."""
     records: list = []
     try:
@@ -110,112 +99,7 @@ MAX_MESSAGE_CHARS = 1_000_000
 
 def read_agent_trajectories(path: Path) -> ReadResult:
     """mini-swe-agent trajectories, one JSON object per line (`instance_id`, `messages[]`)."""
-    return _records(Path(path), trajectory)
-
-
-# ---- AgentX cc-traces (Weka format) -------------------------------------------------------------
-_CC_REQUEST_KEYS = ("t", "in", "out")
-
-
-def _cc_requests(reqs: list, depth: int = 0) -> list[dict]:
-    out: list[dict] = []
-    for r in reqs:
-        if "requests" in r and isinstance(r["requests"], list) and not all(k in r for k in _CC_REQUEST_KEYS):
-            out.extend(_cc_requests(r["requests"], depth + 1))  # a nested subagent
-            continue
-        for k in _CC_REQUEST_KEYS:
-            if k not in r:
-                raise KeyError(k)
-        out.append(
-            {
-                "t": float(r["t"]),
-                "in": int(r["in"]),
-                "out": int(r["out"]),
-                "hash_ids": list(r.get("hash_ids") or []),
-                "think_time": float(r.get("think_time") or 0.0),
-                "api_time": float(r.get("api_time") or 0.0),
-                "type": r.get("type", ""),
-                "depth": depth,
-            }
-        )
-        if isinstance(r.get("requests"), list):
-            out.extend(_cc_requests(r["requests"], depth + 1))
-    return out
-
-
-def _cc_trace(obj: dict) -> dict:
-    reqs = obj["requests"]
-    if not isinstance(reqs, list):
-        raise TypeError("requests must be a list")
-    return {
-        "id": str(obj["id"]),
-        "block_size": int(obj.get("block_size") or 0),
-        "system_tokens": int(obj.get("system_tokens") or 0),
-        "tool_tokens": int(obj.get("tool_tokens") or 0),
-        "requests": _cc_requests(reqs),
-    }
-
-
-def read_cc_traces(path: Path) -> ReadResult:
-    """AgentX cc-traces in the Weka format: a JSON list of traces, or one trace per line,
-    compressed or not, streamed.
-
-    Per trace `id, block_size, tool_tokens, system_tokens, requests[]`; per request
-    `t, type, model, in, out, hash_ids, input_types, output_types, stop, api_time,
-    think_time`, with subagents nested as `requests` of their own (flattened here, depth kept).
-    """
-    path = Path(path)
-    return _records(path, _cc_trace, "json" if look(path).kind == "json" else "jsonl")
-
-
-# ---- serving traces ---------------------------------------------------------------------------
-def _mooncake(obj: dict) -> dict:
-    return {
-        "timestamp_ms": float(obj["timestamp"]),
-        "input_length": int(obj["input_length"]),
-        "output_length": int(obj["output_length"]),
-        "hash_ids": [int(h) for h in obj["hash_ids"]],
-    }
-
-
-def read_mooncake(path: Path) -> ReadResult:
-    """Mooncake FAST'25 JSONL: `timestamp` (ms), `input_length`, `output_length`, `hash_ids`."""
-    return _records(Path(path), _mooncake)
-
-
-def read_azure_csv(path: Path) -> ReadResult:
-    """Azure LLM inference trace CSV: `TIMESTAMP, ContextTokens, GeneratedTokens`."""
-    path = Path(path)
-    records: list = []
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"TIMESTAMP", "ContextTokens", "GeneratedTokens"} - set(reader.fieldnames or [])
-        if missing:
-            raise SourceFormatError(path, "header", f"missing columns {sorted(missing)}")
-        rows = enumerate(reader, 2)
-        while True:
-            try:
-                lineno, row = next(rows)
-            except StopIteration:
-                break
-            except UnicodeDecodeError as exc:
-                raise SourceFormatError(
-                    path, f"after line {len(records) + 1}", f"not UTF-8 ({exc.reason})", records
-                ) from None
-            try:
-                ts = row["TIMESTAMP"]
-                main, _, frac = ts.partition(".")
-                t = datetime.strptime(main, "%Y-%m-%d %H:%M:%S").timestamp() + (float("0." + frac) if frac else 0.0)
-                records.append(
-                    {
-                        "t": t,
-                        "context_tokens": int(row["ContextTokens"]),
-                        "generated_tokens": int(row["GeneratedTokens"]),
-                    }
-                )
-            except (TypeError, ValueError) as exc:
-                raise SourceFormatError(path, f"line {lineno}", f"bad row: {exc}", records) from exc
-    return ReadResult(str(path), records)
+    return read_records(Path(path), trajectory)
 
 
 # ---- chat conversations (ShareGPT) ---------------------------------------------------------------
@@ -352,142 +236,4 @@ def _probe(obj: dict) -> dict:
 
 def read_spec_bench(path: Path) -> ReadResult:
     """Spec-Bench `question.jsonl`: `question_id, category, turns[]`."""
-    return _records(Path(path), _probe)
-
-
-# ---- apps: system prompts and tool descriptions --------------------------------------------------
-@dataclass
-class App:
-    """One agent framework's shared system prompt and tool schemas (OpenAI format)."""
-
-    name: str
-    family: str
-    system_prompt: str
-    tools: list[dict[str, Any]]
-    source: str
-    license: str
-
-
-def _license_of(folder: Path) -> str:
-    for p in sorted(folder.glob("LICENSE*")):
-        head = p.read_text(encoding="utf-8", errors="replace")[:400]
-        if "MIT" in head:
-            return f"MIT ({p.name})"
-        if "Apache" in head:
-            return f"Apache-2.0 ({p.name})"
-        return p.name
-    return "unknown"
-
-
-def _strip_jinja(text: str) -> str:
-    """Framework prompts are templates; keep their prose and drop the template logic, since a
-    served app sends the rendered text and the arena has no values for the variables."""
-    import re
-
-    text = re.sub(r"\{#.*?#\}", "", text, flags=re.S)
-    text = re.sub(r"\{%.*?%\}", "", text, flags=re.S)
-    text = re.sub(r"\{\{.*?\}\}", "", text, flags=re.S)
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
-
-
-def _swe_tool_schemas(tools_dir: Path) -> list[dict]:
-    tools: list[dict] = []
-    for cfg in sorted(tools_dir.glob("*/config.yaml")):
-        try:
-            data = yaml.safe_load(cfg.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as exc:
-            raise SourceFormatError(cfg, "yaml", str(exc)) from exc
-        for name, spec in (data.get("tools") or {}).items():
-            props, required = {}, []
-            for arg in spec.get("arguments") or []:
-                props[arg["name"]] = {"type": arg.get("type", "string"), "description": arg.get("description", "")}
-                if arg.get("required"):
-                    required.append(arg["name"])
-            tools.append(
-                {
-                    "type": "function",
-                    "function": {
-                        "name": name,
-                        "description": spec.get("docstring", "") or spec.get("signature", ""),
-                        "parameters": {"type": "object", "properties": props, "required": required},
-                    },
-                }
-            )
-    return tools
-
-
-def read_apps(apps_dir: Path) -> ReadResult:
-    """System prompts and tool schemas of the public agent frameworks in `apps/`."""
-    apps_dir = Path(apps_dir)
-    apps: list[App] = []
-
-    def load_yaml(p: Path) -> dict:
-        try:
-            return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise SourceFormatError(p, "yaml", str(exc), apps) from exc
-
-    p = apps_dir / "mini-swe-agent/src/minisweagent/config/default.yaml"
-    if p.is_file():
-        apps.append(
-            App(
-                "mini-swe-agent",
-                "agent",
-                _strip_jinja(load_yaml(p)["agent"]["system_template"]),
-                [],
-                str(p.relative_to(apps_dir)),
-                _license_of(apps_dir / "mini-swe-agent"),
-            )
-        )
-    p = apps_dir / "swe-agent/config/default.yaml"
-    if p.is_file():
-        apps.append(
-            App(
-                "swe-agent",
-                "agent",
-                _strip_jinja(load_yaml(p)["agent"]["templates"]["system_template"]),
-                _swe_tool_schemas(apps_dir / "swe-agent/tools"),
-                str(p.relative_to(apps_dir)),
-                _license_of(apps_dir / "swe-agent"),
-            )
-        )
-    p = apps_dir / "openhands/openhands/agenthub/codeact_agent/prompts/system_prompt.j2"
-    if p.is_file():
-        apps.append(
-            App(
-                "openhands",
-                "agent",
-                _strip_jinja(p.read_text(encoding="utf-8")),
-                [],
-                str(p.relative_to(apps_dir)),
-                _license_of(apps_dir / "openhands"),
-            )
-        )
-    p = apps_dir / "smolagents/src/smolagents/prompts/toolcalling_agent.yaml"
-    if p.is_file():
-        apps.append(
-            App(
-                "smolagents",
-                "agent",
-                _strip_jinja(load_yaml(p)["system_prompt"]),
-                [],
-                str(p.relative_to(apps_dir)),
-                _license_of(apps_dir / "smolagents"),
-            )
-        )
-    for env in ("airline", "retail"):
-        p = apps_dir / f"tau-bench/tau_bench/envs/{env}/wiki.md"
-        if p.is_file():
-            apps.append(
-                App(
-                    f"tau-bench-{env}",
-                    "chat",
-                    p.read_text(encoding="utf-8").strip(),
-                    [],
-                    str(p.relative_to(apps_dir)),
-                    _license_of(apps_dir / "tau-bench"),
-                )
-            )
-    if not apps:
-        raise SourceFormatError(apps_dir, "folder", "no known app prompt files found")
-    return ReadResult(str(apps_dir), apps)
+    return read_records(Path(path), _probe)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from speculator_arena.pools import readers
+from speculator_arena.pools import app_readers, readers, trace_readers
 from speculator_arena.pools.conversations import read_set, traj_files
 from speculator_arena.pools.model import SourceConversation
 from speculator_arena.pools.source_sets import SetDeclaration, declaration_file, load_declarations
@@ -50,7 +50,7 @@ class Sources:
     mooncake: list[dict]
     azure_conv: list[dict]
     azure_code: list[dict]
-    apps: list[readers.App]
+    apps: list[app_readers.App]
     probes: list[dict]
     info: list[SourceInfo]
     weights: dict[str, float | None] = field(default_factory=dict)  # declared set -> weight
@@ -176,12 +176,12 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
 
     cc: list[dict] = []
     if cc_path:
-        res = readers.read_cc_traces(Path(cc_path))
+        res = trace_readers.read_cc_traces(Path(cc_path))
         cc = res.records
         add("AgentX cc-traces (Weka format)", cc_path, res, "huggingface: AgentX cc-traces", "", "see source")
 
     tr = d / "traces"
-    mc = readers.read_mooncake(tr / "mooncake_conversation_trace.jsonl")
+    mc = trace_readers.read_mooncake(tr / "mooncake_conversation_trace.jsonl")
     add(
         "Mooncake FAST'25 conversation trace",
         tr / "mooncake_conversation_trace.jsonl",
@@ -190,7 +190,7 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
         _commit(tr / "README.md", "Mooncake"),
         "Apache-2.0 (" + _license(tr, "LICENSE*Mooncake*") + ")",
     )
-    az = readers.read_azure_csv(tr / "AzureLLMInferenceTrace_conv.csv")
+    az = trace_readers.read_azure_csv(tr / "AzureLLMInferenceTrace_conv.csv")
     add(
         "Azure LLM inference 2023, conversation",
         tr / "AzureLLMInferenceTrace_conv.csv",
@@ -199,7 +199,7 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
         _commit(tr / "README.md", "Azure"),
         "CC-BY-4.0 (" + _license(tr, "LICENSE*Azure*") + "); cite Patel et al., Splitwise, ISCA 2024",
     )
-    azc = readers.read_azure_csv(tr / "AzureLLMInferenceTrace_code.csv")
+    azc = trace_readers.read_azure_csv(tr / "AzureLLMInferenceTrace_code.csv")
     add(
         "Azure LLM inference 2023, code",
         tr / "AzureLLMInferenceTrace_code.csv",
@@ -209,7 +209,7 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
         "CC-BY-4.0",
     )
 
-    apps = readers.read_apps(d / "apps")
+    apps = app_readers.read_apps(d / "apps")
     for a in apps.records:
         folder = a.source.split("/")[0]
         info.append(

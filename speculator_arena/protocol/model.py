@@ -129,6 +129,21 @@ class Contention(_Strict):
     sample_interval_seconds: float = Field(gt=0)
 
 
+class GoodputObjective(_Strict):
+    """Goodput's objectives for one workload (shown, never scored): a request is good when it is
+    counted, its TTFT is at most `ttft_seconds` and its TPOT at most `tpot_seconds` (vLLM's,
+    GuideLLM's and AIPerf's goodput). Absent in v1 and v2: the board then uses its own default
+    (board/goodput.py) and says so."""
+
+    ttft_seconds: float = Field(gt=0)
+    tpot_seconds: float = Field(gt=0)
+
+
+def _every_workload_objective(goodput: dict[str, GoodputObjective] | None) -> None:
+    if goodput is not None and set(goodput) != set(WORKLOADS):
+        raise ValueError(f"goodput must name exactly {WORKLOADS}, got {sorted(goodput)}")
+
+
 class FailureRule(_Strict):
     min_excess: int = Field(ge=0)
     share_of_requests: float = Field(ge=0)
@@ -200,11 +215,13 @@ class Task(_Strict):
     device_idle: DeviceIdle | None = None
     # set by a task's calibration (5 x its worst A/A noise); the protocol's value otherwise
     dev_test_gap: float | None = Field(default=None, ge=0, lt=1)
+    goodput: dict[str, GoodputObjective] | None = None  # this task's objectives, over the protocol's
 
     @model_validator(mode="after")
     def _every_workload_has_lanes(self) -> Task:
         if set(self.lanes) != set(WORKLOADS):
             raise ValueError(f"lanes must name exactly {WORKLOADS}, got {sorted(self.lanes)}")
+        _every_workload_objective(self.goodput)
         return self
 
 
@@ -230,12 +247,15 @@ class Protocol(_Strict):
     # SCORING.md "Counted requests": a reply counts up to max_tokens + this slack (v1: 0).
     count_slack_tokens: int = Field(default=0, ge=0)
     contention: Contention | None = None
+    # goodput's TTFT and TPOT objectives per workload (shown, never scored); absent in v1 and v2
+    goodput: dict[str, GoodputObjective] | None = None
     tasks: dict[str, Task]
 
     @model_validator(mode="after")
     def _workloads_complete(self) -> Protocol:
         if set(self.workloads) != set(WORKLOADS):
             raise ValueError(f"workloads must be exactly {WORKLOADS}, got {sorted(self.workloads)}")
+        _every_workload_objective(self.goodput)
         return self
 
     def task(self, task_id: str) -> TaskProtocol:
@@ -283,6 +303,7 @@ class TaskProtocol(_Strict):
     dev_test_gap: float
     count_slack_tokens: int
     contention: Contention | None
+    goodput: dict[str, GoodputObjective] | None = None  # the task's, else the protocol's, else none
 
     @classmethod
     def resolve(cls, p: Protocol, task_id: str) -> TaskProtocol:
@@ -320,6 +341,7 @@ class TaskProtocol(_Strict):
             dev_test_gap=t.dev_test_gap if t.dev_test_gap is not None else p.dev_test_gap,
             count_slack_tokens=p.count_slack_tokens,
             contention=p.contention,
+            goodput=t.goodput if t.goodput is not None else p.goodput,
         )
 
     @property

@@ -193,11 +193,15 @@ class Evaluation(EngineSteps, TimedPasses, ProbePhase):
             signal.signal(s, h)
 
     def protect_home(self) -> None:
-        """The engine's user must not read the warehouse or the runner's files (section 9)."""
-        for sub in ("raw", "runs", "dagster"):
+        """The engine's user must not read the warehouse or the runner's files (section 9).
+
+        Others get nothing; the directory's group may read `raw` and `runs`: the API, run as a user
+        of its own (docs/operators.md), reads statuses and scores through it, and the engine's
+        user is in no group of the arena."""
+        for sub, mode in (("raw", 0o750), ("runs", 0o750), ("dagster", stat.S_IRWXU)):
             d = self.wh.home / sub
             d.mkdir(parents=True, exist_ok=True)
-            os.chmod(d, stat.S_IRWXU)
+            os.chmod(d, mode)
 
     def _run(self) -> str:
         s = self.spec

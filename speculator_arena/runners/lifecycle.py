@@ -17,7 +17,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -25,7 +24,10 @@ from pathlib import Path
 
 import httpx
 
+from speculator_arena.frontdoor.archive import check_tree, engine_root, extract_archive
+from speculator_arena.frontdoor.errors import Refused
 from speculator_arena.frontdoor.plugins import PluginInstallError, install_plugins, with_plugin_path
+from speculator_arena.frontdoor.sandbox import system_user
 
 ENGINE_USER = "arena-engine"
 LOG_HEAD = 32_000
@@ -58,64 +60,33 @@ def detect_offload(log_text: str) -> tuple[bool, str | None]:
     return False, None
 
 
-def _extract_safely(tf: tarfile.TarFile, dest: Path) -> None:
-    """Extract with tarfile's "data" filter (no absolute paths, no escaping links, no devices).
-
-    Python 3.11 before 3.11.4 (Debian 12's 3.11.2) has no extraction filters: there, the same
-    rules are checked member by member before anything is written.
-    """
-    if hasattr(tarfile, "data_filter"):
-        tf.extractall(dest, filter="data")
-        return
-    root = dest.resolve()
-    for m in tf.getmembers():
-        target = (root / m.name).resolve()
-        if not (target == root or root in target.parents) or Path(m.name).is_absolute():
-            raise tarfile.TarError(f"member {m.name!r} would land outside the engine directory")
-        if m.issym() or m.islnk():
-            link = (target.parent / m.linkname).resolve() if m.issym() else (root / m.linkname).resolve()
-            if not (link == root or root in link.parents):
-                raise tarfile.TarError(f"link {m.name!r} -> {m.linkname!r} points outside the engine directory")
-        elif not (m.isfile() or m.isdir()):
-            raise tarfile.TarError(f"member {m.name!r} is not a file, directory or link")
-    tf.extractall(dest)
-
-
 def unpack_engine(src: Path, dest: Path) -> Path:
-    """Copy an engine directory, or extract a `.tar.gz`, into `dest`; return the dir holding launch.sh."""
+    """Copy an engine directory, or extract a `.tar.gz`, into `dest`; return the dir holding launch.sh.
+
+    Archives go through the front door's extractor (`frontdoor.archive`: no write through a
+    link, headers bounded, every link checked by its real path once out), the one the intake
+    uses for inline engines; operators' archives have no byte bound there.
+    """
     src = Path(src)
     if src.is_dir():
         shutil.copytree(src, dest, symlinks=True)
     elif src.is_file() and src.name.endswith((".tar.gz", ".tgz")):
-        dest.mkdir(parents=True)
         try:
-            with tarfile.open(src, "r:gz") as tf:
-                _extract_safely(tf, dest)
-        except (tarfile.TarError, OSError) as exc:
-            raise EngineStartError(f"engine archive {src} cannot be extracted: {exc}") from exc
+            with open(src, "rb") as fh:
+                extract_archive(fh, dest, max_bytes=None, max_members=None, what=f"engine archive {src.name}")
+            check_tree(dest, what=f"engine archive {src.name}")
+        except Refused as exc:
+            raise EngineStartError(f"engine archive {src} cannot be extracted: {exc.reason}") from exc
     else:
         raise EngineStartError(f"engine {src} is neither a directory nor a .tar.gz archive")
-    if (dest / "launch.sh").is_file():
-        return dest
-    subdirs = [d for d in dest.iterdir() if d.is_dir()]
-    if len(subdirs) == 1 and (subdirs[0] / "launch.sh").is_file():
-        return subdirs[0]
-    raise EngineStartError(f"engine {src} has no launch.sh at its top")
+    try:
+        return engine_root(dest)
+    except Refused as exc:
+        raise EngineStartError(f"engine {src} has no launch.sh at its top") from exc
 
 
 def ensure_engine_user(name: str = ENGINE_USER) -> pwd.struct_passwd:
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        pass
-    r = subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode not in (0, 9):  # 9: exists (a concurrent runner made it)
-        raise RuntimeError(f"useradd {name} failed: {r.stderr.strip()}")
-    return pwd.getpwnam(name)
+    return system_user(name)
 
 
 def user_can_read(user: str, paths: list[Path]) -> list[Path]:

@@ -1,12 +1,12 @@
 """The timed passes of one engine, each workload's warm-up wave first (protocol sections 4 and 6).
 
 Why the order and the bookkeeping: both engines serve the same passes (same sessions, seeds,
-order) so each pass is a pair; every pass's rows (requests, replies, device memory, host
-contention, /metrics before and after) are written as it ends, and its `passes` row last, which
-is what marks it whole, so a runner that dies leaves whole passes. A pass's counted requests
-are kept in memory for the probes (their sampled replies are scored by the stock engine). An
-engine that dies during a pass ends the evaluation (`EngineFailure`), a contended host voids it
-(`ArenaVoid`).
+order) so each pass is a pair; every pass's rows (requests, replies, the sessions it sent,
+device memory, host contention, /metrics before and after) are written as it ends, and its
+`passes` row last, which is what marks it whole, so a runner that dies leaves whole passes. A
+pass's counted requests are kept in memory for the probes (their sampled replies are scored by
+the stock engine). An engine that dies during a pass ends the evaluation (`EngineFailure`), a
+contended host voids it (`ArenaVoid`).
 
 A mixin of `Evaluation` (harness.py): it reads `task`, `eid`, `pool`, `tokenizer`, `device`,
 `records` and the engine steps (engines.py).
@@ -172,6 +172,13 @@ class TimedPasses:
         self.write("memory", [dict(s, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for s in samples])
         self.write("contention", [dict(h, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for h in host])
         self.write("metrics", metrics_before + metrics_after)
+        self.write(
+            "sessions",
+            [
+                {"pass_id": pass_id, "engine": engine, "session_id": s.session_id, "family": s.family, "app": s.app}
+                for s in sessions
+            ],
+        )
         self.write(
             "passes",
             [

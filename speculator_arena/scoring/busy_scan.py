@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from speculator_arena.scoring.busy import COLUMNS, pass_windows
 from speculator_arena.scoring.counted import counted as counted_rule
-from speculator_arena.warehouse import parts
+from speculator_arena.warehouse import packs, parts
 from speculator_arena.warehouse.schema import TABLES
 
 REQUEST_COLUMNS = (
@@ -263,3 +263,21 @@ def busy_windows_from_parquet(
     return busy_windows_from_batches(
         [reader(e, partitions[e]) for e in sorted(partitions)], passes, threads, progress, staged
     )
+
+
+def request_batches(home, resolved: packs.Resolved, batch: int = packs.GROUP_SIZE) -> list:
+    """Readers of the requests of the resolved evaluations (`busy_windows_from_batches`'s
+    batches): a pack's row group at a time, and the unpacked evaluations' parts `batch`
+    evaluations at a time."""
+    out = []
+    for pack, per in resolved.packed.items():
+        by_group: dict[int, dict] = {}
+        for eid, groups in per.items():
+            if groups.get("requests", -1) >= 0:
+                by_group.setdefault(groups["requests"], {})[eid] = groups
+        for _, sub in sorted(by_group.items()):
+            out.append(lambda pack=pack, sub=sub: packs.read_packed(pack, "requests", sub, READ_COLUMNS))
+    ids = resolved.unpacked
+    for i in range(0, len(ids), batch):
+        out.append(lambda sub=ids[i : i + batch]: parts.read_parts(home, "requests", sub, READ_COLUMNS))
+    return out

@@ -9,6 +9,7 @@ import pandas as pd
 from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.scoring import frames
 from speculator_arena.scoring.result import ENGINES, KEY_FIGURES
+from speculator_arena.scoring.rows import ScoringRows
 
 _REQUEST_FIGURES = (
     "ttft_p50",
@@ -35,12 +36,16 @@ _ENGINE_FIGURES = (
 _COUNTERS = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
 
 
-def figures_frame(ev, incomplete_reason, fig_req, fig_wall, fig_acc, engine_passes, memory, lim_e) -> pd.DataFrame:
+def figures_frame(ev, incomplete_reason, rows: ScoringRows, lim_e) -> pd.DataFrame:
     """Shown figures, long format; a figure without every row it needs is NaN with its reason.
 
     Per evaluation row and engine: the request figures of each workload and of all ("all"),
     then the engine-level ones; built as (rows x engines x figures) arrays, then flattened.
+    `rows`: the scorer's rows (figures_requests, figures_wall, figures_acceptance, engine_passes
+    and memory are read); `lim_e`: each row's task limits.
     """
+    fig_req, fig_wall, fig_acc = rows.figures_requests, rows.figures_wall, rows.figures_acceptance
+    engine_passes, memory = rows.engine_passes, rows.memory
     columns = ["evaluation_id", "engine", "workload", "figure", "value", "reason"]
     n = len(ev)
     if n == 0:

@@ -4,7 +4,9 @@ Why: a version is immutable once anything was scored under it. If the document o
 changes after scores were published under N, every stored score of N would silently change;
 refusing here forces the change into a new version N+1. The Parquet copy of the evaluations
 frame under `$ARENA_HOME/scores/v<N>/` is for people who want a file: it is not authoritative
-and is rewritten at every scoring (scores are always recomputed from raw rows).
+and is rewritten at every scoring of the whole warehouse (scores are always recomputed from raw
+rows). Every scoring, of all evaluations or of some, also merges its evaluations' outcomes into
+`outcomes.parquet` beside it (scoring/outcomes.py), which the quota reads.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from speculator_arena.atomic import write_atomic
 from speculator_arena.diskspace import full_disk
 from speculator_arena.protocol.model import protocol_digest
+from speculator_arena.scoring import outcomes
 from speculator_arena.warehouse.store import Warehouse
 
 
@@ -23,8 +26,13 @@ class ProtocolChangedError(ValueError):
     """A protocol version's document differs from the one its stored scores were made under."""
 
 
+def scores_root(warehouse: Warehouse) -> Path:
+    """Every version's scores folder lies under this one."""
+    return warehouse.home / "scores"
+
+
 def scores_dir(warehouse: Warehouse, version: int) -> Path:
-    return warehouse.home / "scores" / f"v{version}"
+    return scores_root(warehouse) / f"v{version}"
 
 
 def check_unchanged(warehouse: Warehouse, version: int) -> str:
@@ -41,8 +49,9 @@ def check_unchanged(warehouse: Warehouse, version: int) -> str:
     return digest
 
 
-def record(warehouse: Warehouse, scores) -> Path:
-    """Pin the digest (first time only) and write the convenience copy of the evaluations frame."""
+def record(warehouse: Warehouse, scores, *, whole: bool = True) -> Path | None:
+    """Pin the digest (first time only), merge the outcomes, and (`whole`: the scoring covered
+    every stored evaluation) write the convenience copy of the evaluations frame."""
     d = scores_dir(warehouse, scores.protocol_version)
     check_unchanged(warehouse, scores.protocol_version)
     pin = d / "protocol.json"
@@ -54,6 +63,9 @@ def record(warehouse: Warehouse, scores) -> Path:
                 indent=2,
             ).encode(),
         )
+    outcomes.merge(d, scores.evaluations, time.time())
+    if not whole:
+        return None
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -85,7 +97,8 @@ def record(warehouse: Warehouse, scores) -> Path:
 
 
 def score_and_record(warehouse: Warehouse, version: int | None = None, evaluation_ids=None):
-    """Check immutability, score, record. What `arena score` and the `scores` asset call.
+    """Check immutability, score, record. What `arena score`, the `scores` asset and the
+    `evaluation` asset (for the evaluation it ran: `evaluation_ids`) call.
 
     The scores are computed from the raw rows whatever happens to the record: when the disk is
     full the scores are returned all the same, with `copy_error` saying what was not written
@@ -97,7 +110,7 @@ def score_and_record(warehouse: Warehouse, version: int | None = None, evaluatio
     check_unchanged(warehouse, version)
     scores = score_warehouse(warehouse, version, evaluation_ids)
     try:
-        scores.copy_path = record(warehouse, scores)
+        scores.copy_path = record(warehouse, scores, whole=evaluation_ids is None)
     except OSError as exc:
         full = full_disk(exc, warehouse.home)
         if full is None:

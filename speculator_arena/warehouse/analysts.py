@@ -5,7 +5,10 @@ texts, probe texts and engine logs of test-split evaluations, and the models ech
 prompts word for word. The analysts' file is built from an ALLOWLIST of columns per table
 (deny by default: a column added to a schema later is not copied until someone classifies it
 here), and columns that are text an engine wrote (replies, probe replies and their token ids,
-logs, errors, metric names and labels) are copied for dev-split evaluations only. The file
+logs, errors, metric names and labels) are copied for dev-split evaluations only; of a test
+evaluation's metrics, only the names of the speculative-decoding counters (the arena's own
+words) and a per-position counter's draft position (an integer it reads) are kept, so the
+figures of the evaluation page can be redone for both splits. The file
 holds tables, not views over the Parquet, so it can be handed to analysts on its own and
 opened with `duckdb -readonly $ARENA_HOME/arena.duckdb`.
 
@@ -21,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from speculator_arena import sqlfiles
 from speculator_arena.atomic import atomic_path
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, arena_home
@@ -28,6 +32,10 @@ from speculator_arena.warehouse.store import Warehouse, arena_home
 FILE_NAME = "arena.duckdb"
 
 ALL, DEV = "all", "dev"  # copied for every evaluation / for dev-split evaluations only (NULL for test)
+# Copied whole for dev-split evaluations and, for any other, only what a rule of
+# `sql/copied/<table>.<column>.sql` keeps: a metric's name when it is one of the engine's
+# speculative-decoding counters (KNOWN), a per-position counter's draft position (POSITION).
+KNOWN, POSITION = "known", "position"
 
 # table -> {column: ALL | DEV}. Every column not named here is left out.
 ALLOWLIST: dict[str, dict[str, str]] = {
@@ -106,7 +114,7 @@ ALLOWLIST: dict[str, dict[str, str]] = {
     | {"error": DEV},
     "replies": {"evaluation_id": ALL, "request_id": ALL, "engine": ALL, "text": DEV},
     "metrics": {c: ALL for c in ("evaluation_id", "pass_id", "engine", "phase", "taken_at", "value")}
-    | {"name": DEV, "labels": DEV},
+    | {"name": KNOWN, "labels": POSITION},
     "memory": {
         c: ALL
         for c in ("evaluation_id", "pass_id", "engine", "sampled_at", "used_bytes", "total_bytes", "engine_bytes")
@@ -134,6 +142,7 @@ ALLOWLIST: dict[str, dict[str, str]] = {
         )
     }
     | {"error": DEV},
+    "sessions": {c: ALL for c in ("evaluation_id", "pass_id", "engine", "session_id", "family", "app")},
     "probe_greedy": {c: ALL for c in ("evaluation_id", "engine", "prompt_id", "prompt_index", "answered")}
     | {"token_ids": DEV, "text": DEV, "error": DEV},
     "probe_scored": {
@@ -199,12 +208,16 @@ def _select(wh: Warehouse, table: str) -> str:
                 f"CASE WHEN r.evaluation_id IN (SELECT evaluation_id FROM _dev_evaluations) "
                 f'THEN r."{f.name}" END AS "{f.name}"'
             )
+        elif rule in (KNOWN, POSITION):
+            rule_sql = sqlfiles.read("speculator_arena.warehouse", f"{table}.{f.name}.sql", "sql/copied")
+            cols.append(f'({rule_sql}) AS "{f.name}"')
     return f"SELECT {', '.join(cols)} FROM ({wh.raw_select(table)}) AS r"
 
 
 def column_rows() -> list[tuple[str, str, str]]:
     """(table, column, copied) for every raw column: `all`, `dev` (NULL for test-split
-    evaluations) or `no` (not in the file): the table `analyst_columns` of the file."""
+    evaluations), `known` or `position` (whole for dev, what the rule keeps for test: above) or
+    `no` (not in the file): the table `analyst_columns` of the file."""
     return [(t, f.name, ALLOWLIST.get(t, {}).get(f.name, "no")) for t, schema in TABLES.items() for f in schema]
 
 
@@ -214,7 +227,7 @@ def refresh(home: str | os.PathLike | None = None) -> Refresh:
     import duckdb
 
     from speculator_arena.protocol import load_protocol
-    from speculator_arena.warehouse.store import define_scoring_rules, sql_statements
+    from speculator_arena.warehouse.store import define_scoring_rules, macro_statements, sql_statements
 
     t0 = time.time()
     wh = Warehouse(home)
@@ -228,6 +241,8 @@ def refresh(home: str | os.PathLike | None = None) -> Refresh:
                 "CREATE TEMPORARY TABLE _dev_evaluations AS SELECT DISTINCT evaluation_id "
                 f"FROM ({wh.raw_select('evaluations')}) WHERE split = 'dev'"
             )
+            for stmt in macro_statements():  # the copy rules of sql/copied/ call them
+                con.execute(stmt)
             for table in TABLES:
                 con.execute(f"CREATE TABLE raw_{table} AS {_select(wh, table)}")
                 rows[table] = con.execute(f"SELECT count(*) FROM raw_{table}").fetchone()[0]

@@ -167,29 +167,22 @@ def duck_select(con, home: str | os.PathLike, table: str, resolved: Resolved) ->
     """A SELECT (for a view on `con`) of every column of `table` for the resolved evaluations:
     their row groups of the packs plus the unpacked evaluations' parts. Binding it reads one
     footer per pack and one per unpacked part, not one per part of every evaluation."""
-    from speculator_arena.warehouse.store import empty_select
+    from speculator_arena.warehouse.store import column_list, empty_select, quote, warehouse_sql
 
     schema = TABLES[table]
-    cols = ", ".join(f'"{n}"' for n in schema.names)
+    cols = column_list(schema)
     selects = []
     for k, (pack, per) in enumerate(sorted(resolved.packed.items())):
         name = f"_pack_ids_{table}_{k}"
         con.register(name, pa.table({"evaluation_id": pa.array(sorted(per), pa.string())}))
-        selects.append(
-            f"SELECT {cols} FROM read_parquet({_quote(pack / f'{table}.parquet')}) "
-            f"WHERE evaluation_id IN (SELECT evaluation_id FROM {name})"
-        )
+        selects.append(warehouse_sql("packed_rows.sql", columns=cols, path=quote(pack / f"{table}.parquet"), ids=name))
     files = [f for eid in resolved.unpacked for f in parts.part_files(home, table, eid)]
     if files:
-        listed = ", ".join(_quote(f) for f in files)
-        selects.append(f"SELECT {cols} FROM read_parquet([{listed}], hive_partitioning = true, union_by_name = true)")
+        listed = "[" + ", ".join(quote(f) for f in files) + "]"
+        selects.append(warehouse_sql("raw_parts.sql", columns=cols, paths=listed))
     if not selects:
         return empty_select(schema)
     return " UNION ALL ".join(selects)
-
-
-def _quote(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
 
 
 # ---- writing --------------------------------------------------------------------------------

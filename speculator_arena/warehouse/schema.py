@@ -158,6 +158,20 @@ CONTENTION = pa.schema(
     ]
 )
 
+# The sessions each timed pass served, with their pool's family and app: one row per pass, engine
+# and session (the same sessions for both engines). What requests.session_id joins to when the
+# board and analysts split a figure by family or app; no text.
+SESSIONS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("pass_id", STR),
+        ("engine", STR),
+        ("session_id", STR),
+        ("family", STR),  # agent | chat
+        ("app", STR),  # the pool's app: mini-swe-agent, tau-bench-airline, ...
+    ]
+)
+
 # Greedy agreement probe: one row per prompt per engine.
 PROBE_GREEDY = pa.schema(
     [
@@ -233,6 +247,7 @@ TABLES: dict[str, pa.Schema] = {
     "metrics": METRICS,
     "memory": MEMORY,
     "contention": CONTENTION,
+    "sessions": SESSIONS,
     "probe_greedy": PROBE_GREEDY,
     "probe_scored": PROBE_SCORED,
     "probe_fidelity": PROBE_FIDELITY,

@@ -165,10 +165,7 @@ class Warehouse:
         schema = TABLES[table]
         root = self.raw / table
         if root.exists() and any(not f.name.startswith(".tmp-") for f in root.glob("*/*.parquet")):
-            cols = ", ".join(f'"{n}"' for n in schema.names)
-            return (
-                f"SELECT {cols} FROM read_parquet('{self.glob(table)}', hive_partitioning = true, union_by_name = true)"
-            )
+            return warehouse_sql("raw_parts.sql", columns=column_list(schema), paths=quote(self.glob(table)))
         return empty_select(schema)
 
     def _define_views(self, con: duckdb.DuckDBPyConnection, *, temporary: bool) -> None:
@@ -176,29 +173,43 @@ class Warehouse:
         file of warehouse/sql/ (sqlfiles.py)."""
         kw = "TEMPORARY VIEW" if temporary else "VIEW"
         for table in TABLES:
-            con.execute(f"CREATE OR REPLACE {kw} raw_{table} AS {self.raw_select(table)}")
+            con.execute(warehouse_sql("raw_view.sql", kind=kw, table=table, select=self.raw_select(table)))
         from speculator_arena.protocol import load_protocol
 
         define_scoring_rules(con, load_protocol(), temporary=temporary)
-        for stmt in sql_statements():
-            con.execute(stmt.replace("CREATE OR REPLACE VIEW", f"CREATE OR REPLACE {kw}"))
+        for stmt in sql_statements(temporary=temporary):
+            con.execute(stmt)
 
 
 def define_scoring_rules(con: duckdb.DuckDBPyConnection, proto, *, temporary: bool = True) -> None:
     """The relation `scoring_rules` (task_id, count_slack_tokens) that the views of sql/ read:
     the rules of the protocol version being read (the latest for the warehouse's own views; the
     scorer defines it for the version it scores under)."""
-    kind = "TEMP TABLE" if temporary else "TABLE"
-    con.execute(f"CREATE OR REPLACE {kind} scoring_rules (task_id VARCHAR, count_slack_tokens BIGINT)")
+    con.execute(warehouse_sql("scoring_rules.sql", kind="TEMP TABLE" if temporary else "TABLE"))
     con.executemany(
-        "INSERT INTO scoring_rules VALUES (?, ?)", [(task_id, int(proto.count_slack_tokens)) for task_id in proto.tasks]
+        warehouse_sql("insert_scoring_rule.sql"), [(task_id, int(proto.count_slack_tokens)) for task_id in proto.tasks]
     )
 
 
 def empty_select(schema: pa.Schema) -> str:
     """A SELECT of no rows with the schema's columns and DuckDB types (a table with no rows yet)."""
     cols = ", ".join(f'CAST(NULL AS {_duck_type(f.type)}) AS "{f.name}"' for f in schema)
-    return f"SELECT {cols} WHERE false"
+    return warehouse_sql("empty_rows.sql", columns=cols)
+
+
+def warehouse_sql(name: str, **parts: str) -> str:
+    """One of the warehouse's statement templates (sql/templates/), its parts formatted in."""
+    return sqlfiles.template("speculator_arena.warehouse", name, **parts)
+
+
+def column_list(schema: pa.Schema) -> str:
+    """A schema's columns, quoted, for a SELECT list."""
+    return ", ".join(f'"{n}"' for n in schema.names)
+
+
+def quote(path) -> str:
+    """A path as a SQL string literal."""
+    return "'" + str(path).replace("'", "''") + "'"
 
 
 def _duck_type(t: pa.DataType) -> str:
@@ -207,8 +218,18 @@ def _duck_type(t: pa.DataType) -> str:
     return {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}[t]
 
 
-def sql_statements() -> list[str]:
-    """The warehouse's views, then the analysts' views (sqlfiles.py): every connection defines them."""
-    return sqlfiles.numbered("speculator_arena.warehouse") + sqlfiles.numbered(
+def macro_statements() -> list[str]:
+    """The warehouse's macros (`sql/macros/`): functions the views and the analysts' copy rules share."""
+    return sqlfiles.numbered("speculator_arena.warehouse", "sql/macros")
+
+
+def sql_statements(*, temporary: bool = False) -> list[str]:
+    """The warehouse's macros and views, then the analysts' views (sqlfiles.py): every connection
+    defines them (the scorer's too). `temporary`: the views as temporary views (a read-only or
+    in-memory connection), the one rewrite of the files' own `CREATE OR REPLACE VIEW` prefix."""
+    views = sqlfiles.numbered("speculator_arena.warehouse") + sqlfiles.numbered(
         "speculator_arena.warehouse", "sql/analysts"
     )
+    if temporary:
+        views = [s.replace("CREATE OR REPLACE VIEW", "CREATE OR REPLACE TEMPORARY VIEW") for s in views]
+    return macro_statements() + views

@@ -52,6 +52,9 @@ SPEC_COUNTERS = (
     "vllm:spec_decode_num_draft_tokens_total",
     "vllm:spec_decode_num_accepted_tokens_total",
 )
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+POSITION_SHARES = (0.7, 0.5, 0.3)  # accepted at draft position p per draft: a prefix, summing to 1.5
+FAMILIES = {"agent": "mini-swe-agent", "chat": "tau-bench-airline"}  # a session's family (by lane parity) and app
 DEVICE_TOTAL = 183_000_000_000
 GIB = 1 << 30
 
@@ -115,11 +118,14 @@ def write_synthetic_evaluation(
     protocol_version: int | None = None,
     chunk_tokens: int = 16,
     probe_tokens: int = 16,
+    per_position: bool = False,
 ) -> dict:
     """Write every raw table of one evaluation; return what scoring must find (`expected`).
 
     `memory=None` samples device memory on public (GPU) tasks and records "unavailable" on the
-    local CPU task, as the runner does.
+    local CPU task, as the runner does. `per_position` adds the candidate's accepted tokens per
+    draft position (POSITION_SHARES of its drafts at positions 0, 1, 2) beside its totals.
+    Sessions of even lanes are agent sessions, of odd lanes chat sessions (FAMILIES).
     """
     if attack not in ATTACKS:
         raise ValueError(f"unknown attack {attack!r}; choose one of {ATTACKS}")
@@ -143,6 +149,7 @@ def write_synthetic_evaluation(
     max_gap = g.memory.max_sample_gap_seconds
     mem_step = min(5.0, 0.9 * max_gap) if max_gap else 5.0
     host = []
+    sessions = []
     passes, req_cols, replies, metrics, mem = (
         [],
         {
@@ -275,6 +282,12 @@ def write_synthetic_evaluation(
                             metrics.append(
                                 (pass_id, engine, phase, at, name, json.dumps({"model_name": "target"}), st[key])
                             )
+                        for pos, share in enumerate(POSITION_SHARES if per_position else ()):
+                            labels = json.dumps({"model_name": "target", "position": str(pos)})
+                            metrics.append((pass_id, engine, phase, at, PER_POSITION, labels, share * st["drafts"]))
+                for sess in sorted({t[1] for t in timeline}):
+                    family = "agent" if int(sess[1 : sess.index("-")]) % 2 == 0 else "chat"
+                    sessions.append((pass_id, engine, f"{pass_id}-{sess}", family, FAMILIES[family]))
                 finished = t0 + pass_seconds + 1.0
                 busy = sum(t[5] for t in timeline) / s / (finished - t0)  # the runner's own work, in cores
                 foreign = 0.8 if (attack == "contended" and engine == "candidate" and pass_id == "team-0") else 0.02
@@ -371,6 +384,11 @@ def write_synthetic_evaluation(
                 ),
             ),
         )
+    warehouse.write_rows(
+        "sessions",
+        evaluation_id,
+        [dict(zip(("pass_id", "engine", "session_id", "family", "app"), row)) for row in sessions],
+    )
     if proto.contention is not None:
         cols = (
             "pass_id",

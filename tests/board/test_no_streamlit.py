@@ -1,5 +1,6 @@
-"""The board's read model loads without Streamlit: `GET /api/board` and `arena board --text` read
-`speculator_arena.board`, never the Streamlit board (`dashboards/`), so neither path imports it.
+"""The board's read model loads without Streamlit: `GET /api/board` (and the per-request export)
+and `arena board --text` read `speculator_arena.board`, never the Streamlit board (`dashboards/`),
+so neither path imports it.
 
 Each path runs in a fresh interpreter (a module imported by pytest or another test would hide
 the import), over a warehouse with one synthetic evaluation so that the whole read happens: the
@@ -31,9 +32,11 @@ from speculator_arena.frontdoor.api import create_app
 after_import = "streamlit" in sys.modules
 with TestClient(create_app(sys.argv[1])) as client:
     r = client.get("/api/board", params={"task": sys.argv[2], "split": "dev"})
+    export = client.get("/api/evaluations/ev-plain/requests.parquet")
 print(json.dumps({
     "after_import": after_import,
     "status": r.status_code,
+    "export": [export.status_code, export.headers.get("content-type")],
     "labels": [row["label"] for row in r.json().get("participants", [])],
     "streamlit": "streamlit" in sys.modules,
     "modules": sorted(m for m in sys.modules if m.startswith("speculator_arena")),
@@ -72,6 +75,7 @@ def _run(script: str, *args: str) -> tuple[str, dict]:
 def test_the_api_serves_the_board_without_importing_streamlit(home):
     _, out = _run(API, str(home), TASK)
     assert out["status"] == 200 and out["labels"] == ["plainlabel"]  # the whole read happened
+    assert out["export"] == [200, "application/vnd.apache.parquet"]  # the per-request export too
     assert not out["after_import"] and not out["streamlit"]
     assert "speculator_arena.board.json_rows" in out["modules"] and "speculator_arena.board.ranking" in out["modules"]
     assert not [m for m in out["modules"] if m.startswith("speculator_arena.dashboards")]

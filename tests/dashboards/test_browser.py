@@ -149,13 +149,82 @@ def _check_served_board(browser, home: Path, evaluation_id: str, name: str, shar
         for value in expected:  # retried until the page has rendered it (elements stream in)
             expect(body).to_contain_text(value, timeout=90_000)
         expect(page.get_by_text("Figures (ADR-0009)").first).to_be_visible(timeout=90_000)
+        _check_shown_figures(page, home, evaluation_id, split)
         page.wait_for_timeout(1500)  # let the charts draw before the screenshot
         page.screenshot(path=str(ARTIFACTS / f"{name}-evaluation.png"), full_page=True)
+
+        # the task page: the references' and the leading entry's throughput-interactivity curves
+        page.goto(f"{served.url}/task?task={row['task_id']}&split={split}")
+        expect(page.get_by_text("Throughput against interactivity").first).to_be_visible(timeout=90_000)
+        _expect_curves(page, home, board)
+        expect(page.locator("[data-testid='stVegaLiteChart']").first).to_be_visible()
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(ARTIFACTS / f"{name}-task.png"), full_page=True)
+
+        page.goto(f"{served.url}/methodology")
+        for words in (
+            "Why the arena counts tokens itself",
+            "Why counters are read around each pass",
+            "What void means",
+        ):
+            expect(page.get_by_text(words).first).to_be_visible(timeout=90_000)
+        expect(page.get_by_role("link", name="the protocol").first).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / f"{name}-methodology.png"), full_page=True)
         page.close()
     finally:
         served.stop()
-    assert (ARTIFACTS / f"{name}-board.png").stat().st_size > 10_000
-    assert (ARTIFACTS / f"{name}-evaluation.png").stat().st_size > 10_000
+    for shot in ("board", "evaluation", "task", "methodology"):
+        assert (ARTIFACTS / f"{name}-{shot}.png").stat().st_size > 10_000, shot
+
+
+def _check_shown_figures(page, home: Path, evaluation_id: str, split: str) -> None:
+    """The evaluation page's figures shown beside the score (board/curves.py, acceptance.py,
+    goodput.py) and, for a dev evaluation, the export: downloaded and read back as Parquet."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from speculator_arena.board import curves, goodput, shown
+
+    body = page.locator("body")
+    for heading in (
+        "Throughput against interactivity",
+        "Acceptance by draft position",
+        "Histogram per verification step, else per chunk",
+        "By session family and app",
+        "Goodput",
+    ):
+        expect(page.get_by_text(heading).first).to_be_visible(timeout=90_000)
+    # the page's throughput and contention charts per workload (6), then the curve and each engine's
+    # histogram at least (3)
+    page.wait_for_function("document.querySelectorAll(\"[data-testid='stVegaLiteChart']\").length >= 9")
+    rows = shown.read_shown(home, [evaluation_id])
+    for value in curves.interactivity_points(rows)["per_user"].dropna():
+        expect(body).to_contain_text(fmt.num(value, 2))
+    for value in goodput.goodput(rows)["share"].dropna():
+        expect(body).to_contain_text(fmt.pct(value))
+    if split != "dev":
+        expect(body).to_contain_text("Not exported for test evaluations")
+        return
+    button = page.get_by_role("button", name="Download the per-request rows (Parquet)")
+    expect(button).to_be_visible()
+    with page.expect_download(timeout=90_000) as download:
+        button.click()
+    table = pq.read_table(io.BytesIO(Path(download.value.path()).read_bytes()))
+    assert download.value.suggested_filename == f"{evaluation_id}-requests.parquet"
+    assert table.num_rows == int(rows.requests["requests"].sum()) and "chunk_times" in table.column_names
+
+
+def _expect_curves(page, home: Path, board) -> None:
+    """Every reference's and the leader's per-user speed, as board/curves.py computes them."""
+    from speculator_arena.board import curves, shown
+
+    refs = board[board["section"] == "references"].index.tolist()
+    leader = board[(board["section"] == "participants") & board["ranked"].fillna(False).astype(bool)]
+    ids = refs + leader.index[:1].tolist()
+    body = page.locator("body")
+    for value in curves.interactivity_points(shown.read_shown(home, ids))["per_user"].dropna():
+        expect(body).to_contain_text(fmt.num(value, 2), timeout=90_000)
 
 
 def test_browser_shows_the_synthetic_warehouse(browser, synthetic_home, tmp_path, monkeypatch):

@@ -14,7 +14,14 @@ from speculator_arena.warehouse import Warehouse
 
 from .conftest import TASK, page_text
 
-HIDDEN = ["HIDDEN-REPLY-7f3a", "HIDDEN-PROBE-91c2", "HIDDEN-LOG-55d0", "HIDDEN-ERROR-e21b", "HIDDEN-POOL-0a9f"]
+HIDDEN = [
+    "HIDDEN-REPLY-7f3a",
+    "HIDDEN-PROBE-91c2",
+    "HIDDEN-LOG-55d0",
+    "HIDDEN-ERROR-e21b",
+    "HIDDEN-POOL-0a9f",
+    "HIDDEN-METRIC-3d7e",  # a metric name and label the test evaluation's engine wrote
+]
 DEV_LOG, DEV_ERROR = "DEV-LOG-VISIBLE-3b1", "DEV-ERROR-VISIBLE-8c4"
 
 
@@ -101,6 +108,22 @@ def planted_home(tmp_path_factory):
         wh, "h-test", account_id="acct-h", label="hider", split="test", seed=22, created_at=1.8e9 + 10
     )
     _plant(wh, "h-test", HIDDEN[2], HIDDEN[3], HIDDEN[0], HIDDEN[1])
+    wh.write_rows(
+        "metrics",
+        "h-test",
+        [
+            {
+                "pass_id": "solo-0",
+                "engine": "candidate",
+                "phase": phase,
+                "taken_at": 1.8e9,
+                "name": f"vllm:{HIDDEN[5]}",
+                "labels": f'{{"position": "0", "x": "{HIDDEN[5]}"}}',
+                "value": 1.0,
+            }
+            for phase in ("before", "after")
+        ],
+    )
     _plant(wh, "h-dev", DEV_LOG, DEV_ERROR, None, None)
     hidden = home / "pools" / TASK / "hidden"
     hidden.mkdir(parents=True)
@@ -111,6 +134,8 @@ def planted_home(tmp_path_factory):
 
 VIEWS = [
     ("board", {}),
+    ("task", {}),
+    ("methodology", {}),
     ("references", {}),
     ("gap", {}),
     ("protocol", {}),
@@ -162,7 +187,7 @@ def test_a_real_test_split_evaluation_shows_no_reply_or_hidden_text(app, test_sp
     its hidden prompts (tests/pool_fixtures.py): none of its replies, probe replies or the
     hidden pool's texts appear."""
     from speculator_arena.pools import checks
-    from speculator_arena.pools.build import BuildContext
+    from speculator_arena.pools.build.context import BuildContext
 
     home, eid = test_split_evaluation["home"], test_split_evaluation["evaluation_id"]
     wh = Warehouse(home)

@@ -12,7 +12,7 @@ from .conftest import TASK, page_text, scores_of_whole_warehouse
 
 LATEST = load_protocol().version  # the latest shipped protocol version: what the board scores under
 
-PAGES = ["board", "evaluation", "references", "gap", "protocol", "data_card"]
+PAGES = ["board", "evaluation", "task", "references", "gap", "protocol", "data_card", "methodology"]
 
 
 def _no_exception(at):
@@ -24,8 +24,10 @@ def test_every_page_explains_an_empty_warehouse(app, empty_home, page):
     at = app(empty_home, None if page == "board" else page)
     _no_exception(at)
     text = page_text(at)
-    if page in ("board", "evaluation", "gap"):
+    if page in ("board", "evaluation", "gap", "task"):
         assert "holds no evaluations yet" in text
+    elif page == "methodology":
+        assert "What void means" in text and f"./protocol?protocol={LATEST}" in text
     elif page == "references":
         assert "dev-ngram-4" in text or "qwen" in text  # the protocol's list still shows
     elif page == "protocol":
@@ -141,9 +143,11 @@ def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
         & (scores.figures["figure"] == "output_tokens_per_second")
     ]["value"].iloc[0]
     assert fmt.general(tps) in set(figures["candidate"])
-    # one throughput and one host-contention chart per workload; memory not measured on the CPU
-    # task, with the runner's note
-    assert len(at.get("vega_lite_chart")) == 6
+    # one throughput and one host-contention chart per workload, then the shown figures' three
+    # (throughput against interactivity, each engine's tokens-per-chunk histogram: the synthetic
+    # engines report no per-position counters); memory not measured on the CPU task, with the
+    # runner's note
+    assert len(at.get("vega_lite_chart")) == 6 + 3
     assert "Host contention" in text
     assert "Not measured: no NVIDIA device (synthetic)" in text
     assert f"Run under protocol **v{LATEST}**" in text
@@ -166,7 +170,7 @@ def test_evaluation_page_plots_memory_against_the_budget(app, synthetic_home):
     total = passes["device_total_bytes"].dropna().iloc[0]
     budget = tp.engine_environment.gpu_memory_utilization * total + tp.gates.memory.slack_gib * (1 << 30)
     assert f"= {fmt.gib(budget)} (protocol section 7)" in text
-    assert len(at.get("vega_lite_chart")) == 9  # throughput, memory and host contention per workload
+    assert len(at.get("vega_lite_chart")) == 9 + 3  # throughput, memory, host contention per workload; shown figures
 
 
 def test_evaluation_page_explains_a_partial_evaluation(app, synthetic_home):
@@ -301,3 +305,74 @@ def test_a_link_to_an_evaluation_opens_its_task(app, synthetic_home):
     assert any(h.value == "alpha" for h in at.header)
     table = next(t.value for t in at.table if "candidate tok/s" in t.value.columns)
     assert list(table["workload"]) == ["solo"] * 3 + ["team"] * 3 + ["busy"] * 3
+
+
+def test_evaluation_page_shows_the_figures_shown_beside_the_score(app, synthetic_home):
+    """Throughput against interactivity, acceptance, goodput and the export, as board/ computes them."""
+    from speculator_arena.board import acceptance, curves, goodput, shown
+
+    at = app(synthetic_home, "evaluation", evaluation="ev-alpha")
+    _no_exception(at)
+    text = page_text(at)
+    for heading in ("Throughput against interactivity", "Acceptance in detail", "Goodput", "Per-request rows"):
+        assert heading in text
+    assert "three regimes are the curve" in text
+    rows = shown.read_shown(synthetic_home, ["ev-alpha"])
+    tables = {tuple(t.value.columns): t.value for t in at.table}
+    curve = next(v for k, v in tables.items() if "per-user (tok/s per lane)" in k)
+    want = curves.interactivity_points(rows)
+    assert sorted(curve["throughput (tok/s)"]) == sorted(want["throughput"].map(lambda x: fmt.num(x, 2)))
+    good = next(v for k, v in tables.items() if "goodput" in k)
+    assert sorted(good["goodput"]) == sorted(goodput.goodput(rows)["share"].map(fmt.pct))
+    family = next(v for k, v in tables.items() if "family" in k).set_index(["family", "app"])
+    assert {("agent", "all"), ("chat", "all"), ("agent", "mini-swe-agent")} <= set(family.index)
+    want = acceptance.by_family(rows)
+    want = want[(want["family"] == "chat") & (want["app"] == "all") & (want["workload"] == "team")]
+    cell = " / ".join(
+        fmt.ratio(want.loc[want["engine"] == e, "tokens_per_chunk"].iloc[0]) for e in ("candidate", "stock")
+    )
+    assert family.at[("chat", "all"), "team"] == cell
+    assert "protocol v2 sets no goodput objectives" in text
+    (button,) = at.get("download_button")
+    assert "per-request rows (Parquet)" in str(button.proto)
+    # a test evaluation's page offers no export and says why
+    at = app(synthetic_home, "evaluation", evaluation="ev-alpha-test")
+    _no_exception(at)
+    assert not at.get("download_button") and "Not exported for test evaluations" in page_text(at)
+
+
+def test_task_page_draws_the_references_and_the_chosen_entry(app, synthetic_home):
+    from speculator_arena.board import curves, shown
+
+    at = app(synthetic_home, "task", task=TASK, split="dev")
+    _no_exception(at)
+    text = page_text(at)
+    assert "three regimes are the curve" in text and len(at.get("vega_lite_chart")) == 1
+    table = next(m.value for m in at.markdown if m.value.startswith("| curve |"))
+    assert "dev-ngram-4" in table and "(reference)" in table and "alpha" in table  # the leader by default
+    want = curves.interactivity_points(shown.read_shown(synthetic_home, ["ev-ref-ngram", "ev-alpha"]))
+    for value in want["per_user"]:
+        assert f"| {fmt.num(value, 2)} |" in table
+    box = next(s for s in at.selectbox if s.label == "Entry beside the references")
+    box.select("ev-beta").run()
+    _no_exception(at)
+    table = next(m.value for m in at.markdown if m.value.startswith("| curve |"))
+    assert "[beta]" in table and "[alpha]" not in table
+
+
+def test_methodology_page_states_the_protocol_s_values(app, synthetic_home):
+    at = app(synthetic_home, "methodology", task=TASK)
+    _no_exception(at)
+    text = page_text(at)
+    t = load_protocol().task(TASK)
+    for words in (
+        "Why the arena counts tokens itself",
+        "Why counters are read around each pass",
+        "ignore_eos",
+        "Why the same pod and the same sessions",
+        "What the gates catch",
+        "What void means",
+        f"{t.workloads['busy'].pass_seconds:g} s per pass",
+        f"max_tokens + {t.count_slack_tokens} tokens",
+    ):
+        assert words in text, words

@@ -1,13 +1,20 @@
 """Fixtures of the front door's tests: an ARENA_HOME with one invited account, the real FastAPI
 app (in-process through Starlette's TestClient; tests/frontdoor/test_server.py runs it under
-uvicorn), tar.gz builders for bad archives, and the hub-shaped server."""
+uvicorn), tar.gz builders for bad archives, and the hub-shaped server.
+
+The home lies in a folder others may pass through (not pytest's own, which is root's alone), so
+that when the tests run as root the intake's children really run as `arena-intake`, as on the
+arena's machines; what those children read (test repositories) lies in `public_dir`."""
 
 from __future__ import annotations
 
 import base64
 import io
+import os
 import sys
 import tarfile
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +74,24 @@ def stage_protocol(directory: Path, monkeypatch, **submission_overrides) -> int:
     return doc["version"]
 
 
+@pytest.fixture
+def public_dir():
+    """A fresh folder under /tmp that every user may read (pytest's tmp_path is root's alone)."""
+    d = Path(tempfile.mkdtemp(prefix="arena-fd-"))
+    os.chmod(d, 0o755)
+    yield d
+    from speculator_arena.frontdoor.trees import remove_tree
+
+    remove_tree(d)
+
+
+@pytest.fixture
+def arena_home(public_dir, monkeypatch) -> Path:
+    home = public_dir / "arena_home"
+    monkeypatch.setenv("ARENA_HOME", str(home))
+    return home
+
+
 @dataclass
 class Front:
     home: Path
@@ -79,6 +104,23 @@ class Front:
         if content is not None:
             return self.client.post("/api/submissions", content=content, headers=headers)
         return self.client.post("/api/submissions", json=doc, headers=headers)
+
+    def status(self, submission_id: str, token: str | None = None) -> dict:
+        r = self.client.get(
+            f"/api/submissions/{submission_id}", headers={"Authorization": f"Bearer {token or self.token}"}
+        )
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    def settle(self, response, token: str | None = None, timeout_s: float = 120) -> dict:
+        """A 201's submission once the fetch worker is done with it (its status leaves `fetching`)."""
+        assert response.status_code == 201, response.text
+        sid = response.json()["submission_id"]
+        deadline = time.time() + timeout_s
+        while (s := self.status(sid, token))["status"] == "fetching":
+            assert time.time() < deadline, f"{sid} still fetching after {timeout_s} s"
+            time.sleep(0.1)
+        return s
 
     def quota(self, task: str = TASK, split: str = "dev") -> dict:
         r = self.client.get(
@@ -101,6 +143,15 @@ class Front:
             "sealed": sorted(p.name for p in sealed.iterdir()) if sealed.exists() else [],
             "staging": sorted(p.name for p in staging.iterdir()) if staging.exists() else [],
         }
+
+    def assert_fetch_refused(self, response, status: int, words: str) -> None:
+        """Accepted as `fetching`, then refused by the fetch worker: nothing sealed, no quota used."""
+        s = self.settle(response)
+        assert s["status"] == "refused" and s["refusal_status"] == status, (s["refusal"], s["refusal_status"])
+        assert words in s["refusal"], s
+        stored = self.stored()
+        assert stored["sealed"] == [] and stored["staging"] == [], stored
+        assert self.quota()["used"] == 0
 
     def assert_refused(self, response, status: int, words: str) -> None:
         assert response.status_code == status, response.text

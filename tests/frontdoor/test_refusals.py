@@ -184,33 +184,36 @@ def test_commit_not_40_hex(front):
     front.assert_refused(front.post(doc), 400, "speculator.revision must be an exact commit")
 
 
-def test_engine_repository_over_its_size(front, tmp_path, monkeypatch):
-    repo = _git_repo(tmp_path / "big", {"launch.sh": b"#!/bin/bash\n", "blob.bin": os.urandom(3 * 2**20)})
+def test_engine_repository_over_its_size(front, public_dir, tmp_path, monkeypatch):
+    """Fetched out of the request (201 `fetching`), then refused by the fetch worker: no quota used."""
+    repo = _git_repo(public_dir / "big", {"launch.sh": b"#!/bin/bash\n", "blob.bin": os.urandom(3 * 2**20)})
     stage_protocol(tmp_path / "protocol", monkeypatch, repository_engine_max_mib=2)  # 3 MiB against 2 MiB
     doc = submission()
     doc["engine"] = {"repository": f"file://{repo}", "commit": _head(repo)}
-    front.assert_refused(front.post(doc), 400, "holds more than 2 MiB")
+    front.assert_fetch_refused(front.post(doc), 413, "holds more than 2 MiB")
 
 
-def test_engine_repository_scheme(front, tmp_path, monkeypatch):
+def test_engine_repository_scheme(front, public_dir, monkeypatch):
     monkeypatch.delenv("ARENA_ENGINE_REPO_SCHEMES")
-    repo = _git_repo(tmp_path / "e", {"launch.sh": b"#!/bin/bash\n"})
+    repo = _git_repo(public_dir / "e", {"launch.sh": b"#!/bin/bash\n"})
     doc = submission()
     doc["engine"] = {"repository": f"file://{repo}", "commit": _head(repo)}
     front.assert_refused(front.post(doc), 400, "must be a https URL")
 
 
-def test_engine_repository_at_a_commit_is_accepted_and_sealed(front, tmp_path):
-    repo = _git_repo(tmp_path / "e", {"launch.sh": b"#!/bin/bash\necho serve\n", "lib/x.py": b"print(1)\n"})
+def test_engine_repository_at_a_commit_is_accepted_and_sealed(front, public_dir):
+    repo = _git_repo(public_dir / "e", {"launch.sh": b"#!/bin/bash\necho serve\n", "lib/x.py": b"print(1)\n"})
     doc = submission()
     doc["engine"] = {"repository": f"file://{repo}", "commit": _head(repo)}
     r = front.post(doc)
-    assert r.status_code == 201, r.text
+    assert r.status_code == 201 and r.json()["status"] == "fetching", r.text
+    settled = front.settle(r)
+    assert settled["status"] == "queued", (settled["refusal"], settled["refusal_status"])
     from speculator_arena.frontdoor.seal import store_dir, verify_sealed
 
-    tree = store_dir(front.home) / r.json()["engine_digest"] / "tree"
+    tree = store_dir(front.home) / settled["engine_digest"] / "tree"
     assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == ["launch.sh", "lib/x.py"]
-    assert verify_sealed(tree, front.home) == r.json()["engine_digest"]
+    assert verify_sealed(tree, front.home) == settled["engine_digest"]
     assert not os.access(tree / "launch.sh", os.W_OK) or os.geteuid() == 0
     assert not stat.S_IMODE((tree / "launch.sh").stat().st_mode) & 0o222
     assert front.quota()["used"] == 1

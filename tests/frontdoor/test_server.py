@@ -10,9 +10,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -29,16 +31,28 @@ def _free_port() -> int:
 
 
 class ApiServer:
-    def __init__(self, home, workers: int = 1):
+    """`arena api` in a subprocess; `env` adds settings, `user` runs it as that user (from root)."""
+
+    def __init__(self, home, workers: int = 1, env: dict | None = None, user: str | None = None):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = dict(os.environ, ARENA_HOME=str(home))
+        env = dict(os.environ, ARENA_HOME=str(home), **(env or {}))
+        ids = {}
+        if user:
+            import pwd
+
+            pw = pwd.getpwnam(user)
+            ids = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
+            env["HOME"] = "/nonexistent"
+        self.log = tempfile.TemporaryFile()  # a file, not a pipe: a server that logs much never blocks
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "speculator_arena.cli", "api", "--port", str(self.port), "--workers", str(workers)],
             env=env,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            stderr=self.log,
             start_new_session=True,
+            cwd=str(Path(__file__).resolve().parents[2]),
+            **ids,
         )
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -48,16 +62,19 @@ class ApiServer:
             except httpx.HTTPError:
                 pass
             if self.proc.poll() is not None:
-                raise RuntimeError(f"arena api exited: {self.proc.stderr.read().decode()[-2000:]}")
+                raise RuntimeError(f"arena api exited: {self.log_text()[-2000:]}")
             time.sleep(0.2)
         self.kill()
         raise RuntimeError("arena api did not answer within 60 s")
+
+    def log_text(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode("utf-8", "replace")
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
-        self.proc.stderr.close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:

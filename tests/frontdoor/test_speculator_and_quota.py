@@ -44,12 +44,14 @@ def test_hub_speculator_takes_only_json_and_safetensors(front, hub, target_on_hu
         },
     )
     r = front.post(_spec_doc())
-    assert r.status_code == 201, r.text
+    assert r.status_code == 201 and r.json()["status"] == "fetching", r.text  # the hub: out of the request
+    settled = front.settle(r)
+    assert settled["status"] == "queued", (settled["refusal"], settled["refusal_status"])
     from speculator_arena.frontdoor.seal import store_dir, verify_sealed
 
-    tree = store_dir(front.home) / r.json()["speculator_digest"] / "tree"
+    tree = store_dir(front.home) / settled["speculator_digest"] / "tree"
     assert sorted(p.name for p in tree.rglob("*")) == ["config.json", "model.safetensors"]
-    assert verify_sealed(tree, front.home) == r.json()["speculator_digest"]
+    assert verify_sealed(tree, front.home) == settled["speculator_digest"]
     assert not any(path.endswith(".py") or path.endswith(".md") for path in hub.requests if "/resolve/" in path)
     manifest = json.loads((tree.parent / "manifest.json").read_text())
     assert manifest["source"] == f"hf:org/eagle@{SPEC_REV}"
@@ -58,21 +60,26 @@ def test_hub_speculator_takes_only_json_and_safetensors(front, hub, target_on_hu
 def test_hub_speculator_over_half_the_target(front, hub, target_on_hub, monkeypatch):
     share = load_protocol().submission.speculator_max_share_of_target_bytes
     hub.add("org/eagle", SPEC_REV, {"config.json": b"{}", "model.safetensors": b"s" * int(target_on_hub * share)})
-    r = front.post(_spec_doc())
-    assert r.status_code == 413, r.text
-    assert "over its limit" in r.json()["error"]
+    s = front.settle(front.post(_spec_doc()))
+    assert s["status"] == "refused" and s["refusal_status"] == 413, s
+    assert "over its limit" in s["refusal"]
     assert not any("/resolve/" in p and "eagle" in p for p in hub.requests)  # refused from the listing alone
-    assert front.stored() == {"submissions": 0, "sealed": [], "staging": []}
+    stored = front.stored()
+    assert stored["sealed"] == [] and stored["staging"] == [], stored  # its inline engine went with it
     assert front.quota(TARGET_TASK)["used"] == 0
 
 
 def test_hub_speculator_without_weights_or_missing(front, hub, target_on_hub):
     hub.add("org/eagle", SPEC_REV, {"config.json": b"{}", "modeling.py": b"x"})
-    r = front.post(_spec_doc())
-    assert r.status_code == 422 and "no *.safetensors" in r.json()["error"]
-    r = front.post(submission(task_id=TARGET_TASK, speculator={"uri": "org/absent", "revision": SPEC_REV}))
-    assert r.status_code == 422 and "org/absent" in r.json()["error"]
-    assert front.stored() == {"submissions": 0, "sealed": [], "staging": []}
+    s = front.settle(front.post(_spec_doc()))
+    assert s["status"] == "refused" and s["refusal_status"] == 422 and "no *.safetensors" in s["refusal"], s
+    s = front.settle(
+        front.post(submission(task_id=TARGET_TASK, speculator={"uri": "org/absent", "revision": SPEC_REV}))
+    )
+    assert s["status"] == "refused" and s["refusal_status"] == 422 and "org/absent" in s["refusal"], s
+    stored = front.stored()
+    assert stored["sealed"] == [] and stored["staging"] == [], stored
+    assert front.quota(TARGET_TASK)["used"] == 0
 
 
 def test_workspace_speculator(front, tmp_path, monkeypatch, hub, target_on_hub):
@@ -88,11 +95,18 @@ def test_workspace_speculator(front, tmp_path, monkeypatch, hub, target_on_hub):
     assert r.status_code == 400 and "not inside an operator-approved workspace" in r.json()["error"]
     assert front.stored()["submissions"] == 0
     r = front.post(submission(task_id=TARGET_TASK, speculator={"uri": f"workspace:{ws / 'run1'}", "revision": ""}))
-    assert r.status_code == 201, r.text
+    # its bound is a share of a target not prepared here: the fetch worker reads it from the hub
+    settled = front.settle(r)
+    assert settled["status"] == "queued", (settled["refusal"], settled["refusal_status"])
     from speculator_arena.frontdoor.seal import store_dir
 
-    tree = store_dir(front.home) / r.json()["speculator_digest"] / "tree"
+    tree = store_dir(front.home) / settled["speculator_digest"] / "tree"
     assert sorted(p.name for p in tree.iterdir()) == ["config.json", "model.safetensors"]
+    # a workspace speculator without *.safetensors is refused, as the docs promise
+    (ws / "run2").mkdir()
+    (ws / "run2" / "config.json").write_text("{}")
+    s = front.settle(front.post(submission(task_id=TARGET_TASK, speculator={"uri": f"workspace:{ws / 'run2'}"})))
+    assert s["status"] == "refused" and s["refusal_status"] == 422 and "no *.safetensors" in s["refusal"], s
 
 
 def test_quota_exhausted_and_void_refund(front):
@@ -117,11 +131,17 @@ def test_quota_exhausted_and_void_refund(front):
     r = front.post(submission(split="test"), token=token)
     assert r.status_code == 201, r.text
     # a `measured` evaluation the scorer ends void (a contended pass) refunds its slot too
+    from speculator_arena.scoring.registry import score_and_record
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     assert front.post(submission(split="test"), token=token).status_code == 429
-    write_synthetic_evaluation(Warehouse(front.home), r.json()["evaluation_id"], split="test", attack="contended")
+    eid = r.json()["evaluation_id"]
+    write_synthetic_evaluation(Warehouse(front.home), eid, split="test", attack="contended")
+    # the quota reads outcomes, it never runs the scorer: until a scoring found it void, it counts
+    assert front.post(submission(split="test"), token=token).status_code == 429
+    scored = score_and_record(Warehouse(front.home), None, [eid])  # what the evaluation asset does as it lands
+    assert bool(scored.evaluations.set_index("evaluation_id").loc[eid, "void"])
     assert front.post(submission(split="test"), token=token).status_code == 201
     # the participant account next to it is untouched
     assert front.quota(split="test") == {

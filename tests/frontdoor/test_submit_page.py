@@ -4,6 +4,7 @@ shown."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -53,9 +54,9 @@ def test_submit_page_shows_a_refusal(page, tmp_path):
     ]
 
 
-def test_submit_page_submits_and_shows_the_status(page, tmp_path, arena_home):
+def test_submit_page_submits_and_shows_the_status(page, public_dir, arena_home):
     at, token = page
-    repo = _git_repo(tmp_path / "engine", {"launch.sh": (REPO / "engines" / "dev-ngram" / "launch.sh").read_bytes()})
+    repo = _git_repo(public_dir / "engine", {"launch.sh": (REPO / "engines" / "dev-ngram" / "launch.sh").read_bytes()})
     _fill(at, token, f"file://{repo}@{_head(repo)}")
     at.button[0].click().run()
     assert not at.exception, [e.value for e in at.exception]
@@ -68,7 +69,13 @@ def test_submit_page_submits_and_shows_the_status(page, tmp_path, arena_home):
     row = connect(arena_home).execute("SELECT * FROM submissions WHERE submission_id = ?", (sid,)).fetchone()
     assert row["engine_source"] == f"file://{repo}@{_head(repo)}" and row["solution_kind"] == "ngram"
     assert at.text_input(key="submit_follow").value == sid
-    next(b for b in at.button if b.label == "Refresh status").click().run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert at.metric[0].value == "queued"
+    deadline = time.time() + 60
+    while True:  # the repository is fetched out of the request: `fetching`, then `queued`
+        next(b for b in at.button if b.label == "Refresh status").click().run()
+        assert not at.exception, [e.value for e in at.exception]
+        if at.metric[0].value != "fetching" or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert at.metric[0].value == "queued", [e.value for e in at.error]
+    row = connect(arena_home).execute("SELECT * FROM submissions WHERE submission_id = ?", (sid,)).fetchone()
     assert Path(row["engine_dir"]).name == "tree"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from speculator_arena.pools import checks
-from speculator_arena.pools.build import BuildContext
+from speculator_arena.pools.build.context import BuildContext
 from speculator_arena.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow
@@ -77,7 +77,7 @@ def test_the_check_catches_a_leak(built_local, tmp_path):
     """The disjointness check is not vacuous: copy one hidden turn into a public session."""
     import shutil
 
-    from speculator_arena.pools.build import read_jsonl, write_jsonl
+    from speculator_arena.pools.layout import read_jsonl, write_jsonl
 
     home = tmp_path / "home"
     shutil.copytree(built_local["home"] / "pools", home / "pools")

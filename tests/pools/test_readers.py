@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from speculator_arena.pools import readers
+from speculator_arena.pools import app_readers, readers, trace_readers
 from speculator_arena.pools.readers import SourceFormatError
 
 
@@ -51,18 +51,18 @@ def test_jsonl_readers_keep_records_before_a_broken_line(tmp_path, shared_data):
     p = tmp_path / "mooncake.jsonl"
     p.write_text("\n".join(src[:2] + ['{"id": "x", "timestamp": [oops'] + src[2:]) + "\n")
     with pytest.raises(SourceFormatError) as exc:
-        readers.read_mooncake(p)
+        trace_readers.read_mooncake(p)
     assert exc.value.where.startswith("line 3 (byte ") and exc.value.where.endswith("record x")
     assert len(exc.value.partial) == 2 and str(p) in str(exc.value)
 
 
 def test_real_trajectories_traces_apps_probes(shared_data):
     assert len(readers.read_agent_trajectories(shared_data / "agent" / "trajectories_200.jsonl")) == 200
-    mc = readers.read_mooncake(shared_data / "traces" / "mooncake_conversation_trace.jsonl")
+    mc = trace_readers.read_mooncake(shared_data / "traces" / "mooncake_conversation_trace.jsonl")
     assert len(mc) == 12031 and mc.records[0]["hash_ids"]
-    az = readers.read_azure_csv(shared_data / "traces" / "AzureLLMInferenceTrace_conv.csv")
+    az = trace_readers.read_azure_csv(shared_data / "traces" / "AzureLLMInferenceTrace_conv.csv")
     assert len(az) == 19366 and az.records[1]["t"] > az.records[0]["t"]
-    apps = {a.name: a for a in readers.read_apps(shared_data / "apps").records}
+    apps = {a.name: a for a in app_readers.read_apps(shared_data / "apps").records}
     assert {"mini-swe-agent", "swe-agent", "openhands"} <= set(apps)
     assert apps["swe-agent"].tools and all(t["type"] == "function" for t in apps["swe-agent"].tools)
     assert "{{" not in apps["openhands"].system_prompt
@@ -75,7 +75,7 @@ def test_azure_bad_row(tmp_path):
         "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\n2023-11-16 18:15:47.1,abc,4\n"
     )
     with pytest.raises(SourceFormatError) as exc:
-        readers.read_azure_csv(p)
+        trace_readers.read_azure_csv(p)
     assert exc.value.where == "line 3" and len(exc.value.partial) == 1
 
 
@@ -129,7 +129,7 @@ def _cc_trace(i):
 def test_cc_traces_weka_format_list_and_jsonl(tmp_path):
     p = tmp_path / "cc.json"
     p.write_text(json.dumps([_cc_trace(0), _cc_trace(1)]))
-    res = readers.read_cc_traces(p)
+    res = trace_readers.read_cc_traces(p)
     assert len(res) == 2
     reqs = res.records[0]["requests"]
     assert [r["depth"] for r in reqs] == [0, 1, 0] and reqs[2]["think_time"] == 3.0
@@ -138,7 +138,7 @@ def test_cc_traces_weka_format_list_and_jsonl(tmp_path):
     del bad["requests"][2]["out"]
     q.write_text(json.dumps(_cc_trace(0)) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(SourceFormatError) as exc:
-        readers.read_cc_traces(q)
+        trace_readers.read_cc_traces(q)
     assert exc.value.where == "line 2 (byte 519), record t2" and len(exc.value.partial) == 1
 
 

@@ -59,9 +59,9 @@ def test_questions_keep_each_turn_as_a_turn():
     c = r.conversations[0]
     assert len(c.user_turns()) == 2 and not any(m["role"] == "assistant" for m in c.messages)
     assert c.meta["no_replies"] is True
-    from speculator_arena.pools.build import _eligible
+    from speculator_arena.pools.build.candidates import eligible
 
-    assert _eligible(c)  # the engines reply, closed loop
+    assert eligible(c)  # the engines reply, closed loop
 
 
 def _bad(tmp_path: Path, kind: str) -> tuple[Path, str, str]:
@@ -189,7 +189,8 @@ def test_bad_declarations_name_the_file_and_set(tmp_path, body, says):
 def test_weights_give_a_small_set_its_share(tmp_path, shared_data):
     """A set of 12 questions with weight 0.5 takes half the chat candidates' first places,
     where by its size it would be swamped by ShareGPT's 9,439 conversations."""
-    from speculator_arena.pools.build import BuildContext, _ordered_candidates
+    from speculator_arena.pools.build.candidates import ordered_candidates
+    from speculator_arena.pools.build.context import BuildContext
 
     p = _decl(
         tmp_path,
@@ -200,7 +201,7 @@ sets:
 """,
     )
     ctx = BuildContext("local-smollm2", shared_data, tmp_path / "home", sources_file=p)
-    cands, _ = _ordered_candidates(ctx, "dev", None)
+    cands, _ = ordered_candidates(ctx, "dev", None)
     chats = [c for c in cands if c.family == "chat"]
     public_questions = sum(c.source_id.startswith("mtq:") for c in chats)
     assert 0 < public_questions < 12
@@ -214,7 +215,7 @@ sets:
 def test_committed_data_card_agrees_with_the_protocol(task, shared_data):
     """data_cards/ is regenerated with `arena pools build --task T --write-repo-card`; a card
     whose window, model, busy constants or source digests differ from today's is stale."""
-    from speculator_arena.pools.build import BuildContext
+    from speculator_arena.pools.build.context import BuildContext
     from speculator_arena.pools.datacard import stale_fields
 
     repo = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from speculator_arena.pools import readers, structure
+from speculator_arena.pools import structure, trace_readers
 
 
 def _cc_trace(i):
@@ -44,7 +44,7 @@ def _cc_trace(i):
 def test_agent_statistics_from_cc_traces(tmp_path):
     p = tmp_path / "cc.json"
     p.write_text(json.dumps([_cc_trace(0), _cc_trace(1)]))
-    stats = structure.agent_from_cc_traces(readers.read_cc_traces(p).records)
+    stats = structure.agent_from_cc_traces(trace_readers.read_cc_traces(p).records)
     assert stats["turns"] == [2, 2]  # the subagent is not a main turn
     assert stats["turn_tokens"][:2] == [3000, 3400 - 3000 - 120]
     assert stats["prefix_reuse"][0] == pytest.approx(3 / 4)

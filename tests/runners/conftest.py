@@ -61,7 +61,7 @@ def built_home(tmp_path_factory, shared_data):
     import os
 
     from speculator_arena.checkpoints import prepare_checkpoint
-    from speculator_arena.pools.build import build_all
+    from speculator_arena.pools.build.pipeline import build_all
 
     home = tmp_path_factory.mktemp("arena_home_runners")
     old = os.environ.get("ARENA_SHARED_DATA")

@@ -7,7 +7,8 @@ from test_sql_speeds import LANES
 
 from speculator_arena.scoring.busy import busy_windows
 from speculator_arena.scoring.busy_scan import busy_windows_from_parquet
-from speculator_arena.scoring.score import _busy, _open, sql_text
+from speculator_arena.scoring.connection import open_connection, sql_text
+from speculator_arena.scoring.rows import busy_windows_on
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 KEY = ["evaluation_id", "pass_id", "engine"]
@@ -105,9 +106,9 @@ def _edge_cases(wh):
 
 
 def _view_and_scan(wh, ids=None):
-    con = _open(wh)
+    con = open_connection(wh)
     try:
-        scan = _busy(con, wh, ids)
+        scan = busy_windows_on(con, wh, ids)
         view = con.execute(
             "SELECT * FROM pass_busy WHERE $ids IS NULL OR list_contains($ids, evaluation_id)", {"ids": ids}
         ).df()
@@ -190,7 +191,7 @@ def test_staged_rows_of_the_scan_equal_the_sql_view(wh):
 
     _edge_cases(wh)
     write_synthetic_evaluation(wh, "s2", seed=6, attack="failures")
-    con = _open(wh)
+    con = open_connection(wh)
     try:
         cols = ", ".join(STAGED.names)
         view = con.execute(f"SELECT {cols} FROM staged_requests").df()

@@ -1,9 +1,9 @@
 import pytest
 
 from speculator_arena.protocol import load_protocol
-from speculator_arena.scoring.score import sql_text
+from speculator_arena.scoring.connection import sql_text
 from speculator_arena.warehouse import TABLES, Warehouse
-from speculator_arena.warehouse.store import sql_statements
+from speculator_arena.warehouse.store import macro_statements, sql_statements
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation, write_synthetic_warehouse
 
 
@@ -53,6 +53,9 @@ def test_write_synthetic_warehouse_and_views(tmp_path):
 
 
 def test_only_numbered_sql_files_are_views():
+    """Every connection defines the macros first (the views call them), then one view per file."""
+    macros = macro_statements()
     stmts = sql_statements()
-    assert stmts and all("CREATE OR REPLACE VIEW" in s for s in stmts)
+    assert macros and all("CREATE OR REPLACE MACRO" in s for s in macros) and stmts[: len(macros)] == macros
+    assert stmts[len(macros) :] and all("CREATE OR REPLACE VIEW" in s for s in stmts[len(macros) :])
     assert "$ids" in sql_text("pass_ratios.sql")

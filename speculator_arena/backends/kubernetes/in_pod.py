@@ -58,9 +58,11 @@ def sealed_problems(spec) -> list[str]:
 
 def _link_pools(home: Path, artifacts: Path) -> None:
     """The harness reads pools from ARENA_HOME/pools: point it at the read-only artifacts."""
-    link = home / "pools"
-    if not link.exists() and (artifacts / "pools").is_dir():
-        link.symlink_to(artifacts / "pools", target_is_directory=True)
+    from speculator_arena.pools.layout import pools_dir
+
+    link = pools_dir(home)
+    if not link.exists() and pools_dir(artifacts).is_dir():
+        link.symlink_to(pools_dir(artifacts), target_is_directory=True)
 
 
 def _hand_over(home: Path) -> None:

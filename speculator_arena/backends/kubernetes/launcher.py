@@ -31,6 +31,7 @@ from speculator_arena.backends.kubernetes.deadline import active_deadline_second
 from speculator_arena.backends.kubernetes.outcome import PodOutcome, classify_pod, is_started
 from speculator_arena.backends.kubernetes.results import ResultsRejected, land
 from speculator_arena.backends.kubernetes.settings import KubernetesSettings
+from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
 from speculator_arena.runners.queued import queue
 from speculator_arena.runners.spec import EvaluationSpec
@@ -161,9 +162,9 @@ class KubernetesLauncher:
                 "(the pod has no network to prepare one)"
             )
         pod_spec = manifests.pod_spec_of(spec, self.s)
-        ours = self.wh.home / "pools" / spec.task_id
-        theirs = Path(self.s.artifacts_root) / "pools" / spec.task_id
-        for rel in (("dev" if spec.split == "dev" else f"hidden/{spec.split}") + "/manifest.json", "probes.jsonl"):
+        ours = pool_root(spec.task_id, self.wh.home)
+        theirs = pool_root(spec.task_id, self.s.artifacts_root)  # the artifacts volume is laid out like a home
+        for rel in (split_path(spec.split) / "manifest.json", "probes.jsonl"):
             a, b = ours / rel, theirs / rel
             if not b.is_file() or not a.is_file() or a.read_bytes() != b.read_bytes():
                 raise ValueError(

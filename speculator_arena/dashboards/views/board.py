@@ -34,8 +34,7 @@ def unranked_notice(sel) -> None:
 
 def main() -> None:
     sel = st.session_state["selection"]
-    st.title(f"Board: {sel.task_id or 'no task'} ({sel.split})")
-    frames = cached.board_or_notice(sel)
+    frames = cached.titled_board(sel, "Board")
     if frames is None:
         return
     rows = frames.boards.get(sel.split)

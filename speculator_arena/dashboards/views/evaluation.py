@@ -1,4 +1,6 @@
-"""One evaluation: how its SpecScore was computed from its own numbers, its plots and provenance.
+"""One evaluation: how its SpecScore was computed from its own numbers, its plots, the figures
+shown beside it (throughput against interactivity, acceptance in detail, goodput: sections of
+dashboards/shown_sections.py), its per-request export and provenance.
 
 Chosen by `?evaluation=<id>` or the select box. A queued, running, void or failed evaluation is
 explained with what it holds so far; a test evaluation's engine logs and error texts are not
@@ -16,6 +18,7 @@ from speculator_arena.board.data import (
 )
 from speculator_arena.dashboards import cached, charts
 from speculator_arena.dashboards import formatting as fmt
+from speculator_arena.dashboards import shown_sections as shown
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
 
@@ -358,7 +361,12 @@ def main() -> None:
     failures_section(ev, raw, split)
     plots_section(ev, raw, version)
     contention_section(raw, version)
+    shown_rows = cached.shown_rows(sel.home, (eid,), version)
+    shown.interactivity_section(shown_rows)
+    shown.acceptance_section(ev, shown_rows)
+    shown.goodput_section(shown_rows)
     figures_section(frames.figures)
+    shown.export_section(ev, sel.home, version)
     provenance_section(ev, raw, version, frames.protocol_digest, split)
     if fmt.text(ev.get("gap_detail")):
         st.markdown(f"**Dev/test gap:** {fmt.flag(ev.get('gap_flag'))}: {fmt.md_escape(ev.get('gap_detail'))}")

@@ -48,7 +48,10 @@ def main() -> None:
             st.error(f"Refused: {exc}")
         else:
             st.session_state["submit_follow"] = got["submission_id"]
-            st.success(f"Accepted: submission {got['submission_id']}, evaluation {got['evaluation_id']} is queued.")
+            st.success(
+                f"Accepted: submission {got['submission_id']}, evaluation {got['evaluation_id']} is {got['status']}"
+                + (" (the arena fetches what it names, then queues it)." if got["status"] == "fetching" else ".")
+            )
 
     st.subheader("Your submission's status")
     sid = st.text_input("Submission id", key="submit_follow")
@@ -63,6 +66,8 @@ def main() -> None:
                 st.markdown(f"Position in the queue: **{status['position']}**")
             if status.get("progress"):
                 st.markdown(f"Runner: {status['progress']}")
+            if status.get("refusal"):
+                st.error(f"Refused ({status.get('refusal_status')}): {status['refusal']}")
             st.markdown(f"[The evaluation's page]({status['evaluation_url']})")
             st.json(status)
 

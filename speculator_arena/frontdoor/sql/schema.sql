@@ -30,10 +30,27 @@ CREATE TABLE IF NOT EXISTS submissions (
     speculator_source TEXT,
     speculator_digest TEXT,
     speculator_dir    TEXT,
-    accepted_at       REAL NOT NULL
+    accepted_at       REAL NOT NULL,
+    -- 'fetching' (a repository or hub speculator still to fetch: counted in the quota, never
+    -- run), 'accepted' (sealed whole: the queue's), 'refused' (the fetch failed: refunded)
+    intake_status     TEXT NOT NULL DEFAULT 'accepted',
+    intake_reason     TEXT,
+    intake_code       INTEGER,
+    fetch_spec        TEXT,  -- JSON: what the fetch worker fetches
+    fetch_owner       TEXT,  -- the API process fetching it (its pid), while it does
+    fetch_started     REAL
 );
 
 CREATE INDEX IF NOT EXISTS submissions_quota ON submissions (account_id, task_id, split);
+
+-- Accounts made by POST /register: its per-client rate and its cap are counted here.
+CREATE TABLE IF NOT EXISTS registrations (
+    account_id  TEXT PRIMARY KEY REFERENCES accounts(account_id),
+    client      TEXT NOT NULL,
+    created_at  REAL NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS registrations_client ON registrations (client, created_at);
 
 CREATE TABLE IF NOT EXISTS settings (
     key    TEXT PRIMARY KEY,

@@ -1,0 +1,1 @@
+SELECT account_id FROM accounts WHERE name = ?

@@ -1,0 +1,1 @@
+SELECT intake_status, fetch_owner FROM submissions WHERE submission_id = ?

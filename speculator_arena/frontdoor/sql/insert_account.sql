@@ -1,0 +1,1 @@
+INSERT INTO accounts (account_id, name, kind, created_at) VALUES (?, ?, ?, ?)

@@ -1,0 +1,1 @@
+INSERT INTO registrations (account_id, client, created_at) VALUES (?, ?, ?)

@@ -1,0 +1,1 @@
+UPDATE accounts SET revoked_at = ? WHERE account_id = ? AND revoked_at IS NULL

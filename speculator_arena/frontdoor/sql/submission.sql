@@ -1,0 +1,1 @@
+SELECT * FROM submissions WHERE submission_id = ?

@@ -1,0 +1,1 @@
+INSERT INTO scoring_rules VALUES (?, ?)
