@@ -23,8 +23,8 @@ SET_FOR_ENGINES = {"ARENA_PYTHON", "ARENA_PLUGIN_SITE"}
 FORWARDED = {
     ("frontdoor/sources.py", "PATH"),
     ("frontdoor/sandbox.py", "PATH"),
-    ("runners/harness.py", "USER"),
-    ("runners/harness.py", None),
+    ("runners/provenance.py", "USER"),
+    ("runners/engines.py", None),
 }
 
 

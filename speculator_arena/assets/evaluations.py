@@ -41,7 +41,7 @@ def evaluation(
     backend: EvaluationBackendResource,
 ) -> dg.MaterializeResult:
     from speculator_arena.runners.evaluate import summary
-    from speculator_arena.runners.harness import EvaluationSpec
+    from speculator_arena.runners.spec import EvaluationSpec
     from speculator_arena.warehouse import analysts
 
     spec = EvaluationSpec.from_json(config.spec)

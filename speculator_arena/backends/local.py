@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+from speculator_arena.runners.harness import Evaluation
+from speculator_arena.runners.spec import EvaluationSpec
 
 
 def run_local(spec: EvaluationSpec, home, progress=None) -> str:

@@ -24,7 +24,6 @@ import asyncio
 import itertools
 import math
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -175,14 +174,11 @@ class FitPasses:
     """
 
     def __init__(self, task_id, version, evaluation_id, home, target, say):
-        from speculator_arena.runners.harness import (
-            Evaluation,
-            EvaluationSpec,
-            default_stock_engine,
-        )
+        from speculator_arena.runners.harness import Evaluation
+        from speculator_arena.runners.spec import calibration_spec, default_stock_engine
 
         self.stock = default_stock_engine(task_id, version)
-        spec = EvaluationSpec(
+        spec = calibration_spec(
             task_id=task_id,
             engine=self.stock,
             evaluation_id=evaluation_id,
@@ -194,20 +190,12 @@ class FitPasses:
         self.ev = Evaluation(spec, home=home, progress=say)
 
     def run(self, points, seconds: float) -> None:
-        from speculator_arena.pools.api import load_pool
-        from speculator_arena.runners.harness import (
-            resolve_engine_path,
-            sessions_per_pass,
-        )
-        from speculator_arena.runners.tokens import load_tokenizer
+        from speculator_arena.runners.passes import sessions_per_pass
+        from speculator_arena.runners.spec import resolve_engine_path
         from speculator_arena.runners.workload import record_rows, run_lanes
 
         ev, t = self.ev, self.ev.task
-        ev.target = Path(ev.spec.target) if ev.spec.target else ev.prepare_target()
-        ev.tokenizer = load_tokenizer(str(ev.target))
-        pool = load_pool(ev.spec.task_id, "dev", home=ev.wh.home)
-        ev.queue()  # an evaluations row, so the fit's request rows belong to a stored evaluation
-        ev.protect_home()
+        pool = ev.begin_unpaired()  # the dev pool; an evaluations row, so the fit's rows belong to a stored evaluation
         er = ev.start_engine(
             "stock", resolve_engine_path(self.stock), "calibration fit", t.engine_environment.gpu_memory_utilization
         )

@@ -75,15 +75,14 @@ def _run_one(
 
 
 def _spec(plan: Plan, run: PlannedRun, evaluation_id: str, target: str | None):
-    from speculator_arena.runners.harness import EvaluationSpec
+    from speculator_arena.runners.spec import calibration_spec
 
-    return EvaluationSpec(
+    return calibration_spec(
         task_id=plan.task_id,
         engine=run.engine,
         evaluation_id=evaluation_id,
         label=f"calibration v{plan.candidate_version}: {run.name}",
         account_id=CALIBRATION_ACCOUNT,
-        is_reference=False,
         solution_kind=run.solution_kind,
         target=target,
         protocol_version=plan.base_version,

@@ -113,8 +113,9 @@ def _say(msg: str) -> None:
 def _evaluate(args) -> int:
     from speculator_arena.dagster_project import launch
     from speculator_arena.printing import print_json
-    from speculator_arena.runners.evaluate import spec_from_args, summary
+    from speculator_arena.runners.evaluate import summary
     from speculator_arena.runners.harness import resume_dead
+    from speculator_arena.runners.spec import spec_from_args
     from speculator_arena.warehouse import Warehouse, arena_home
 
     home = arena_home(args.home)
@@ -146,23 +147,13 @@ def _demo(args) -> int:
     step("preparing the sealed target checkpoint")
     target = prepare_checkpoint(args.task, home=home)
     step(f"target ready: {target}")
-    from speculator_arena.runners.harness import EvaluationSpec
+    from speculator_arena.runners.spec import reference_spec
 
     refs = [r for r in task.task.references if args.only is None or r.name in args.only]
     results = []
     for k, ref in enumerate(refs, 1):
         step(f"evaluation {k}/{len(refs)}: {ref.name} ({ref.engine}) against the stock engine")
-        spec = EvaluationSpec(
-            task_id=args.task,
-            engine=ref.engine,
-            split="dev",
-            label=ref.name,
-            is_reference=True,
-            solution_kind=ref.kind,
-            account_id="arena",
-            speculator=None,
-            target=str(target),
-        )
+        spec = reference_spec(args.task, ref, str(target))
         s = launch.run_evaluation(spec, home, progress=_say)
         results.append(s)
         step(

@@ -83,10 +83,10 @@ def run_evaluation(spec, home, backend: str = "", progress=None) -> dict:
     partition, return its summary (the one the asset computed)."""
     from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, run_config
     from speculator_arena.backends import preflight
-    from speculator_arena.runners.harness import Evaluation
+    from speculator_arena.runners import queued
 
     preflight(backend, spec, home)
-    Evaluation(spec, home=home, progress=progress).queue()
+    queued.preflight(spec, home)  # the harness queues it first thing; a refusal stores nothing
     instance = dagster_instance(home)
     instance.add_dynamic_partitions(evaluation_partitions.name, [spec.evaluation_id])
     result = materialize(

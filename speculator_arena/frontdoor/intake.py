@@ -204,7 +204,7 @@ def submit(con, wh, account: Account, body: bytes, started=None) -> dict:
     """Accept a submission or raise Refused; returns its row (`intake_status` 'accepted', or
     'fetching' when the fetch worker has yet to fetch part of it). `started(pid)`: the intake
     child's pid, when one runs."""
-    from speculator_arena.runners.harness import new_evaluation_id
+    from speculator_arena.runners.spec import new_evaluation_id
 
     req = parse(body)
     _check_quota(con, wh, account, req)

@@ -35,20 +35,20 @@ def waiting(con, wh) -> list[dict]:
 
 
 def evaluation_spec(sub: dict, account_name: str):
-    """The evaluation a submission asks for, as the harness runs it."""
-    from speculator_arena.runners.harness import EvaluationSpec
+    """The evaluation a submission asks for, as the harness runs it (the runner's builder of
+    a submission's spec, given the row's fields)."""
+    from speculator_arena.runners.spec import submission_spec
 
-    return EvaluationSpec(
+    return submission_spec(
         task_id=sub["task_id"],
-        engine=sub["engine_dir"],
+        engine_dir=sub["engine_dir"],
         split=sub["split"],
         evaluation_id=sub["evaluation_id"],
-        label=account_name,
+        account_name=account_name,
         account_id=sub["account_id"],
         submission_id=sub["submission_id"],
-        is_reference=False,
         solution_kind=sub["solution_kind"],
-        speculator=sub["speculator_dir"] or None,
+        speculator_dir=sub["speculator_dir"],
     )
 
 

@@ -1,4 +1,7 @@
-"""The evaluation harness: workload client, engine lifecycle, memory sampler, gate probes.
+"""The evaluation harness: the spec and its builders (spec.py), the queued row (queued.py), the
+orchestrating `Evaluation` (harness.py) and its steps (engines.py, passes.py, probe_phase.py,
+provenance.py), the workload client (workload.py, stream.py, sse_decode.py), engine lifecycle,
+samplers, gate probes.
 
 It writes raw rows only (speculator_arena.warehouse) and knows nothing of Dagster, so that the
 same harness runs in-process under `arena evaluate`, in a pod, or as

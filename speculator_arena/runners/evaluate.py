@@ -36,26 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def spec_from_args(args):
-    from speculator_arena.runners.harness import EvaluationSpec
-
-    if not args.task or not args.engine:
-        raise ValueError("--task and --engine are required (or --resume ID)")
-    return EvaluationSpec(
-        task_id=args.task,
-        engine=args.engine,
-        split=args.split,
-        evaluation_id=args.evaluation_id or "",
-        stock_engine=args.stock_engine,
-        label=args.label,
-        account_id=args.account,
-        is_reference=args.reference,
-        solution_kind=args.kind,
-        speculator=args.speculator,
-        target=args.target,
-    )
-
-
 def summary(home, evaluation_id: str) -> dict:
     from speculator_arena.runners.status import current_row
     from speculator_arena.warehouse.schema import TABLES
@@ -84,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from speculator_arena.diskspace import full_disk
     from speculator_arena.runners.harness import Evaluation, resume_dead
+    from speculator_arena.runners.spec import spec_from_args
     from speculator_arena.warehouse import analysts
     from speculator_arena.warehouse.store import Warehouse
 

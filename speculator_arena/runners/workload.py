@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speculator_arena.protocol.window import WindowRule
-from speculator_arena.runners.stream import SSEClient, StreamResult, stream_chat
+from speculator_arena.runners.sse_decode import StreamResult
+from speculator_arena.runners.stream import SSEClient, stream_chat
 from speculator_arena.runners.tokens import count_tokens
 
 

@@ -44,7 +44,7 @@ def test_sensor_starts_the_oldest_waiting_submission(front, instance):
     req = result.run_requests[0]
     assert req.partition_key == first["evaluation_id"] and req.run_key == first["evaluation_id"]
     assert req.tags == {DEVICE_TAG: "local", SUBMISSION_TAG: first["submission_id"]}
-    from speculator_arena.runners.harness import EvaluationSpec
+    from speculator_arena.runners.spec import EvaluationSpec
 
     spec = EvaluationSpec.from_json(req.run_config["ops"]["evaluation"]["config"]["spec"])
     assert spec.engine.endswith(f"/sealed/{first['engine_digest']}/tree")

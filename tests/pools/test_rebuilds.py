@@ -127,7 +127,8 @@ def test_a_pool_from_too_few_sources_fails_its_check_with_the_numbers(home, tmp_
 
 
 def test_the_runner_refuses_a_short_pool_and_stores_nothing(home, tmp_path):
-    from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+    from speculator_arena.runners.queued import queue
+    from speculator_arena.runners.spec import EvaluationSpec
     from speculator_arena.warehouse import Warehouse
 
     dev = home / "pools" / TASK / "dev" / "sessions.jsonl"
@@ -141,7 +142,7 @@ def test_the_runner_refuses_a_short_pool_and_stores_nothing(home, tmp_path):
     repo = Path(__file__).resolve().parents[2]
     spec = EvaluationSpec(task_id=TASK, engine=str(repo / "engines" / "dev-ngram"), evaluation_id="short-pool")
     with pytest.raises(PoolShort):
-        Evaluation(spec, home=home).queue()
+        queue(spec, home)
     assert not (Warehouse(home).raw / "evaluations").exists()
 
 

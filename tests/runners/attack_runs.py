@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ci_profile import full_profile  # tests/runners is on sys.path (conftest)
 
-from speculator_arena.runners.harness import REPO, Evaluation, EvaluationSpec
+from speculator_arena.runners.harness import Evaluation
+from speculator_arena.runners.spec import REPO, EvaluationSpec
 from speculator_arena.warehouse import Warehouse
 
 HONEST = {

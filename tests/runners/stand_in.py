@@ -54,7 +54,7 @@ FAST = {
 
 def stand_in_spec(eid: str, cand: Path, stock: Path, built: dict):
     """An evaluation of the local task with these engine directories, on the built home's target."""
-    from speculator_arena.runners.harness import EvaluationSpec
+    from speculator_arena.runners.spec import EvaluationSpec
 
     return EvaluationSpec(
         task_id="local-smollm2",

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from attack_runs import ATTACKS, CI_RUNS, HONEST, PROBE_HOLES, SCORED_GATES  # tests/runners is on sys.path (conftest)
 
-from speculator_arena.runners.harness import REPO, Evaluation, EvaluationSpec
+from speculator_arena.runners.harness import Evaluation
 from speculator_arena.runners.memory import Device
+from speculator_arena.runners.spec import REPO, EvaluationSpec
 from speculator_arena.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow

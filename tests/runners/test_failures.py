@@ -21,7 +21,8 @@ import pytest
 from stand_in import FAST, stand_in_spec
 
 from speculator_arena.protocol import load_protocol
-from speculator_arena.runners.harness import Evaluation, EvaluationSpec, resume_dead
+from speculator_arena.runners.harness import Evaluation, resume_dead
+from speculator_arena.runners.spec import EvaluationSpec
 from speculator_arena.runners.status import EvaluationStateError, current_row, read_state
 from speculator_arena.warehouse import Warehouse
 

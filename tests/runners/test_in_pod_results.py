@@ -12,7 +12,8 @@ import dagster as dg
 
 from speculator_arena.backends.kubernetes.in_pod import pod_command
 from speculator_arena.backends.kubernetes.results import MANIFEST, land
-from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+from speculator_arena.runners.queued import queue
+from speculator_arena.runners.spec import EvaluationSpec
 from speculator_arena.runners.status import current_row
 from speculator_arena.warehouse import Warehouse
 
@@ -31,7 +32,7 @@ def test_the_pods_runner_reports_through_pipes_and_its_rows_land_whole(built_hom
         target=str(built_home["target"]),
         label="sse-ok",
     )
-    launcher_row = Evaluation(spec, home=home).queue()
+    launcher_row = queue(spec, home)
     results = tmp_path / "results" / eid
     command = [sys.executable, *pod_command(spec)[1:], "--home", str(results), "--artifacts", str(home)]
 

@@ -25,10 +25,11 @@ from hypothesis import strategies as st
 from script_server import HEAD_CHUNKED, ScriptServer, chunk, chunked_reply, delta
 
 from speculator_arena.protocol.window import WindowRule
-from speculator_arena.runners import stream
+from speculator_arena.runners import sse_decode, stream
 from speculator_arena.runners.metrics import metric_rows, scrape
 from speculator_arena.runners.probes import parse_prompt_logprobs
-from speculator_arena.runners.stream import MAX_RESPONSE_BYTES, SSEClient, StreamResult, post_json, stream_chat
+from speculator_arena.runners.sse_decode import StreamResult
+from speculator_arena.runners.stream import MAX_RESPONSE_BYTES, SSEClient, post_json, stream_chat
 from speculator_arena.runners.tokens import load_tokenizer
 from speculator_arena.runners.workload import ClientConfig, RequestRecord, record_rows, run_lanes
 from speculator_arena.scoring.counted import counted_row
@@ -190,11 +191,11 @@ def test_decoder_takes_any_payloads(tok, lines, slice_size):
     """Any payloads after a `[DONE]` stream: a result, never an exception; a payload the arena
     cannot read fails the request (not done) with its reason; the rows it makes can be stored."""
     res = StreamResult(sent_at=0.0, status_code=200, done=True, lines=[(float(i), p) for i, p in enumerate(lines)])
-    old, stream.PARSE_SLICE = stream.PARSE_SLICE, slice_size  # the template path across slices too
+    old, sse_decode.PARSE_SLICE = sse_decode.PARSE_SLICE, slice_size  # the template path across slices too
     try:
         res.parse()
     finally:
-        stream.PARSE_SLICE = old
+        sse_decode.PARSE_SLICE = old
     _ends_with_a_reason(res, tok)
 
 
@@ -211,7 +212,7 @@ def test_decoder_reads_well_formed_chunks_whole(tok, lines):
         obj = json.loads(p)
         ch = obj.get("choices")
         u = obj.get("usage")
-        if ("error" in obj and not ch) or (u is not None and not stream._usage_ok(u)):
+        if ("error" in obj and not ch) or (u is not None and not sse_decode._usage_ok(u)):
             expect_ok = False
         elif ch is not None and not (
             isinstance(ch, list)

@@ -231,18 +231,18 @@ def test_decoding_matches_json_loads_on_every_payload():
     lines = [(float(i), p) for i, p in enumerate(raw)]
     expected = _reference(lines)
     assert len(expected[1]) > 10 and expected[2] == "stop" and expected[3] and expected[4]
-    from speculator_arena.runners import stream
+    from speculator_arena.runners import sse_decode
 
     for size in (64, 3, 1):  # slices of every size: the template carries over from one to the next
-        res = stream.StreamResult(sent_at=0.0, lines=list(lines))
-        old, stream.PARSE_SLICE = stream.PARSE_SLICE, size
+        res = sse_decode.StreamResult(sent_at=0.0, lines=list(lines))
+        old, sse_decode.PARSE_SLICE = sse_decode.PARSE_SLICE, size
         try:
             res.parse()
         finally:
-            stream.PARSE_SLICE = old
+            sse_decode.PARSE_SLICE = old
         assert (res.chunk_times, res.chunk_texts, res.finish_reason, res.usage, res.error) == expected
         assert res._tpl is not None  # a template was learnt
-    plain = stream.StreamResult(sent_at=0.0, lines=lines[1:8])
+    plain = sse_decode.StreamResult(sent_at=0.0, lines=lines[1:8])
     plain.parse()
     assert plain._tpl is not None and plain._tpl_hit and plain._tpl_tries == 0  # and it was used
     assert plain.chunk_texts == _reference(lines[1:8])[1]

@@ -27,18 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def example_spec(task_id: str, version: int | None):
     """An example evaluation as the pod sees it: the task's stock reference against itself."""
     from speculator_arena.backends.kubernetes.in_pod import POD_ARTIFACTS
-    from speculator_arena.runners.harness import EvaluationSpec, default_stock_engine
+    from speculator_arena.runners.spec import example_pod_spec
 
-    stock = default_stock_engine(task_id, version)
-    return EvaluationSpec(
-        task_id=task_id,
-        engine=stock,
-        stock_engine=stock,
-        evaluation_id=f"{task_id}-example",
-        label="example",
-        target=f"{POD_ARTIFACTS}/checkpoints/{task_id}",
-        protocol_version=version,
-    )
+    return example_pod_spec(task_id, version, f"{POD_ARTIFACTS}/checkpoints/{task_id}")
 
 
 def _manifests(args) -> int:

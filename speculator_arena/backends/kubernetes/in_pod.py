@@ -93,7 +93,9 @@ class Reporter:
 
 def run(args, reporter: Reporter) -> dict:
     from speculator_arena.backends.kubernetes.results import write_results_manifest
-    from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+    from speculator_arena.runners.harness import Evaluation
+    from speculator_arena.runners.queued import queue
+    from speculator_arena.runners.spec import EvaluationSpec
     from speculator_arena.runners.status import write_status
     from speculator_arena.warehouse import arena_home
 
@@ -103,17 +105,17 @@ def run(args, reporter: Reporter) -> dict:
     spec = EvaluationSpec.from_json(args.spec)
     ev = Evaluation(spec, home=home, progress=reporter.say)
     reporter.event(event="status", evaluation_id=spec.evaluation_id, status="queued")
-    ev.queue()
+    row = queue(spec, home, device=ev.device)  # the row to void when the sealed inputs differ
     problems = sealed_problems(spec)
     if problems:
-        ev.row = write_status(ev.wh, ev.row, "void", void_reason="; ".join(problems)[:500])
+        row = write_status(ev.wh, row, "void", void_reason="; ".join(problems)[:500])
         status = "void"
     else:
         reporter.event(event="status", evaluation_id=spec.evaluation_id, status="running")
         status = ev.run()
+        row = ev.row or {}
     _hand_over(home)
     manifest = write_results_manifest(home, spec.evaluation_id)
-    row = ev.row or {}
     summary = {
         "event": "results",
         "evaluation_id": spec.evaluation_id,

@@ -33,7 +33,8 @@ from speculator_arena.backends.kubernetes.results import ResultsRejected, land
 from speculator_arena.backends.kubernetes.settings import KubernetesSettings
 from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
-from speculator_arena.runners.harness import Evaluation, EvaluationSpec
+from speculator_arena.runners.queued import queue
+from speculator_arena.runners.spec import EvaluationSpec
 from speculator_arena.runners.status import FINAL, EvaluationStateError, write_status
 from speculator_arena.warehouse.store import Warehouse
 
@@ -176,8 +177,7 @@ class KubernetesLauncher:
         """Run the evaluation in a pod from a Dagster asset's `context`; the final status."""
         task = load_protocol(spec.protocol_version).task(spec.task_id)
         pod_spec = self.preflight(spec)
-        ev = Evaluation(spec, home=self.wh.home, progress=self.say)
-        row = ev.queue()
+        row = queue(spec, self.wh.home)  # the row before the pod starts (the pod's runner writes its own)
         if row["status"] in FINAL or row["status"] == "running":
             raise EvaluationStateError(f"evaluation {spec.evaluation_id} is already {row['status']}")
         results = Path(self.s.results_root) / spec.evaluation_id

@@ -30,7 +30,7 @@ from speculator_arena.backends.kubernetes.settings import (
     runner_image,
 )
 from speculator_arena.protocol.model import TaskProtocol
-from speculator_arena.runners.harness import EvaluationSpec
+from speculator_arena.runners.spec import EvaluationSpec
 
 APP = "speculator-arena"
 PART_OF = {"app.kubernetes.io/part-of": APP}

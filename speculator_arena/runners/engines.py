@@ -1,0 +1,125 @@
+"""Starting and stopping the evaluation's engines: the glue between `Evaluation` and `EngineRun`.
+
+`lifecycle.EngineRun` is one engine process (its workspace, user, process group, health); this
+is what the evaluation adds around it, the same for every start (timed, probe, the calibration's
+fit): the environment of protocol section 3, the health wait, the device-idle wait after each
+stop (a device still held voids the evaluation: `_idle_ok`), and the `engine_starts` row of
+every start, failed ones included.
+
+A mixin of `Evaluation` (harness.py), whose state it reads: `task`, `spec`, `wh`, `eid`,
+`target`, `device`, `say`, `write`, `set_phase`; it keeps `start_counter`, `current_engine`
+(the engine to stop if the runner is interrupted) and `_idle_ok`/`_idle_reason`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+from speculator_arena import settings
+from speculator_arena.runners.failures import EngineFailure
+from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, free_port
+from speculator_arena.runners.spec import REPO
+from speculator_arena.runners.status import runs_dir
+
+
+class EngineSteps:
+    def _env(self, gpu_util: float) -> dict[str, str]:
+        t = self.task
+        speculator = self.spec.speculator
+        if not speculator:
+            empty = runs_dir(self.wh, self.eid).parent.parent / "empty-speculator"
+            empty.mkdir(parents=True, exist_ok=True)
+            os.chmod(empty, 0o755)
+            speculator = str(empty)
+        py = sys.executable
+        env = {
+            "TARGET": str(self.target),
+            "ARTIFACT": str(self.target),
+            "SPECULATOR": speculator,
+            "TOKENIZER": str(self.target),
+            "GENERATION_CONFIG": str(self.target),
+            "SERVED_NAME": t.task.model,
+            "MAX_MODEL_LEN": str(t.task.max_model_len),
+            "MAX_NUM_SEQS": str(t.max_num_seqs),
+            "GPU_MEMORY_UTILIZATION": f"{gpu_util:.2f}",
+            "PREFIX_CACHING": str(t.engine_environment.prefix_caching),
+            "PATH": f"{Path(py).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "PYTHONPATH": str(REPO),
+            "ARENA_PYTHON": py,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+        }
+        if t.task.language_model_only:
+            env["LANGUAGE_MODEL_ONLY"] = "1"
+        for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES"):
+            if k in os.environ:
+                env[k] = os.environ[k]
+        return env
+
+    def _readable(self) -> list[Path]:
+        import speculator_arena
+
+        return [
+            Path(sys.executable).resolve(),
+            Path(speculator_arena.__file__).parent,
+            Path(sysconfig.get_paths()["purelib"]),
+        ]
+
+    def start_engine(self, name: str, src: Path, purpose: str, gpu_util: float) -> EngineRun:
+        self.start_counter += 1
+        er = EngineRun(
+            engine=name,
+            purpose=purpose,
+            start_index=self.start_counter,
+            src=src,
+            env_vars=self._env(gpu_util),
+            port=free_port(),
+            private_root=runs_dir(self.wh, self.eid),
+            drop_privileges=not settings.flag("ARENA_NO_PRIVILEGE_DROP"),
+        )
+        self.current_engine = er
+        self.say(f"starting {name} engine ({purpose}, utilization {gpu_util:.2f})")
+        try:
+            er.start(self._readable())
+        except EngineStartError as exc:
+            er.cleanup()
+            self.current_engine = None
+            self.write("engine_starts", [er.row(self.eid, idle_ok=None, idle_s=None)])
+            raise EngineFailure(f"{name} engine cannot start: {exc}") from exc
+        self.set_phase(f"{name} {purpose}: waiting for /health")
+        if not er.wait_healthy(self.task.start_stop.health_timeout_seconds):
+            why = (
+                "exited before answering /health"
+                if er.died
+                else f"did not answer /health within {self.task.start_stop.health_timeout_seconds:g} s"
+            )
+            er.died = False  # not serving yet: a failed start, not a death
+            self.stop_engine(er, record=True)
+            raise EngineFailure(f"{name} engine {why}")
+        self.say(
+            f"{name} engine healthy after {er.healthy_at - er.started_at:.1f} s"
+            + ("" if er.unprivileged else f" (not unprivileged: {er.privilege_note})")
+        )
+        return er
+
+    def stop_engine(self, er: EngineRun, *, record: bool) -> None:
+        er.stop(self.task.start_stop.sigterm_grace_seconds)
+        di = self.task.device_idle
+        ok, secs = self.device.wait_idle(di.max_gib, di.within_seconds)
+        self._idle_ok = ok is not False
+        self._idle_reason = (
+            None
+            if self._idle_ok
+            else (
+                f"device held {di.max_gib:g} GiB or more {di.within_seconds:g} s after the {er.engine} engine stopped"
+            )
+        )
+        if record:
+            self.write("engine_starts", [er.row(self.eid, idle_ok=ok, idle_s=secs)])
+        self.current_engine = None
+        self.set_phase(f"{er.engine} {er.purpose}: stopped")

@@ -1,0 +1,220 @@
+"""The timed passes of one engine, each workload's warm-up wave first (protocol sections 4 and 6).
+
+Why the order and the bookkeeping: both engines serve the same passes (same sessions, seeds,
+order) so each pass is a pair; every pass's rows (requests, replies, the sessions it sent,
+device memory, host contention, /metrics before and after) are written as it ends, and its
+`passes` row last, which is what marks it whole, so a runner that dies leaves whole passes. A
+pass's counted requests are kept in memory for the probes (their sampled replies are scored by
+the stock engine). An engine that dies during a pass ends the evaluation (`EngineFailure`), a
+contended host voids it (`ArenaVoid`).
+
+A mixin of `Evaluation` (harness.py): it reads `task`, `eid`, `pool`, `tokenizer`, `device`,
+`records` and the engine steps (engines.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from pathlib import Path
+
+from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.protocol.window import WindowRule
+from speculator_arena.runners.contention import ContentionSampler
+from speculator_arena.runners.failures import ArenaVoid, EngineFailure
+from speculator_arena.runners.lifecycle import EngineRun
+from speculator_arena.runners.memory import MemorySampler
+from speculator_arena.runners.metrics import scrape
+from speculator_arena.runners.workload import ClientConfig, record_rows, run_lanes
+from speculator_arena.scoring.contention import pass_rows_contended
+from speculator_arena.scoring.counted import counted_row
+
+
+def sessions_per_pass(lanes: int, interleave: int, pass_seconds: float) -> int:
+    """Sessions asked of the pool per pass: every slot starts one, plus spares for fast engines.
+
+    A lane that plays through its sessions before the pass ends sits idle, so the spares are
+    generous (one more session per slot for every 20 s of pass, at least four).
+    """
+    return lanes * interleave * max(4, math.ceil(pass_seconds / 20))
+
+
+class TimedPasses:
+    def client_config(self, engine: str, er: EngineRun) -> ClientConfig:
+        t = self.task
+        return ClientConfig(
+            base_url=er.base_url,
+            served_name=t.task.model,
+            evaluation_id=self.eid,
+            engine=engine,
+            sampling={"temperature": t.sampling.temperature, "top_p": t.sampling.top_p, "top_k": t.sampling.top_k},
+            window=WindowRule.of(t),
+            think_cap_s=t.think_time.cap_seconds,
+            think_scale=t.think_time.scale_c,
+            max_tokens_cap=t.max_tokens_cap,
+            tokenizer=self.tokenizer,
+        )
+
+    def _timed(self, engine: str, src: Path) -> None:
+        self._idle_ok, self._idle_reason = True, None
+        er = self.start_engine(engine, src, "timed", self.task.engine_environment.gpu_memory_utilization)
+        cfg = self.client_config(engine, er)
+        for w in WORKLOADS:
+            self._warmup(engine, er, cfg, w)
+            for i in range(self.task.passes_per_workload):
+                self._pass(engine, er, cfg, w, i)
+        self.stop_engine(er, record=True)
+
+    def _warmup(self, engine: str, er: EngineRun, cfg: ClientConfig, w: str) -> None:
+        """The protocol's warm-up waves before a workload's passes: each lane sends `warmup_waves`
+        requests of warm-up sessions (none when the version says 0)."""
+        waves = self.task.warmup_waves
+        if waves == 0:
+            return
+        L = self.task.lanes[w]
+        pass_id = f"warmup-{w}"
+        self.set_phase(f"{engine} {pass_id}")
+        sessions = self.pool.warmup(self.eid, w, L)
+        now = time.time()
+        wl = self.task.workloads[w]
+        records = asyncio.run(
+            run_lanes(
+                cfg,
+                sessions,
+                L,
+                1,
+                pass_id,
+                now + wl.pass_seconds,
+                now + wl.pass_seconds + self.task.grace_seconds,
+                max_requests_per_lane=waves,
+                stop_check=lambda: not er.alive(),
+            )
+        )
+        rows = [
+            record_rows(
+                r,
+                evaluation_id=self.eid,
+                engine=engine,
+                pass_id=pass_id,
+                workload=w,
+                pass_index=None,
+                tokenizer=self.tokenizer,
+            )[0]
+            for r in records
+        ]
+        self.write("requests", rows)
+        if not er.alive():
+            er.died = True
+            self.stop_engine(er, record=True)
+            raise EngineFailure(f"{engine} engine died during {pass_id}")
+        self.say(f"{engine} {pass_id}: {sum(bool(r['done']) for r in rows)}/{len(rows)} requests answered")
+
+    def _pass_size(self, w: str, i: int, L: int, wl) -> int:
+        """What to ask of the pool: the spares we want, at most what the pass's block holds."""
+        n = sessions_per_pass(L, wl.interleave, wl.pass_seconds)
+        blocks = getattr(self.pool, "blocks", None)
+        if callable(blocks):
+            start, end = blocks()[(w, i)]
+            n = min(n, end - start)
+        return n
+
+    def _pass(self, engine: str, er: EngineRun, cfg: ClientConfig, w: str, i: int) -> None:
+        t = self.task
+        L, wl = t.lanes[w], t.workloads[w]
+        pass_id = f"{w}-{i}"
+        self.set_phase(f"{engine} {pass_id}")
+        sessions = self.pool.passes(self.eid, w, i, self._pass_size(w, i, L, wl))
+        metrics_before = scrape(er.base_url, evaluation_id=self.eid, pass_id=pass_id, engine=engine, phase="before")
+        sampler = MemorySampler(self.device, t.device_idle.memory_sample_interval_seconds, er.pids).start()
+        contention = (
+            ContentionSampler(t.contention.sample_interval_seconds, er.pids, self.device).start()
+            if t.contention is not None
+            else None
+        )
+        started = time.time()
+        ends, grace_ends = started + wl.pass_seconds, started + wl.pass_seconds + t.grace_seconds
+        error = None
+        try:
+            records = asyncio.run(
+                run_lanes(cfg, sessions, L, wl.interleave, pass_id, ends, grace_ends, stop_check=lambda: not er.alive())
+            )
+        finally:
+            samples = sampler.stop()
+            host = contention.stop() if contention is not None else []
+        finished = time.time()
+        died = not er.alive()
+        if died:
+            er.died = True
+            error = f"{engine} engine died during the pass"
+        metrics_after = (
+            [] if died else scrape(er.base_url, evaluation_id=self.eid, pass_id=pass_id, engine=engine, phase="after")
+        )
+        req_rows, reply_rows = [], []
+        for r in records:
+            a, b = record_rows(
+                r,
+                evaluation_id=self.eid,
+                engine=engine,
+                pass_id=pass_id,
+                workload=w,
+                pass_index=i,
+                tokenizer=self.tokenizer,
+            )
+            req_rows.append(a)
+            reply_rows.append(b)
+        is_counted = [
+            counted_row(row, slack=t.count_slack_tokens, ends_at=ends, grace_ends_at=grace_ends) for row in req_rows
+        ]
+        self.records[engine].extend(r for r, c in zip(records, is_counted) if c)
+        self.write("requests", req_rows)
+        self.write("replies", reply_rows)
+        self.write("memory", [dict(s, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for s in samples])
+        self.write("contention", [dict(h, evaluation_id=self.eid, pass_id=pass_id, engine=engine) for h in host])
+        self.write("metrics", metrics_before + metrics_after)
+        self.write(
+            "sessions",
+            [
+                {"pass_id": pass_id, "engine": engine, "session_id": s.session_id, "family": s.family, "app": s.app}
+                for s in sessions
+            ],
+        )
+        self.write(
+            "passes",
+            [
+                {
+                    "evaluation_id": self.eid,
+                    "pass_id": pass_id,
+                    "engine": engine,
+                    "workload": w,
+                    "pass_index": i,
+                    "lanes": L,
+                    "interleave": wl.interleave,
+                    "started_at": started,
+                    "ends_at": ends,
+                    "grace_ends_at": grace_ends,
+                    "finished_at": finished,
+                    "status": "aborted" if died else "complete",
+                    "error": error,
+                    "memory_status": "sampled" if self.device.available else "unavailable",
+                    "memory_note": None if self.device.available else self.device.reason,
+                    "device_total_bytes": self.device.total_bytes,
+                    "gpu_memory_utilization": t.engine_environment.gpu_memory_utilization,
+                }
+            ],
+        )
+        toks = sum(r["output_tokens"] for r, c in zip(req_rows, is_counted) if c)
+        peak = max((s["used_bytes"] for s in samples if s["used_bytes"] is not None), default=None)
+        foreign = sum(h.get("foreign_cpu_seconds") or 0.0 for h in host) / max(finished - started, 1e-9)
+        self.say(
+            f"{engine} {pass_id}: {sum(is_counted)}/{len(req_rows)} requests counted, {toks} tokens"
+            + (f", peak device memory {peak / 2**30:.2f} GiB" if peak is not None else "")
+            + (f", foreign CPU {foreign:.2f} cores" if host else "")
+        )
+        if died:
+            self.stop_engine(er, record=True)
+            raise EngineFailure(f"{engine} engine died during {pass_id}")
+        why = pass_rows_contended(host, t.contention) if t.contention is not None else None
+        if why:
+            self.stop_engine(er, record=True)
+            raise ArenaVoid(f"host contended ({engine} {pass_id}: {why})")
