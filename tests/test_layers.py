@@ -1,8 +1,11 @@
-"""Imports point down: the CLI over the Dagster side over the domains over what every domain reads
-(docs/contracts.md, "The path of one evaluation"), and no two modules import each other at load.
+"""Imports point down a ranked list of packages, and nothing imports in a circle
+(docs/contracts.md, "Layers"; ARCHITECTURE.md: "the data's path is the imports' path").
 
-Read from the source with `ast` (every import, including those inside functions, which is where
-this codebase puts heavy ones), so a lazy upward import counts as much as a top-level one.
+Every package of `speculator_arena` has a rank (RANKS); a module may import modules of its own
+package or of a lower rank, never a higher one, and no two packages may import each other. A
+package's `commands.py` is its CLI adapter (cli.py registers it) and sits with the CLI. Imports
+are read from the source with `ast`, including those inside functions (where this codebase puts
+heavy ones), so a lazy upward import counts as much as a top-level one.
 """
 
 from __future__ import annotations
@@ -13,20 +16,35 @@ from pathlib import Path
 import speculator_arena
 
 PACKAGE = Path(speculator_arena.__file__).resolve().parent
-# top-level name under speculator_arena -> layer (higher may import lower, never the reverse)
-LAYERS = {
-    "cli": 3,
-    "dagster_project": 2,
-    "assets": 2,
+# Low to high: what every module reads; the protocol as data; the rules it implies; the raw
+# measurements; the domains that only read below them; the runner and where it runs; the scorer;
+# the board's read model; calibration; the front door; the Streamlit pages; Dagster; the CLI.
+RANKS = {
     "settings": 0,
     "atomic": 0,
     "diskspace": 0,
     "sqlfiles": 0,
     "printing": 0,
-    "protocol": 0,
-    "warehouse": 0,
+    "system_users": 0,
+    "protocol": 1,
+    "rules": 2,
+    "warehouse": 3,
+    "checkpoints": 4,
+    "engine": 4,
+    "sealed": 5,
+    "pools": 5,
+    "runners": 6,
+    "backends": 7,
+    "scoring": 8,
+    "board": 9,
+    "calibration": 10,
+    "frontdoor": 11,
+    "dashboards": 12,
+    "assets": 13,
+    "dagster_project": 14,
+    "cli": 15,
 }
-DOMAIN = 1
+COMMANDS = 15  # a package's commands.py: its CLI adapter
 
 
 def _module(path: Path) -> str:
@@ -35,6 +53,11 @@ def _module(path: Path) -> str:
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
+
+
+def _is_module(name: str) -> bool:
+    rel = Path(*name.split(".")[1:])
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
 
 
 def _imports(path: Path, *, top_level_only: bool = False):
@@ -52,27 +75,48 @@ def _imports(path: Path, *, top_level_only: bool = False):
                     yield a.name, node.lineno
 
 
-def _is_module(name: str) -> bool:
-    rel = Path(*name.split(".")[1:])
-    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
-
-
-def _layer(module: str) -> int:
-    """A package's `commands.py` is its CLI adapter (cli.py registers it): it sits at least with the
-    domains, so `arena protocol publish` may call the calibration's publisher."""
+def _package(module: str) -> str:
     parts = module.split(".")
-    layer = LAYERS.get(parts[1], DOMAIN) if len(parts) > 1 else DOMAIN
-    return max(layer, DOMAIN) if parts[-1] == "commands" else layer
+    return parts[1] if len(parts) > 1 else "speculator_arena"
 
 
-def test_no_module_imports_a_layer_above_its_own():
-    upward = []
+def _rank(module: str) -> int:
+    if module.split(".")[-1] == "commands":
+        return COMMANDS
+    return RANKS[_package(module)]
+
+
+def _edges():
     for path in sorted(PACKAGE.rglob("*.py")):
         me = _module(path)
         for name, line in _imports(path):
-            if _layer(name) > _layer(me):
-                upward.append(f"{me}:{line} imports {name}")
+            yield me, name, line
+
+
+def test_every_package_has_a_rank():
+    packages = {_package(_module(p)) for p in PACKAGE.rglob("*.py")} - {"speculator_arena"}
+    assert sorted(packages - set(RANKS)) == []
+    assert sorted(set(RANKS) - packages) == []
+
+
+def test_no_module_imports_a_package_ranked_above_its_own():
+    upward = [
+        f"{me}:{line} imports {name}"
+        for me, name, line in _edges()
+        if _package(name) != _package(me) and _package(name) != "speculator_arena" and _rank(name) > _rank(me)
+    ]
     assert upward == [], "\n".join(upward)
+
+
+def test_no_two_packages_import_each_other():
+    """Package to package, CLI adapters aside: the ranks forbid it, and this says which pair."""
+    pairs = {
+        (_package(me), _package(name))
+        for me, name, _ in _edges()
+        if _package(me) != _package(name) and "commands" not in (me.split(".")[-1], name.split(".")[-1])
+    }
+    both = sorted(f"{a} <-> {b}" for a, b in pairs if (b, a) in pairs and a < b)
+    assert both == []
 
 
 def test_no_import_cycle_at_load():
@@ -100,3 +144,13 @@ def test_no_import_cycle_at_load():
         if m not in state:
             visit(m, [])
     assert cycles == [], "\n".join(cycles)
+
+
+def test_the_rules_are_pure():
+    """The base layer does no I/O of the arena's: it imports nothing of the arena but the protocol."""
+    bad = [
+        f"{me}:{line} imports {name}"
+        for me, name, line in _edges()
+        if _package(me) == "rules" and _package(name) not in ("rules", "protocol")
+    ]
+    assert bad == []

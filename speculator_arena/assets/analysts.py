@@ -7,7 +7,7 @@ counts as metadata. What it holds is warehouse/analysts.py's ALLOWLIST (docs/war
 
 import dagster as dg
 
-from speculator_arena.dagster_project.resources import WarehouseResource
+from speculator_arena.assets.resources import WarehouseResource
 
 
 @dg.asset(

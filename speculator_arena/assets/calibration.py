@@ -11,7 +11,7 @@ share everything stored. A candidate is not a version: `arena protocol publish` 
 import dagster as dg
 
 from speculator_arena.assets.evaluations import progress_lines
-from speculator_arena.dagster_project.resources import WarehouseResource
+from speculator_arena.assets.resources import WarehouseResource
 from speculator_arena.protocol import load_protocol
 
 calibration_partitions = dg.StaticPartitionsDefinition(sorted(load_protocol().tasks))

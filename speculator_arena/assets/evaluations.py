@@ -11,8 +11,8 @@ dagster dev` shows every evaluation that ran. The runner package itself never im
 
 import dagster as dg
 
+from speculator_arena.assets.resources import WarehouseResource
 from speculator_arena.backends.resource import EvaluationBackendResource
-from speculator_arena.dagster_project.resources import WarehouseResource
 
 evaluation_partitions = dg.DynamicPartitionsDefinition(name="evaluations")
 

@@ -9,7 +9,7 @@ reader checks every evaluation against its partitions and reads the parts of wha
 
 import dagster as dg
 
-from speculator_arena.dagster_project.resources import WarehouseResource
+from speculator_arena.assets.resources import WarehouseResource
 
 
 @dg.asset(

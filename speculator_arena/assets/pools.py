@@ -14,7 +14,7 @@ no session in two passes, enough sessions for every pass (blocking), busy lanes 
 
 import dagster as dg
 
-from speculator_arena.dagster_project.resources import PoolBuildsResource, WarehouseResource
+from speculator_arena.assets.resources import PoolBuildsResource, WarehouseResource
 from speculator_arena.pools import checks as C
 from speculator_arena.pools.build.context import BuildContext
 from speculator_arena.pools.build.folders import switch_build

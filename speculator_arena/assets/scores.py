@@ -8,7 +8,7 @@ scores are recomputed from raw rows every time (ADR-0009).
 
 import dagster as dg
 
-from speculator_arena.dagster_project.resources import WarehouseResource
+from speculator_arena.assets.resources import WarehouseResource
 from speculator_arena.protocol import available_versions
 
 protocol_partitions = dg.StaticPartitionsDefinition([str(v) for v in available_versions()])

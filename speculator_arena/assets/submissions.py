@@ -13,7 +13,7 @@ from __future__ import annotations
 import dagster as dg
 
 from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, run_config
-from speculator_arena.dagster_project.resources import WarehouseResource
+from speculator_arena.assets.resources import WarehouseResource
 
 IN_FLIGHT = [
     dg.DagsterRunStatus.QUEUED,

@@ -33,11 +33,11 @@ import duckdb
 import pandas as pd
 
 from speculator_arena import sqlfiles
+from speculator_arena.rules.status import current_frame
 from speculator_arena.warehouse import catalog
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, arena_home
 
-FINISHED = catalog.RANKED  # statuses that carry a score (void is refunded, never ranked)
 GIB = 1 << 30
 
 
@@ -129,7 +129,7 @@ def index_frame(table) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series(dtype=_index_dtype(c)) for c in INDEX_COLUMNS})
     df = table.select(INDEX_COLUMNS).to_pandas()
     df["is_reference"] = df["is_reference"].fillna(False).astype(bool)
-    df = df.drop_duplicates("evaluation_id", keep="last")  # several parts: one row as the scorer keeps
+    df = current_frame(df)  # several parts: the current row, as the scorer keeps
     return df.sort_values(["created_at", "evaluation_id"], ascending=[False, True], na_position="last").reset_index(
         drop=True
     )
@@ -381,7 +381,7 @@ def memory_budget_bytes(
         return None
     if any(isinstance(v, float) and math.isnan(v) for v in (total_bytes, gpu_memory_utilization)):
         return None
-    from speculator_arena.scoring.limits import memory_budget_bytes as budget
+    from speculator_arena.rules.memory import memory_budget_bytes as budget
 
     return budget(float(total_bytes), float(gpu_memory_utilization), slack_gib * GIB)
 

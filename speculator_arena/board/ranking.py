@@ -21,11 +21,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
 from speculator_arena.scoring.intervals import max_abs_error, specscore_intervals
 from speculator_arena.scoring.result import Scores
 
 # The account a calibration's evaluations are made under (calibration/plan.py runs them).
-CALIBRATION_ACCOUNT = "arena-calibration"
 
 COLUMNS = [
     "section",

@@ -23,10 +23,11 @@ import pandas as pd
 from speculator_arena.board.data import board_sql, evaluations_index, scoped_connection
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.rules.status import QUEUED, RUNNING
 
 ENGINES = ("candidate", "stock")
 ALL = "all"  # the workload of a figure pooled over solo, team and busy
-UNFINISHED = ("queued", "running")
+UNFINISHED = (QUEUED, RUNNING)
 
 
 @dataclass

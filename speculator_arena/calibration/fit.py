@@ -27,6 +27,8 @@ import time
 
 import numpy as np
 
+from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
+
 M_GRID = (1, 2, 3, 4)
 C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)  # a log grid from 0.25 to 4
 STATS = ("cache_hit_tokens", "cache_hit_mean", "returning_cached_share")
@@ -185,7 +187,7 @@ class FitPasses:
             target=target,
             protocol_version=version,
             label="calibration m/c fit",
-            account_id="arena-calibration",
+            account_id=CALIBRATION_ACCOUNT,
         )
         self.ev = Evaluation(spec, home=home, progress=say)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from speculator_arena.board.ranking import CALIBRATION_ACCOUNT  # noqa: F401  (the board leaves it out)
 from speculator_arena.protocol import load_protocol
 
 MIN_AA = 4

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from speculator_arena.calibration.plan import CALIBRATION_ACCOUNT, Plan, PlannedRun
+from speculator_arena.calibration.plan import Plan, PlannedRun
+from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
 from speculator_arena.warehouse import Warehouse
 
 
 def _stored_status(wh: Warehouse, evaluation_id: str) -> str | None:
-    from speculator_arena.runners.status import current_row
+    from speculator_arena.warehouse.evaluations import current_row
 
     row = current_row(wh, evaluation_id)
     return None if row is None else row["status"]

@@ -236,9 +236,9 @@ def _pools_show(args) -> int:
 
 
 def _queue_list(args) -> int:
-    from speculator_arena.frontdoor.quotas import evaluation_statuses
     from speculator_arena.printing import print_json
     from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.evaluations import statuses as evaluation_statuses
 
     wh = Warehouse()
     from speculator_arena.frontdoor.state import connect, sql

@@ -8,7 +8,7 @@ import pkgutil
 import dagster as dg
 
 from speculator_arena import assets
-from speculator_arena.dagster_project.resources import default_resources
+from speculator_arena.assets.resources import default_resources
 
 
 def build_definitions() -> dg.Definitions:

@@ -21,7 +21,7 @@ from pathlib import Path
 import dagster as dg
 
 from speculator_arena import settings
-from speculator_arena.dagster_project.resources import default_resources
+from speculator_arena.assets.resources import default_resources
 from speculator_arena.diskspace import full_disk_text
 
 

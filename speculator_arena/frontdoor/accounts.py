@@ -19,8 +19,9 @@ import uuid
 from dataclasses import dataclass
 
 from speculator_arena import settings
-from speculator_arena.frontdoor.errors import Refused, Unauthorized, echo
+from speculator_arena.frontdoor.errors import Unauthorized
 from speculator_arena.frontdoor.state import get_setting, set_setting, sql, transaction
+from speculator_arena.sealed.refusal import Refused, echo
 
 KINDS = ("participant", "study_agent")
 TOKEN_RE = re.compile(r"sa_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")  # fullmatch: no trailing newline

@@ -30,8 +30,9 @@ from fastapi.responses import JSONResponse, Response
 
 from speculator_arena.frontdoor import accounts
 from speculator_arena.frontdoor.bounded import DEFAULT_BODY_BYTES, BodyLimit, load_json
-from speculator_arena.frontdoor.errors import NotFound, Refused, scrub, server_paths
+from speculator_arena.frontdoor.errors import NotFound, scrub, server_paths
 from speculator_arena.frontdoor.state import connect
+from speculator_arena.sealed.refusal import Refused
 from speculator_arena.warehouse import Warehouse, arena_home
 
 # Room for the JSON around the largest inline engine the protocol allows.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 
-from speculator_arena.frontdoor.errors import Refused
+from speculator_arena.sealed.refusal import Refused
 
 MAX_HEAD_BYTES = 32 * 1024
 DEFAULT_BODY_BYTES = 16 * 1024  # every route but the submission's

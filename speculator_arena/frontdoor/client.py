@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 
 from speculator_arena import settings
-from speculator_arena.frontdoor.archive import pack_engine
+from speculator_arena.sealed.archive import pack_engine
 
 FINAL = ("measured", "failed", "void", "refused")
 

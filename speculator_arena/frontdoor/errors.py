@@ -1,22 +1,11 @@
-"""One exception for every refusal, carrying the HTTP status the API answers with, and the
-helpers that keep a refusal's text short and free of the server's own paths."""
+"""The front door's kinds of refusal (sealed/refusal.py's `Refused`, with the HTTP status the
+API answers with), and the helper that keeps a refusal's text free of the server's own paths."""
 
 from __future__ import annotations
 
-ECHO_CHARS = 120  # how much of a participant's value an error repeats
+from speculator_arena.sealed.refusal import Refused
+
 REASON_CHARS = 600  # the longest reason the API answers with
-
-
-class Refused(Exception):
-    """A request the front door refuses; nothing was stored and no quota used."""
-
-    status = 400
-
-    def __init__(self, reason: str, status: int | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        if status is not None:
-            self.status = status
 
 
 class Unauthorized(Refused):
@@ -29,13 +18,6 @@ class QuotaExhausted(Refused):
 
 class NotFound(Refused):
     status = 404
-
-
-def echo(value, limit: int = ECHO_CHARS) -> str:
-    """`repr(value)` cut to `limit` characters: an error names what it refuses without
-    repeating a multi-megabyte member name or URL."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 12]}...[{len(text):,} chars]"
 
 
 def server_paths(home) -> list[tuple[str, str]]:

@@ -34,12 +34,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from speculator_arena import settings
-from speculator_arena.frontdoor import archive, quotas
+from speculator_arena.frontdoor import quotas
 from speculator_arena.frontdoor.accounts import Account
 from speculator_arena.frontdoor.bounded import load_json
-from speculator_arena.frontdoor.errors import QuotaExhausted, Refused, echo, scrub, server_paths
+from speculator_arena.frontdoor.errors import QuotaExhausted, scrub, server_paths
 from speculator_arena.frontdoor.sandbox import Limits, Sandbox
-from speculator_arena.frontdoor.seal import TREE, remove_sealed, staging_dir, store, store_dir
 from speculator_arena.frontdoor.sources import (
     copy_speculator_workspace,
     exact_commit,
@@ -48,10 +47,13 @@ from speculator_arena.frontdoor.sources import (
     local_target_bytes,
     workspace_path,
 )
-from speculator_arena.frontdoor.state import sql, transaction
-from speculator_arena.frontdoor.trees import remove_tree
+from speculator_arena.frontdoor.state import sql, staging_dir, transaction
 from speculator_arena.frontdoor.urls import parse_repository_url
 from speculator_arena.protocol import load_protocol
+from speculator_arena.sealed import archive
+from speculator_arena.sealed.refusal import Refused, echo
+from speculator_arena.sealed.store import TREE, remove_sealed, store, store_dir
+from speculator_arena.sealed.trees import remove_tree
 from speculator_arena.settings import arena_home
 
 METHOD_CHARS = 200  # solution.method: free text, one line

@@ -12,8 +12,8 @@ it), and `refused` with the reason if the fetch failed (nothing runs; its quota 
 from __future__ import annotations
 
 from speculator_arena import settings
-from speculator_arena.frontdoor.quotas import evaluation_statuses
 from speculator_arena.frontdoor.state import sql
+from speculator_arena.warehouse.evaluations import statuses as evaluation_statuses
 
 DEVICE_TAG = "arena/device"
 SUBMISSION_TAG = "arena/submission"
@@ -67,7 +67,8 @@ def _intake_progress(row) -> str | None:
 
 def submission_status(con, wh, submission_id: str, account_id: str) -> dict | None:
     """What the owner sees of a submission: status, the runner's phase, the evaluation's link."""
-    from speculator_arena.runners.status import current_row, read_state
+    from speculator_arena.runners.status import read_state
+    from speculator_arena.warehouse.evaluations import current_row
 
     row = con.execute(sql("owned_submission"), (submission_id, account_id)).fetchone()
     if row is None:

@@ -18,29 +18,12 @@ import sqlite3
 
 from speculator_arena.frontdoor.state import sql
 from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.status import MEASURED, VOID
+from speculator_arena.warehouse.evaluations import status_of
 
 
 def limit(kind: str, split: str, version: int | None = None) -> int:
     return load_protocol(version).quota(kind, split)
-
-
-def evaluation_status(wh, evaluation_id: str) -> str:
-    """The evaluation's status in the warehouse; `queued` until the runner wrote its row."""
-    from speculator_arena.runners.status import current_row
-
-    row = current_row(wh, evaluation_id)
-    return row["status"] if row else "queued"
-
-
-def evaluation_statuses(wh) -> dict[str, str]:
-    """Every evaluation's latest status, read in one pass (the queue's view of the warehouse)."""
-    if not (wh.raw / "evaluations").is_dir():
-        return {}
-    latest: dict[str, tuple[float, str]] = {}
-    for r in wh.read_table("evaluations").select(["evaluation_id", "status", "updated_at"]).to_pylist():
-        if r["evaluation_id"] not in latest or (r["updated_at"] or 0) >= latest[r["evaluation_id"]][0]:
-            latest[r["evaluation_id"]] = (r["updated_at"] or 0, r["status"])
-    return {k: v[1] for k, v in latest.items()}
 
 
 def scorer_voided(wh, evaluation_ids: list[str]) -> set[str]:
@@ -57,9 +40,9 @@ def used(con: sqlite3.Connection, wh, account_id: str, task_id: str, split: str)
     rows = con.execute(sql("quota_submissions"), (account_id, task_id, split)).fetchall()
     fetching = sum(r["intake_status"] == "fetching" for r in rows)  # no evaluation yet: counted as they are
     ids = [r["evaluation_id"] for r in rows if r["intake_status"] == "accepted"]
-    status = {eid: evaluation_status(wh, eid) for eid in ids}
-    voided = scorer_voided(wh, [eid for eid, s in status.items() if s == "measured"])
-    return fetching + sum(s != "void" and eid not in voided for eid, s in status.items())
+    status = {eid: status_of(wh, eid) for eid in ids}
+    voided = scorer_voided(wh, [eid for eid, s in status.items() if s == MEASURED])
+    return fetching + sum(s != VOID and eid not in voided for eid, s in status.items())
 
 
 def summary(con: sqlite3.Connection, wh, account_id: str, kind: str, task_id: str, split: str) -> dict:

@@ -39,8 +39,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import speculator_arena
-from speculator_arena.frontdoor.errors import Refused
-from speculator_arena.frontdoor.trees import remove_tree, walk_at
+from speculator_arena.sealed.refusal import Refused
+from speculator_arena.sealed.trees import remove_tree, walk_at
+from speculator_arena.system_users import system_user
 
 INTAKE_USER = "arena-intake"
 WORKER_MODULE = "speculator_arena.frontdoor.worker"
@@ -61,22 +62,6 @@ class Limits:
 
     def as_job(self) -> dict:
         return asdict(self)
-
-
-def system_user(name: str) -> pwd.struct_passwd:
-    """A system user without home or shell (created with useradd when missing; root only)."""
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        pass
-    r = subprocess.run(
-        ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin", name],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode not in (0, 9):  # 9: exists (a concurrent process made it)
-        raise RuntimeError(f"useradd {name} failed: {r.stderr.strip()}")
-    return pwd.getpwnam(name)
 
 
 def child_env(sandbox: Path | None = None) -> dict[str, str]:

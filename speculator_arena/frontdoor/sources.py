@@ -22,8 +22,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from speculator_arena.frontdoor.errors import Refused, echo
 from speculator_arena.frontdoor.urls import curl_resolve, parse_repository_url, public_addresses
+from speculator_arena.sealed.refusal import Refused, echo
 
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 HF_REPO_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}")
@@ -223,8 +223,8 @@ def copy_speculator_workspace(uri: str, roots: list[Path], dest: Path, max_bytes
     descriptors that never follow a link (a folder swapped for a link midway stops the copy);
     links are neither followed nor copied, and hard-linked files (another name elsewhere) are refused.
     """
-    from speculator_arena.frontdoor.archive import MAX_DEPTH, MAX_MEMBERS
-    from speculator_arena.frontdoor.trees import DIR_FLAGS, walk_at
+    from speculator_arena.sealed.archive import MAX_DEPTH, MAX_MEMBERS
+    from speculator_arena.sealed.trees import DIR_FLAGS, walk_at
 
     root, rel = workspace_path(uri, roots)
     try:

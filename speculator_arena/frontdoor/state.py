@@ -38,6 +38,17 @@ def frontdoor_dir(home=None) -> Path:
     return d
 
 
+def staging_dir(home=None) -> Path:
+    """Where the intake's children work: under ARENA_HOME like the sealed store, so a tree moves
+    into the store by an atomic rename. Others may pass through it to their own sandbox (mode
+    0711) but not list it."""
+    d = frontdoor_dir(home) / "staging"
+    if not d.is_dir():
+        d.mkdir(mode=0o711, exist_ok=True)
+        os.chmod(d, 0o711)
+    return d
+
+
 def connect(home=None) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit: see `transaction`)."""
     path = frontdoor_dir(home) / "state.db"

@@ -18,7 +18,7 @@ import socket
 import urllib.parse
 from dataclasses import dataclass
 
-from speculator_arena.frontdoor.errors import Refused, echo
+from speculator_arena.sealed.refusal import Refused, echo
 
 MAX_URL_CHARS = 2000
 DEFAULT_PORTS = {"https": 443, "http": 80, "ssh": 22, "git": 9418}

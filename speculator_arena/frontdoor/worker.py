@@ -18,10 +18,10 @@ import signal
 import sys
 from pathlib import Path
 
-from speculator_arena.frontdoor.archive import check_tree, engine_root, extract_archive
-from speculator_arena.frontdoor.errors import Refused
-from speculator_arena.frontdoor.plugins import check_plugin_dir
-from speculator_arena.frontdoor.seal import TREE, seal_in_place
+from speculator_arena.sealed.archive import check_tree, engine_root, extract_archive
+from speculator_arena.sealed.plugins import check_plugin_dir
+from speculator_arena.sealed.refusal import Refused
+from speculator_arena.sealed.store import TREE, seal_in_place
 
 MAX_JOB_BYTES = 64 * 1024
 ENGINE, SPECULATOR = Path("engine-sealed"), Path("speculator-sealed")
@@ -46,8 +46,8 @@ def stage_engine(spec: dict, stdin) -> dict:
     if "inline" in spec:
         extract_archive(stdin, raw, spec["max_bytes"], spec.get("max_members"))
     else:
-        from speculator_arena.frontdoor.archive import MAX_DEPTH, MAX_MEMBERS
         from speculator_arena.frontdoor.sources import fetch_engine_repository
+        from speculator_arena.sealed.archive import MAX_DEPTH, MAX_MEMBERS
 
         r = spec["repository"]
         fetch_engine_repository(

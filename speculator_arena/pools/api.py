@@ -25,6 +25,7 @@ from speculator_arena.pools.hashing import seed_of
 from speculator_arena.pools.layout import pool_root, read_jsonl, split_folder
 from speculator_arena.pools.model import FidelityText, Probe, Session, Turn
 from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.slots import live_slots
 
 __all__ = [
     "FidelityText",
@@ -94,9 +95,6 @@ class Pool:
         return [Session.from_json(d) for d in read_jsonl(self.folder / "warmup.jsonl")]
 
     # ---- allocation --------------------------------------------------------------------------
-    def _weights(self) -> dict[str, int]:
-        return {w: self.task.lanes[w] * self.task.workloads[w].interleave for w in self.task.workloads}
-
     def _order(self, evaluation_id: str, items: list[Session], tag: str) -> list[Session]:
         rng = np.random.default_rng(seed_of(self.task_id, self.split, evaluation_id, tag))
         fams = sorted({s.family for s in items})
@@ -111,7 +109,7 @@ class Pool:
 
     def blocks(self) -> dict[tuple[str, int], tuple[int, int]]:
         """(workload, pass) -> [start, end) in the evaluation's order of timed sessions."""
-        weights = self._weights()
+        weights = live_slots(self.task)
         passes = self.task.passes_per_workload
         total = sum(weights.values()) * passes
         n = len(self.sessions)
@@ -149,7 +147,7 @@ class Pool:
 
     def warmup_blocks(self) -> dict[str, tuple[int, int]]:
         """workload -> (start, size) in the evaluation's order of warm-up sessions."""
-        weights = self._weights()
+        weights = live_slots(self.task)
         total = sum(weights.values())
         out, start = {}, 0
         for w in self.task.workloads:
@@ -192,7 +190,7 @@ def shortfall(pool: Pool) -> dict:
     warmups = pool.warmup_blocks()
     out: dict = {"pool_sessions": len(pool.sessions), "workloads": {}, "short": []}
     for w in t.workloads:
-        live = t.lanes[w] * t.workloads[w].interleave
+        live = live_slots(t)[w]
         per_pass = [b - a for (wl, _), (a, b) in blocks.items() if wl == w]
         warm = warmups[w][1]
         out["workloads"][w] = {

@@ -9,6 +9,7 @@ from pathlib import Path
 from speculator_arena.pools.api import Pool, salt_line
 from speculator_arena.pools.build.context import BuildContext
 from speculator_arena.pools.layout import read_jsonl, split_folder
+from speculator_arena.rules.slots import live_slots
 
 
 def _split_sources(folder: Path) -> set[str]:
@@ -139,7 +140,7 @@ def no_session_in_two_passes(pool: Pool, evaluation_ids=("check-a", "check-b", "
                 seen_ids.add(s.session_id)
                 seen_src.add(s.source)
         for w in pool.task.workloads:
-            n = pool.task.lanes[w] * pool.task.workloads[w].interleave
+            n = live_slots(pool.task)[w]
             for s in pool.warmup(ev, w, n):
                 problems += s.session_id in seen_ids or s.source in seen_src
                 seen_ids.add(s.session_id)

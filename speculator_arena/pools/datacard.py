@@ -25,6 +25,7 @@ from speculator_arena.pools.build.context import BuildContext
 from speculator_arena.pools.build.inputs import sources_manifest
 from speculator_arena.pools.datacard_render import plot, render_markdown
 from speculator_arena.pools.layout import HIDDEN, data_card_dir, pool_root, read_jsonl, split_folder
+from speculator_arena.rules.slots import live_slots
 
 QS = (0.1, 0.5, 0.9, 0.99)
 
@@ -153,7 +154,7 @@ def stale_fields(card: dict, ctx: BuildContext) -> list[str]:
     busy = {
         "kv_cache_tokens": t.task.kv_cache_tokens,
         "protocol_mean_footprint_tokens": t.task.mean_session_footprint_tokens,
-        "busy_live_sessions": t.lanes["busy"] * t.workloads["busy"].interleave,
+        "busy_live_sessions": live_slots(t)["busy"],
         "busy_lanes": t.lanes["busy"],
     }
     for k, v in busy.items():

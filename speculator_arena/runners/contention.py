@@ -5,7 +5,7 @@ Why: a pass's speed is only the engine's when nothing else used the machine. Eve
 machine used (psutil's system-wide `cpu_times`, i.e. /proc/stat), the part of it used by the
 engine's and the runner's process trees, CPU steal, and on a GPU the processes on the device
 that are not the engine's (NVML), its utilization and throttle reasons. The rows are raw: the
-scorer judges them (scoring/contention.py) under the protocol version it scores with.
+scorer judges them (rules/contention.py, scoring/contention.py) under the protocol version it scores with.
 
 "Own" processes: the runner and its descendants (the engine is started as one), plus every
 process the engine run names (`pids_fn`: its process group, and every process of the engine's

@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def summary(home, evaluation_id: str) -> dict:
-    from speculator_arena.runners.status import current_row
+    from speculator_arena.warehouse.evaluations import current_row
     from speculator_arena.warehouse.schema import TABLES
     from speculator_arena.warehouse.store import Warehouse
 

@@ -27,8 +27,8 @@ import threading
 from pathlib import Path
 
 from speculator_arena.diskspace import DiskFull, full_disk
-from speculator_arena.frontdoor.seal import verify_sealed_inputs
 from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.status import FINAL
 from speculator_arena.runners.engines import EngineSteps
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure, RunnerInterrupted
 from speculator_arena.runners.lifecycle import EngineRun
@@ -38,9 +38,7 @@ from speculator_arena.runners.probe_phase import ProbePhase
 from speculator_arena.runners.queued import queue
 from speculator_arena.runners.spec import EvaluationSpec, resolve_engine_path, stock_engine_of
 from speculator_arena.runners.status import (
-    FINAL,
     EvaluationStateError,
-    current_row,
     own_identity,
     read_state,
     runner_alive,
@@ -49,6 +47,8 @@ from speculator_arena.runners.status import (
 )
 from speculator_arena.runners.tokens import load_tokenizer
 from speculator_arena.runners.workload import RequestRecord
+from speculator_arena.sealed.store import verify_sealed_inputs
+from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.store import Warehouse
 
 

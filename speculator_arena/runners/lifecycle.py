@@ -24,10 +24,10 @@ from pathlib import Path
 
 import httpx
 
-from speculator_arena.frontdoor.archive import check_tree, engine_root, extract_archive
-from speculator_arena.frontdoor.errors import Refused
-from speculator_arena.frontdoor.plugins import PluginInstallError, install_plugins, with_plugin_path
-from speculator_arena.frontdoor.sandbox import system_user
+from speculator_arena.sealed.archive import check_tree, engine_root, extract_archive
+from speculator_arena.sealed.plugins import PluginInstallError, install_plugins, with_plugin_path
+from speculator_arena.sealed.refusal import Refused
+from speculator_arena.system_users import system_user
 
 ENGINE_USER = "arena-engine"
 LOG_HEAD = 32_000
@@ -63,7 +63,7 @@ def detect_offload(log_text: str) -> tuple[bool, str | None]:
 def unpack_engine(src: Path, dest: Path) -> Path:
     """Copy an engine directory, or extract a `.tar.gz`, into `dest`; return the dir holding launch.sh.
 
-    Archives go through the front door's extractor (`frontdoor.archive`: no write through a
+    Archives go through the sealed store's extractor (`sealed/archive.py`: no write through a
     link, headers bounded, every link checked by its real path once out), the one the intake
     uses for inline engines; operators' archives have no byte bound there.
     """

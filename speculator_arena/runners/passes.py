@@ -20,15 +20,15 @@ import time
 from pathlib import Path
 
 from speculator_arena.protocol.model import WORKLOADS
-from speculator_arena.protocol.window import WindowRule
+from speculator_arena.rules.contention import pass_rows_contended
+from speculator_arena.rules.counted import counted_row
+from speculator_arena.rules.window import WindowRule
 from speculator_arena.runners.contention import ContentionSampler
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure
 from speculator_arena.runners.lifecycle import EngineRun
 from speculator_arena.runners.memory import MemorySampler
 from speculator_arena.runners.metrics import scrape
 from speculator_arena.runners.workload import ClientConfig, record_rows, run_lanes
-from speculator_arena.scoring.contention import pass_rows_contended
-from speculator_arena.scoring.counted import counted_row
 
 
 def sessions_per_pass(lanes: int, interleave: int, pass_seconds: float) -> int:

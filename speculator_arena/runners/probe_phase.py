@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from speculator_arena.rules.answering import over_limit
 from speculator_arena.runners import probes as probes_mod
 from speculator_arena.runners.failures import EngineFailure
-from speculator_arena.scoring.answering import over_limit
 
 
 class ProbePhase:

@@ -13,9 +13,9 @@ import os
 import socket
 from pathlib import Path
 
-from speculator_arena.frontdoor.seal import sealed_provenance
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.spec import REPO, EvaluationSpec, resolve_engine_path, stock_engine_of
+from speculator_arena.sealed.store import sealed_provenance
 
 PASS_ORDER = "per workload (solo, team, busy): one warm-up wave, then its passes in order"
 

@@ -19,7 +19,7 @@ from speculator_arena.protocol import load_protocol
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.provenance import provenance
 from speculator_arena.runners.spec import EvaluationSpec, resolve_engine_path, stock_engine_of
-from speculator_arena.runners.status import current_row
+from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.store import Warehouse
 
 

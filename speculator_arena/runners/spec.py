@@ -21,6 +21,7 @@ from pathlib import Path
 
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import Reference
+from speculator_arena.rules.accounts import REFERENCES_ACCOUNT
 
 # The repository this code runs from: engines named relative to it (`engines/dev-ngram`), the
 # engines' PYTHONPATH and the code commit in the provenance.
@@ -113,7 +114,7 @@ def reference_spec(task_id: str, ref: Reference, target: str) -> EvaluationSpec:
         label=ref.name,
         is_reference=True,
         solution_kind=ref.kind,
-        account_id="arena",
+        account_id=REFERENCES_ACCOUNT,
         speculator=None,
         target=target,
     )

@@ -6,10 +6,8 @@ runner also keeps `$ARENA_HOME/runs/<id>/state.json` (atomic rename): its pid an
 phase it is in, and the engine's process group, so that a later runner can tell a live run from
 a dead one and kill what a dead runner left behind.
 
-Statuses: queued -> running -> measured | void | failed.
-- measured: every pass and probe ran; the scorer decides the score (0 when a gate fails).
-- failed: the candidate did not start or died (section 7: it scores 0); stored rows stay.
-- void: the arena's side failed (stock engine, device not idle, runner died): refunded, not scored.
+The statuses and what they mean are rules/status.py's; the current row is read by
+warehouse/evaluations.py.
 """
 
 from __future__ import annotations
@@ -21,10 +19,8 @@ import time
 from pathlib import Path
 
 from speculator_arena.atomic import write_json_atomic
+from speculator_arena.rules import status as S
 from speculator_arena.warehouse.store import Warehouse
-
-STATUSES = ("queued", "running", "measured", "void", "failed")
-FINAL = ("measured", "void", "failed")
 
 
 class EvaluationStateError(RuntimeError):
@@ -52,14 +48,6 @@ def read_state(wh: Warehouse, evaluation_id: str) -> dict | None:
     return json.loads(path.read_text())
 
 
-def current_row(wh: Warehouse, evaluation_id: str) -> dict | None:
-    t = wh.read_table("evaluations", evaluation_id)
-    if t.num_rows == 0:
-        return None
-    rows = t.to_pylist()
-    return max(rows, key=lambda r: r["updated_at"] or 0)
-
-
 def write_status(
     wh: Warehouse,
     row: dict,
@@ -70,10 +58,8 @@ def write_status(
     provenance: dict | None = None,
 ) -> dict:
     """Rewrite the evaluation's one row with a new status (replace semantics, atomic)."""
-    if status not in STATUSES:
-        raise ValueError(f"unknown status {status!r}; statuses: {STATUSES}")
     new = dict(row)
-    new.update(status=status, updated_at=time.time())
+    new.update(status=S.check(status), updated_at=time.time())
     if void_reason is not None:
         new["void_reason"] = void_reason
     if failure_reason is not None:

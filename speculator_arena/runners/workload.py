@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from speculator_arena.protocol.window import WindowRule
+from speculator_arena.rules.window import WindowRule
 from speculator_arena.runners.sse_decode import StreamResult
 from speculator_arena.runners.stream import SSEClient, stream_chat
 from speculator_arena.runners.tokens import count_tokens
@@ -278,7 +278,7 @@ def record_rows(
         r.unreadable(f"reply unreadable by the target's tokenizer: {type(exc).__name__}")
         output_tokens, chunk_tokens = 0, [0] * len(r.chunk_texts)
     # `error` holds what went wrong on the wire or in what the engine sent (then `done` is false);
-    # whether a request counts is the rule of scoring/counted.py, applied to these columns (raw
+    # whether a request counts is the rule of rules/counted.py, applied to these columns (raw
     # rows are the truth, rules are views).
     error = r.error
     row = {

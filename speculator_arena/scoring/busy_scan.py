@@ -10,7 +10,7 @@ whole-column operations (one Python step per evaluation cost 1-2 ms: seconds at 
 
 The rows are exactly those of sql/busy_inputs.sql (the view `staged_requests`): timed requests
 (pass_id not 'warmup%') joined to their pass row on (pass_id, engine), `counted` by the rule of
-scoring/counted.py with the slack of the evaluation's task (sql/busy_pass_rows.sql). Where that join would not be one pass row per request (duplicate
+rules/counted.py with the slack of the evaluation's task (sql/busy_pass_rows.sql). Where that join would not be one pass row per request (duplicate
 pass rows) the evaluation is handed back to the SQL path, so results never depend on which
 path ran. The same read also yields the scalar columns of the staged requests (STAGED) that
 every other query of the scorer reads, so the requests' Parquet is decoded once per scoring.
@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from speculator_arena.rules.counted import counted as counted_rule
 from speculator_arena.scoring.busy import COLUMNS, pass_windows
-from speculator_arena.scoring.counted import counted as counted_rule
 from speculator_arena.warehouse import packs, parts
 from speculator_arena.warehouse.schema import TABLES
 

@@ -64,10 +64,3 @@ def protocol_workloads(proto: Protocol) -> pd.DataFrame:
                 dict(task_id=task_id, workload=w, speed_kind=tp.workloads[w].speed, passes=int(tp.passes_per_workload))
             )
     return pd.DataFrame(rows)
-
-
-def memory_budget_bytes(total_bytes, gpu_memory_utilization, slack_bytes):
-    """Protocol section 7's memory budget, the one home of the rule: GPU_MEMORY_UTILIZATION x the
-    device's total + the slack. Numbers or arrays; the memory gate and the evaluation page's plot
-    both use it."""
-    return gpu_memory_utilization * total_bytes + slack_bytes

@@ -22,10 +22,11 @@ import numpy as np
 import pandas as pd
 
 from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.rules.status import FINAL
 from speculator_arena.scoring import frames
 from speculator_arena.scoring.contention import contention_void_reasons
 from speculator_arena.scoring.gates.columns import EvaluationRows
-from speculator_arena.scoring.result import FINISHED, GATES
+from speculator_arena.scoring.result import GATES
 from speculator_arena.scoring.rows import ScoringRows
 
 
@@ -36,7 +37,7 @@ def incomplete_reasons(ev: pd.DataFrame, passes: pd.DataFrame, version: int) -> 
     missing_by_eval = missing.groupby("evaluation_id")["pass_id"].apply(lambda s: ", ".join(s))
     listed = ev["evaluation_id"].map(missing_by_eval).to_numpy(dtype=object)
     has_missing = ev["evaluation_id"].isin(missing_by_eval.index).to_numpy()
-    running = ~ev["status"].isin(FINISHED).to_numpy()
+    running = ~ev["status"].isin(FINAL).to_numpy()
     n = len(ev)
     running_text, missing_text = frames.objects(n), frames.objects(n)
     running_text[running] = [f"incomplete: evaluation is {s}" for s in ev["status"].to_numpy()[running]]

@@ -10,7 +10,6 @@ import pandas as pd
 GATES = ("greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "memory", "answering")
 PROBE_CHECKS = ("greedy_agreement", "sampled_likelihood", "target_fidelity")
 ENGINES = ("candidate", "stock")
-FINISHED = ("measured", "failed", "void")
 KEY_FIGURES = (
     "ttft_p50",
     "ttft_p90",

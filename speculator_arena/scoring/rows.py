@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from speculator_arena import settings
+from speculator_arena.rules.status import current_frame
 from speculator_arena.scoring import busy_scan
 from speculator_arena.scoring.busy import busy_windows
 from speculator_arena.scoring.connection import evaluation_ids, open_connection, query, sql_text, threads
@@ -93,7 +94,7 @@ def read_rows(wh: Warehouse, proto, limits: pd.DataFrame, ids=None, t0: list | N
         con.register("protocol_limits", limits)
         con.register("protocol_workloads", protocol_workloads(proto))
         ev = query(con, "evaluations.sql", ids)
-        got = {"evaluations": ev.drop_duplicates("evaluation_id", keep="last").reset_index(drop=True)}
+        got = {"evaluations": current_frame(ev).reset_index(drop=True)}
         # the queries that do not read the requests, while the scan reads them in its thread
         for field, name in _BEFORE_SCAN:
             got[field] = q(name)

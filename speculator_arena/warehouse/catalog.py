@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from speculator_arena import settings
 from speculator_arena.atomic import atomic_path
+from speculator_arena.rules.status import RANKED
 from speculator_arena.warehouse import parts
 from speculator_arena.warehouse.schema import TABLES
 
@@ -187,9 +188,6 @@ def upsert(home: str | os.PathLike, evaluation_id: str) -> None:
     mtimes = {e: m for e in redo if (m := parts.partition_mtime(home, TABLE, e)) >= 0}  # gone: dropped
     fresh = _read_partitions(home, sorted(mtimes), mtimes, now)
     _write(home, pa.concat_tables([keep, fresh]))
-
-
-RANKED = ("measured", "failed")  # statuses that carry a score (void is refunded, never ranked)
 
 
 def latest_finished(index, keep: int = 1) -> list[str]:

@@ -40,11 +40,11 @@ import pyarrow.parquet as pq
 
 from speculator_arena import settings
 from speculator_arena.atomic import atomic_path
+from speculator_arena.rules.status import FINAL, current_frame
 from speculator_arena.warehouse import catalog, parts
 from speculator_arena.warehouse.schema import TABLES
 
 PACKED_TABLES = tuple(t for t in TABLES if t != "replies")
-FINISHED = ("measured", "failed", "void")  # statuses the runner no longer writes after
 GROUP_SIZE = 32  # evaluations per row group: what a reader of one evaluation decodes with it
 MAX_PACKS = 8  # more live packs than this and `pack()` rewrites them as one
 RETIRED_GRACE_S = 600  # a replaced pack stays this long for readers that resolved it before
@@ -212,9 +212,10 @@ def _order(index: pa.Table, ids: list[str]) -> list[str]:
     df = (
         index.select(
             ["evaluation_id", "task_id", "account_id", "split", "is_reference", "label", "status", "created_at"]
+            + ["updated_at"]
         )
         .to_pandas()
-        .drop_duplicates("evaluation_id", keep="last")
+        .pipe(current_frame)
     )
     hot = set(catalog.latest_finished(df))  # over the whole warehouse, not only what this pack holds
     df = df[df["evaluation_id"].isin(set(ids))]
@@ -243,7 +244,7 @@ def pack(
     removed = _remove_retired(root)
     index = catalog.evaluations_table(home)
     status = dict(zip(index["evaluation_id"].to_pylist(), index["status"].to_pylist()))
-    finished = sorted(e for e, s in status.items() if s in FINISHED)
+    finished = sorted(e for e, s in status.items() if s in FINAL)
     live = _live_packs(home)
     covered = set(resolve(home, finished, honour_env=False).packed_ids) if live and not full else set()
     rewrite = full or (len(live) >= max_packs and len(set(finished) - covered) > 0)

@@ -12,8 +12,8 @@ import pytest
 
 from speculator_arena.backends.resource import EvaluationBackendResource
 from speculator_arena.cli import main
-from speculator_arena.runners.status import current_row
 from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.evaluations import current_row
 
 
 def test_the_backend_resource_defaults_to_local(monkeypatch):

@@ -20,7 +20,8 @@ from speculator_arena.backends.kubernetes.results import (
     verify_results,
     write_results_manifest,
 )
-from speculator_arena.runners.status import current_row, write_status
+from speculator_arena.runners.status import write_status
+from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
@@ -151,7 +152,7 @@ def test_a_running_evaluation_in_the_results_is_refused(pod_results):
 _CRASH = """
 import os, sys
 from speculator_arena.backends.kubernetes.results import land
-from speculator_arena.runners.status import current_row
+from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.store import Warehouse
 wh = Warehouse(sys.argv[1])
 crash_at = sys.argv[4]

@@ -80,7 +80,7 @@ def public_dir():
     d = Path(tempfile.mkdtemp(prefix="arena-fd-"))
     os.chmod(d, 0o755)
     yield d
-    from speculator_arena.frontdoor.trees import remove_tree
+    from speculator_arena.sealed.trees import remove_tree
 
     remove_tree(d)
 

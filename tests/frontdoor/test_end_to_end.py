@@ -103,8 +103,8 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
     finally:
         server.stop()
 
-    from speculator_arena.runners.status import current_row
     from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.evaluations import current_row
 
     row = current_row(Warehouse(home), status["evaluation_id"])
     provenance = json.loads(row["provenance"])

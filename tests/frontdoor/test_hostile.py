@@ -33,8 +33,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from speculator_arena.frontdoor.errors import Refused
-from speculator_arena.frontdoor.trees import walk
+from speculator_arena.sealed.refusal import Refused
+from speculator_arena.sealed.trees import walk
 
 from .conftest import LAUNCH, TASK, file_member, submission, tar_gz
 from .test_refusals import _git_repo, _head
@@ -134,7 +134,7 @@ def _climb(levels: int) -> list:
 
 def _extract_as_root(data: bytes, dest: Path) -> Refused:
     """The extractor itself, as the test's user (root here): it must refuse, not rely on a user."""
-    from speculator_arena.frontdoor.archive import check_tree, extract_archive
+    from speculator_arena.sealed.archive import check_tree, extract_archive
 
     with pytest.raises(Refused) as caught:
         extract_archive(io.BytesIO(data), dest, max_bytes=2**20)
@@ -183,7 +183,7 @@ def test_hard_links_through_links(front, guard, public_dir, tmp_path):
 
 def test_an_honest_hard_link_is_kept(front, public_dir):
     """Not over-blocking: a hard link to a file extracted before it is sealed with both names."""
-    from speculator_arena.frontdoor.seal import store_dir, verify_sealed
+    from speculator_arena.sealed.store import store_dir, verify_sealed
 
     r = front.post(
         submission(tar_gz([LAUNCH, file_member("lib/a.py", b"x = 1\n"), _link("lib/b.py", "lib/a.py", True)]))
@@ -230,7 +230,7 @@ def _wheel_needing_evil(folder: Path) -> Path:
 
 
 def test_plugin_sdist_is_refused_at_intake_and_never_built(front, guard, public_dir, tmp_path):
-    from speculator_arena.frontdoor.plugins import PluginInstallError, install_plugins
+    from speculator_arena.sealed.plugins import PluginInstallError, install_plugins
 
     marker = public_dir / "sdist-ran"
     engine = tmp_path / "engine"
@@ -238,7 +238,7 @@ def test_plugin_sdist_is_refused_at_intake_and_never_built(front, guard, public_
     (engine / "launch.sh").write_bytes(LAUNCH[1])
     _wheel_needing_evil(engine / "plugin")
     _sdist(engine / "plugin", marker)
-    from speculator_arena.frontdoor.archive import pack_engine
+    from speculator_arena.sealed.archive import pack_engine
 
     _refused(front, guard, front.post(submission(pack_engine(engine))), 422, "may hold only wheels")
     # the runner's install refuses it too (an engine directory an operator gave), before pip runs
@@ -385,7 +385,7 @@ def server():
 
     from speculator_arena.frontdoor.accounts import invite
     from speculator_arena.frontdoor.state import connect
-    from speculator_arena.frontdoor.trees import remove_tree
+    from speculator_arena.sealed.trees import remove_tree
 
     around = Path(tempfile.mkdtemp(prefix="arena-fd-"))
     os.chmod(around, 0o755)
@@ -757,7 +757,7 @@ def test_children_of_a_root_api_run_as_the_intake_user(front):
     """The sealed manifest records the user the intake's child ran as: `arena-intake` wherever that
     user can run the worker (here), the API's own user otherwise (said, never hidden)."""
     from speculator_arena.frontdoor.sandbox import INTAKE_USER, intake_user
-    from speculator_arena.frontdoor.seal import staging_dir
+    from speculator_arena.frontdoor.state import staging_dir
 
     r = front.post(submission())
     assert r.status_code == 201, r.text
@@ -773,7 +773,7 @@ def test_workspace_links_are_neither_followed_nor_copied(front, public_dir, monk
     """A workspace speculator whose participant planted links (a file to /etc/passwd, a folder to
     /etc) and a hard-linked file: the links are skipped, never read; the hard link is refused."""
     from speculator_arena.checkpoints import checkpoint_dir
-    from speculator_arena.frontdoor.seal import store_dir
+    from speculator_arena.sealed.store import store_dir
 
     target = checkpoint_dir(TASK, front.home)  # a prepared target (its manifest is what intake reads)
     target.mkdir(parents=True)

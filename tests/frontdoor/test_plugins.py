@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from speculator_arena.frontdoor.plugins import PluginInstallError, install_plugins, with_plugin_path
+from speculator_arena.sealed.plugins import PluginInstallError, install_plugins, with_plugin_path
 
 
 def _wheel(tmp_path, dest):

@@ -161,7 +161,7 @@ def test_decompression_bomb(front):
 
 
 def test_too_many_members(front, monkeypatch):
-    from speculator_arena.frontdoor import archive
+    from speculator_arena.sealed import archive
 
     monkeypatch.setattr(archive, "MAX_MEMBERS", 5)  # the bound itself, not its size, is under test
     members = [LAUNCH] + [file_member(f"f{i}", b"") for i in range(10)]
@@ -209,7 +209,7 @@ def test_engine_repository_at_a_commit_is_accepted_and_sealed(front, public_dir)
     assert r.status_code == 201 and r.json()["status"] == "fetching", r.text
     settled = front.settle(r)
     assert settled["status"] == "queued", (settled["refusal"], settled["refusal_status"])
-    from speculator_arena.frontdoor.seal import store_dir, verify_sealed
+    from speculator_arena.sealed.store import store_dir, verify_sealed
 
     tree = store_dir(front.home) / settled["engine_digest"] / "tree"
     assert sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()) == ["launch.sh", "lib/x.py"]

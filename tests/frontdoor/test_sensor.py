@@ -19,8 +19,8 @@ def instance():
 
 
 def _tick(instance, home):
+    from speculator_arena.assets.resources import default_resources
     from speculator_arena.assets.submissions import submission_queue
-    from speculator_arena.dagster_project.resources import default_resources
 
     with dg.build_sensor_context(instance=instance, resources=default_resources(home)) as ctx:
         return submission_queue(ctx)

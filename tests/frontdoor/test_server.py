@@ -132,9 +132,9 @@ def test_concurrent_submissions_at_the_last_slot(arena_home, server_factory):
 
 def test_server_killed_mid_submission(arena_home, server_factory):
     """SIGKILL while submissions are being taken: every 201 is stored whole; nothing else is."""
-    from speculator_arena.frontdoor.archive import pack_engine
-    from speculator_arena.frontdoor.seal import store_dir, verify_sealed
     from speculator_arena.frontdoor.state import connect
+    from speculator_arena.sealed.archive import pack_engine
+    from speculator_arena.sealed.store import store_dir, verify_sealed
 
     server = server_factory()
     token = _invite(arena_home, "victim")

@@ -47,7 +47,7 @@ def test_hub_speculator_takes_only_json_and_safetensors(front, hub, target_on_hu
     assert r.status_code == 201 and r.json()["status"] == "fetching", r.text  # the hub: out of the request
     settled = front.settle(r)
     assert settled["status"] == "queued", (settled["refusal"], settled["refusal_status"])
-    from speculator_arena.frontdoor.seal import store_dir, verify_sealed
+    from speculator_arena.sealed.store import store_dir, verify_sealed
 
     tree = store_dir(front.home) / settled["speculator_digest"] / "tree"
     assert sorted(p.name for p in tree.rglob("*")) == ["config.json", "model.safetensors"]
@@ -98,7 +98,7 @@ def test_workspace_speculator(front, tmp_path, monkeypatch, hub, target_on_hub):
     # its bound is a share of a target not prepared here: the fetch worker reads it from the hub
     settled = front.settle(r)
     assert settled["status"] == "queued", (settled["refusal"], settled["refusal_status"])
-    from speculator_arena.frontdoor.seal import store_dir
+    from speculator_arena.sealed.store import store_dir
 
     tree = store_dir(front.home) / settled["speculator_digest"] / "tree"
     assert sorted(p.name for p in tree.iterdir()) == ["config.json", "model.safetensors"]
@@ -154,7 +154,7 @@ def test_quota_exhausted_and_void_refund(front):
 
 
 def test_tampered_seal_is_refused_before_the_engine_starts(front):
-    from speculator_arena.frontdoor.seal import SealBroken, store_dir, verify_sealed_inputs
+    from speculator_arena.sealed.store import SealBroken, store_dir, verify_sealed_inputs
 
     r = front.post(submission())
     tree = store_dir(front.home) / r.json()["engine_digest"] / "tree"
@@ -220,8 +220,8 @@ def test_unreferenced_seals_are_collected_when_old(front):
     import time
 
     from speculator_arena.frontdoor.intake import remove_unreferenced_seals
-    from speculator_arena.frontdoor.seal import TREE, seal_tree, staging_dir, store_dir
-    from speculator_arena.frontdoor.state import connect
+    from speculator_arena.frontdoor.state import connect, staging_dir
+    from speculator_arena.sealed.store import TREE, seal_tree, store_dir
 
     kept = front.post(submission()).json()["engine_digest"]
     staged = staging_dir(front.home) / "orphan"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from speculator_arena.dagster_project.resources import PoolBuildsResource, default_resources
+from speculator_arena.assets.resources import PoolBuildsResource, default_resources
 from speculator_arena.pools.layout import builds_dir
 
 TASK = "local-smollm2"

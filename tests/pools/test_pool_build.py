@@ -137,7 +137,7 @@ def test_hidden_asset_without_key_builds_nothing_and_says_so(built_local, tmp_pa
     import dagster as dg
 
     from speculator_arena.assets.pools import pool_test
-    from speculator_arena.dagster_project.resources import default_resources
+    from speculator_arena.assets.resources import default_resources
 
     monkeypatch.delenv("ARENA_POOL_KEY", raising=False)
     monkeypatch.delenv("ARENA_POOL_KEY_FILE", raising=False)

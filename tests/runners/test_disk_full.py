@@ -31,9 +31,10 @@ from ci_profile import stage_ci_protocol
 from stand_in import FAST, make_engine
 
 from speculator_arena.runners.lifecycle import _proc_pids
-from speculator_arena.runners.status import current_row, read_state
+from speculator_arena.runners.status import read_state
 from speculator_arena.scoring import score_warehouse
 from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.schema import TABLES
 
 HERE = Path(__file__).resolve().parent

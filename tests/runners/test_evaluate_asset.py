@@ -8,8 +8,8 @@ from real_evaluation import ACCOUNT, LABEL
 from stand_in import FAST
 
 from speculator_arena.cli import main
-from speculator_arena.runners.status import current_row
 from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.schema import TABLES
 
 

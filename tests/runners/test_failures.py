@@ -23,8 +23,9 @@ from stand_in import FAST, stand_in_spec
 from speculator_arena.protocol import load_protocol
 from speculator_arena.runners.harness import Evaluation, resume_dead
 from speculator_arena.runners.spec import EvaluationSpec
-from speculator_arena.runners.status import EvaluationStateError, current_row, read_state
+from speculator_arena.runners.status import EvaluationStateError, read_state
 from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.evaluations import current_row
 
 
 def _all_parts_whole(home: Path) -> int:

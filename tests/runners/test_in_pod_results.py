@@ -14,8 +14,8 @@ from speculator_arena.backends.kubernetes.in_pod import pod_command
 from speculator_arena.backends.kubernetes.results import MANIFEST, land
 from speculator_arena.runners.queued import queue
 from speculator_arena.runners.spec import EvaluationSpec
-from speculator_arena.runners.status import current_row
 from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.evaluations import current_row
 
 from .test_evaluate_asset import FAST
 

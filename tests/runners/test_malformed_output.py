@@ -18,9 +18,9 @@ from sse_engine import MALFORMED
 from stand_in import FAST, MALFORMED_REASONS, make_engine, stand_in_spec
 
 from speculator_arena.runners.harness import Evaluation
-from speculator_arena.runners.status import current_row
 from speculator_arena.scoring import score_warehouse
 from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.evaluations import current_row
 
 EID = "fx-malformed"
 

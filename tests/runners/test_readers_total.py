@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from script_server import HEAD_CHUNKED, ScriptServer, chunk, chunked_reply, delta
 
-from speculator_arena.protocol.window import WindowRule
+from speculator_arena.rules.counted import counted_row
+from speculator_arena.rules.window import WindowRule
 from speculator_arena.runners import sse_decode, stream
 from speculator_arena.runners.metrics import metric_rows, scrape
 from speculator_arena.runners.probes import parse_prompt_logprobs
@@ -32,7 +33,6 @@ from speculator_arena.runners.sse_decode import StreamResult
 from speculator_arena.runners.stream import MAX_RESPONSE_BYTES, SSEClient, post_json, stream_chat
 from speculator_arena.runners.tokens import load_tokenizer
 from speculator_arena.runners.workload import ClientConfig, RequestRecord, record_rows, run_lanes
-from speculator_arena.scoring.counted import counted_row
 from speculator_arena.warehouse.schema import TABLES
 
 FAST = dict(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

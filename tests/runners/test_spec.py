@@ -10,8 +10,9 @@ from pathlib import Path
 import speculator_arena
 from speculator_arena.runners.queued import preflight, queue
 from speculator_arena.runners.spec import REPO, EvaluationSpec
-from speculator_arena.runners.status import current_row, write_status
+from speculator_arena.runners.status import write_status
 from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.evaluations import current_row
 
 PACKAGE = Path(speculator_arena.__file__).resolve().parent
 # The launchers that need the row before the harness runs where they are (the pod's).

@@ -12,12 +12,12 @@ from stand_in import MALFORMED_REASONS
 
 from speculator_arena.pools.model import Probe
 from speculator_arena.protocol import load_protocol
-from speculator_arena.protocol.window import WindowRule
+from speculator_arena.rules.counted import counted_row
+from speculator_arena.rules.window import WindowRule
 from speculator_arena.runners.lifecycle import EngineRun, free_port
 from speculator_arena.runners.probes import ProbeRunner
 from speculator_arena.runners.tokens import attribute_chunks, load_tokenizer
 from speculator_arena.runners.workload import ClientConfig, record_rows, request_seed, run_lanes
-from speculator_arena.scoring.counted import counted_row
 from speculator_arena.warehouse import Warehouse
 
 

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from speculator_arena.board.ranking import board_rows
+from speculator_arena.rules.counted import counted
 from speculator_arena.scoring import score_warehouse
-from speculator_arena.scoring.counted import counted
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 
@@ -50,7 +50,7 @@ def test_counted_slack_is_the_versions_and_the_view_agrees_with_the_function(wh)
     f1 = v1.passes[v1.passes.evaluation_id == "s"].candidate_failures.sum()
     f2 = v2.passes[v2.passes.evaluation_id == "s"].candidate_failures.sum()
     assert f1 - f2 == 4  # the four within the slack count under v2 only
-    # the view that analysts read states the same rule as scoring/counted.py, row for row
+    # the view that analysts read states the same rule as rules/counted.py, row for row
     con = wh.connect(read_only=True)
     try:
         rows = con.execute(

@@ -1,7 +1,7 @@
 import dagster as dg
 
+from speculator_arena.assets.resources import default_resources
 from speculator_arena.assets.scores import scores
-from speculator_arena.dagster_project.resources import default_resources
 from speculator_arena.scoring.registry import scores_dir
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.synthetic import write_synthetic_evaluation

@@ -43,7 +43,7 @@ def test_the_dagster_asset_materializes_it(home):
     import dagster as dg
 
     from speculator_arena.assets.analysts import analysts_db
-    from speculator_arena.dagster_project.resources import default_resources
+    from speculator_arena.assets.resources import default_resources
 
     res = dg.materialize([analysts_db], resources=default_resources(home))
     meta = res.get_asset_materialization_events()[0].materialization.metadata

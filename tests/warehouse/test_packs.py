@@ -9,6 +9,7 @@ import dagster as dg
 import pandas as pd
 import pytest
 
+from speculator_arena.rules.status import FINAL
 from speculator_arena.scoring import score_warehouse
 from speculator_arena.warehouse import Warehouse, catalog, packs
 from speculator_arena.warehouse.synthetic import ATTACKS, write_synthetic_evaluation
@@ -71,7 +72,7 @@ def varied(tmp_path):
 def test_scores_are_identical_from_packs_and_from_parts(varied):
     before = score_warehouse(varied)
     report = packs.pack(varied.home, group_size=4)
-    finished = set(before.evaluations.loc[before.evaluations["status"].isin(packs.FINISHED), "evaluation_id"])
+    finished = set(before.evaluations.loc[before.evaluations["status"].isin(FINAL), "evaluation_id"])
     assert report.packed == len(finished) and report.pack is not None
     resolved = packs.resolve(varied.home, sorted(before.evaluations["evaluation_id"]))
     assert set(resolved.packed_ids) == finished and set(resolved.unpacked) == {
@@ -172,7 +173,7 @@ def test_cli_and_dagster_asset_pack(varied):
     assert "nothing to pack" in again
 
     from speculator_arena.assets.packs import raw_packs
-    from speculator_arena.dagster_project.resources import default_resources
+    from speculator_arena.assets.resources import default_resources
 
     result = dg.materialize([raw_packs], resources=default_resources(varied.home))
     assert result.success

@@ -33,9 +33,10 @@ from speculator_arena.backends.kubernetes.results import ResultsRejected, land
 from speculator_arena.backends.kubernetes.settings import KubernetesSettings
 from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.status import FINAL
 from speculator_arena.runners.queued import queue
 from speculator_arena.runners.spec import EvaluationSpec
-from speculator_arena.runners.status import FINAL, EvaluationStateError, write_status
+from speculator_arena.runners.status import EvaluationStateError, write_status
 from speculator_arena.warehouse.store import Warehouse
 
 

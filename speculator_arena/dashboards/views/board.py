@@ -3,11 +3,11 @@ other's intervals), references apart, with the A/A reference checked against the
 
 import streamlit as st
 
-from speculator_arena.board.data import FINISHED
 from speculator_arena.board.ranking import board_noise
 from speculator_arena.dashboards import board_table, cached
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards.links import evaluation_md
+from speculator_arena.rules.status import RANKED
 
 PAGE_SIZE = 100
 
@@ -15,7 +15,7 @@ PAGE_SIZE = 100
 def unranked_notice(sel) -> None:
     """Evaluations of this task and split that carry no score yet, so a viewer knows they exist."""
     idx = cached.index(sel.home)
-    pending = idx[(idx["task_id"] == sel.task_id) & (idx["split"] == sel.split) & ~idx["status"].isin(FINISHED)]
+    pending = idx[(idx["task_id"] == sel.task_id) & (idx["split"] == sel.split) & ~idx["status"].isin(RANKED)]
     if pending.empty:
         return
     by_status = ", ".join(f"{n} {s}" for s, n in pending["status"].value_counts().items())

@@ -11,7 +11,6 @@ import pandas as pd
 import streamlit as st
 
 from speculator_arena.board.data import (
-    FINISHED,
     BoardDataError,
     memory_budget_bytes,
     provenance,
@@ -21,6 +20,7 @@ from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards import shown_sections as shown
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.rules.status import RANKED
 
 MAX_OPTIONS = 1000
 FIGURE_NAMES = {
@@ -91,7 +91,7 @@ def status_notice(ev: pd.Series, raw) -> None:
             f"Failed: {fmt.text(ev.get('failure_reason')) or 'no reason recorded'}. A candidate engine that "
             "does not start or dies scores 0 (protocol section 7)."
         )
-    if status not in FINISHED or status == "void":
+    if status not in RANKED:
         st.table(raw.row_counts.rename(columns={"table": "raw table", "rows": "rows stored"}), hide_index=True)
 
 

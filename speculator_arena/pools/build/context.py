@@ -14,7 +14,8 @@ from speculator_arena.pools.settings import PoolSettings, pool_settings
 from speculator_arena.pools.sources import Sources, load_sources
 from speculator_arena.pools.tokens import TokenCounter, shared_data_dir, target_tokenizer
 from speculator_arena.protocol import TaskProtocol, load_protocol
-from speculator_arena.protocol.window import WindowRule
+from speculator_arena.rules.slots import live_slots
+from speculator_arena.rules.window import WindowRule
 from speculator_arena.warehouse import arena_home
 
 
@@ -75,7 +76,7 @@ class BuildContext:
         return prompt_tokens <= self.turn_budget(max_tokens)
 
     def live_slots(self) -> dict[str, int]:
-        return {w: self.task.lanes[w] * self.task.workloads[w].interleave for w in self.task.workloads}
+        return live_slots(self.task)
 
     @property
     def embedding_cache(self) -> Path:

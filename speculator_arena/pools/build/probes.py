@@ -10,7 +10,7 @@ from speculator_arena.pools import diversity
 from speculator_arena.pools.build.context import BuildContext
 from speculator_arena.pools.hashing import seed_of
 from speculator_arena.pools.layout import write_jsonl
-from speculator_arena.protocol.window import WindowRule
+from speculator_arena.rules.window import WindowRule
 
 
 def build_probes(ctx: BuildContext) -> dict:

@@ -1,5 +1,5 @@
 """The answering gate (SCORING.md "Probe items the candidate does not answer"): the share of
-probe requests left unanswered, under the rule of scoring/answering.py.
+probe requests left unanswered, under the rule of rules/answering.py.
 """
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from speculator_arena.rules.answering import over_limit
 from speculator_arena.scoring import frames
-from speculator_arena.scoring.answering import over_limit
 from speculator_arena.scoring.gates.columns import EvaluationRows, gate_columns
 from speculator_arena.scoring.rows import ScoringRows
 

@@ -1,14 +1,14 @@
 """The memory gate (SCORING.md "Gates", protocol section 7): the candidate's device memory peak
-against the budget (limits.memory_budget_bytes).
+against the budget (rules/memory.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from speculator_arena.rules.memory import memory_budget_bytes
 from speculator_arena.scoring import frames
 from speculator_arena.scoring.gates.columns import EvaluationRows, gate_columns
-from speculator_arena.scoring.limits import memory_budget_bytes
 from speculator_arena.scoring.result import ENGINES
 from speculator_arena.scoring.rows import ScoringRows
 

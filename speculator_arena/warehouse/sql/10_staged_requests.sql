@@ -1,5 +1,5 @@
 -- Timed requests with their pass's bounds and whether each one counts (SCORING.md "Counted
--- requests", whose one home is speculator_arena/scoring/counted.py; this states the same rule
+-- requests", whose one home is speculator_arena/rules/counted.py; this states the same rule
 -- over the same columns): the stream ended with [DONE], the arena's token count is within
 -- max_tokens plus the protocol's count_slack_tokens (relation `scoring_rules`, per task, from the
 -- protocol version being read), it was sent before the pass ended and ended by the grace end.

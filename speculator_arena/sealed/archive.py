@@ -41,8 +41,8 @@ import tarfile
 import zlib
 from pathlib import Path
 
-from speculator_arena.frontdoor.errors import Refused, echo
-from speculator_arena.frontdoor.trees import resolves_inside, walk
+from speculator_arena.sealed.refusal import Refused, echo
+from speculator_arena.sealed.trees import resolves_inside, walk
 
 # Operational bounds of an extracted engine (not protocol values): the protocol's repository
 # limit (repository_engine_max_mib) bounds the bytes; these bound entries, depth and names.

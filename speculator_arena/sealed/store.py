@@ -23,7 +23,7 @@ import stat
 from pathlib import Path
 
 from speculator_arena.checkpoints.seal import MANIFEST, read_manifest, seal, verify_manifest, write_manifest
-from speculator_arena.frontdoor.trees import remove_tree
+from speculator_arena.sealed.trees import remove_tree
 from speculator_arena.settings import arena_home
 
 TREE = "tree"
@@ -36,18 +36,6 @@ class SealBroken(RuntimeError):
 
 def store_dir(home=None) -> Path:
     return arena_home(home) / "sealed"
-
-
-def staging_dir(home=None) -> Path:
-    """Where the intake's children work: same filesystem as the store (atomic rename). Others may
-    pass through it to their own sandbox (mode 0711) but not list it."""
-    from speculator_arena.frontdoor.state import frontdoor_dir
-
-    d = frontdoor_dir(home) / "staging"
-    if not d.is_dir():
-        d.mkdir(mode=0o711, exist_ok=True)
-        os.chmod(d, 0o711)
-    return d
 
 
 def _digest(manifest: dict) -> str:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from speculator_arena.frontdoor.errors import Refused, echo
+from speculator_arena.sealed.refusal import Refused, echo
 
 PLUGIN_DIR = "plugin"
 INSTALL_TIMEOUT_S = 600

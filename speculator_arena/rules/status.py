@@ -1,0 +1,53 @@
+"""An evaluation's statuses and its current row: the one vocabulary every package reads.
+
+queued -> running -> measured | void | failed:
+- measured: every pass and probe ran; the scorer decides the score (0 when a gate fails);
+- failed: the candidate did not start or died (protocol section 7: it scores 0);
+- void: the arena's side failed (stock engine, device not idle, host contended, runner died):
+  refunded, never ranked.
+FINAL are the statuses after which the runner writes nothing more; RANKED those that carry a
+score on the board (SCORING.md "Ranking": void is refunded, queued and running wait).
+
+An evaluation's `evaluations` table normally holds one row (the runner rewrites its one part);
+a warehouse with several (a copy landed beside the original, an old layout) reads the row with
+the latest `updated_at`, the later row on a tie: `current`, for dicts, and `current_frame`, for
+frames, state that one rule.
+"""
+
+from __future__ import annotations
+
+QUEUED, RUNNING, MEASURED, VOID, FAILED = "queued", "running", "measured", "void", "failed"
+STATUSES = (QUEUED, RUNNING, MEASURED, VOID, FAILED)
+FINAL = (MEASURED, VOID, FAILED)
+RANKED = (MEASURED, FAILED)
+
+
+def check(status: str) -> str:
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}; statuses: {STATUSES}")
+    return status
+
+
+def _stamp(row) -> float:
+    u = row.get("updated_at")
+    return float(u) if u is not None and u == u else 0.0
+
+
+def current(rows) -> dict | None:
+    """The current row of one evaluation's rows (dicts), or None when there is none."""
+    best = None
+    for r in rows:
+        if best is None or _stamp(r) >= _stamp(best):
+            best = r
+    return best
+
+
+def current_frame(df):
+    """One row per evaluation_id of a pandas frame of `evaluations` rows: its current row, in the
+    frame's own order of first appearance (a stable sort keeps the later row on equal stamps)."""
+    if df.empty:
+        return df
+    order = df.assign(_stamp=df["updated_at"].astype(float).fillna(0.0)).sort_values("_stamp", kind="stable")
+    last = order.drop_duplicates("evaluation_id", keep="last").drop(columns="_stamp")
+    first_seen = df.drop_duplicates("evaluation_id")["evaluation_id"]
+    return last.set_index("evaluation_id").loc[first_seen].reset_index()[df.columns]
