@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))  # the synthetic warehouses (tests/synthetic.py)
 TASK = "local-smollm2"
 QUOTA = (20, 3)  # dev, test evaluations per account and task (protocol section 8)
 
@@ -41,10 +42,10 @@ QUOTA = (20, 3)  # dev, test evaluations per account and task (protocol section 
 def build(home: Path, n: int, accounts: int, templates: int, seed: int = 0) -> dict:
     """Write the warehouse; return what was written (counts, seconds)."""
     import numpy as np
+    from synthetic import write_synthetic_evaluation
 
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.schema import TABLES
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     t0 = time.monotonic()
     os.environ["ARENA_CATALOG"] = "0"  # a bulk load: the catalog is refreshed once at the end (main)

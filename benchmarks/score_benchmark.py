@@ -24,9 +24,10 @@ import pyarrow.parquet as pq
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.scoring import score_warehouse
-from speculator_arena.scoring.statistics import busy_window
 from speculator_arena.warehouse import Warehouse
-from speculator_arena.warehouse.synthetic import write_synthetic_warehouse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic warehouses
+from synthetic import busy_window, write_synthetic_warehouse  # noqa: E402
 
 
 def _rows(wh: Warehouse, table: str, eid: str, columns) -> list[dict]:

@@ -12,6 +12,7 @@ from speculator_arena.assets.resources import WarehouseResource
 
 @dg.asset(
     group_name="warehouse",
+    deps=[dg.AssetDep("evaluation", partition_mapping=dg.AllPartitionMapping())],
     description="The analysts' DuckDB file: allowlisted raw columns, no text of test-split evaluations.",
 )
 def analysts_db(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:

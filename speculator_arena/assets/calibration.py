@@ -1,6 +1,7 @@
 """The calibration of a task (protocol section 10) as assets, one partition per task:
 calibration_runs (the A/A runs, the references, the planted controls: ordinary evaluations under
-the account `arena-calibration`), calibration_fit (m and c from short stock passes) and
+the account `arena-calibration`, each run through the one launcher as an `evaluation` partition,
+on the backend resource's choice), calibration_fit (m and c from short stock passes) and
 protocol_candidate (the derived values, their evidence and plots, the candidate vN+1 document).
 
 Each step writes its result into the candidate's folder and the next reads it there
@@ -12,6 +13,7 @@ import dagster as dg
 
 from speculator_arena.assets.evaluations import progress_lines
 from speculator_arena.assets.resources import WarehouseResource
+from speculator_arena.backends.resource import EvaluationBackendResource
 from speculator_arena.protocol import load_protocol
 
 calibration_partitions = dg.StaticPartitionsDefinition(sorted(load_protocol().tasks))
@@ -59,14 +61,23 @@ class CalibrationConfig(dg.Config):
     group_name="calibration",
     description="The calibration's evaluations of task <partition>: at least 4 A/A runs, every reference, "
     "the planted attacks as negative controls (reused when stored).",
+    deps=["pool_data_card"],  # the task's served pool (the same task partition)
 )
 def calibration_runs(
-    context: dg.AssetExecutionContext, config: CalibrationConfig, warehouse: WarehouseResource
+    context: dg.AssetExecutionContext,
+    config: CalibrationConfig,
+    warehouse: WarehouseResource,
+    backend: EvaluationBackendResource,
 ) -> dg.MaterializeResult:
+    from speculator_arena.assets import launch
     from speculator_arena.calibration.calibrate import step_runs
 
+    def through_the_door(spec, wh, say) -> str:
+        """Each planned run is an `evaluation` partition, on the resource's backend."""
+        return launch.evaluate(spec, wh.home, backend=backend.backend, progress=say)["status"]
+
     opts = config.options(context.partition_key)
-    ids = step_runs(warehouse.get(), opts, progress_lines(context))
+    ids = step_runs(warehouse.get(), opts, through_the_door, progress_lines(context))
     table = "| run | evaluation |\n|---|---|\n" + "\n".join(
         f"| {k} | {v or '(none measured)'} |" for k, v in ids.items()
     )
@@ -110,7 +121,8 @@ def calibration_fit(
 @dg.asset(
     partitions_def=calibration_partitions,
     group_name="calibration",
-    deps=[calibration_runs, calibration_fit],
+    # the candidate's values are the calibration runs' scores (scored under the candidate's document)
+    deps=[calibration_runs, calibration_fit, dg.AssetDep("scores", partition_mapping=dg.AllPartitionMapping())],
     description="The calibrated values of task <partition> with their evidence and plots, and the protocol "
     "candidate vN+1 holding them (not a version until published).",
 )

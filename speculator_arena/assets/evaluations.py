@@ -3,10 +3,14 @@
 Materializing a partition runs the harness (speculator_arena.runners.harness) for that
 evaluation on the `backend` resource's choice: in-process (local, the default) or in a GPU pod
 (kubernetes, speculator_arena/backends/kubernetes); its raw rows are the asset's data, in the
-warehouse, and the materialization carries the status and row counts as metadata. `arena
-evaluate` and `arena demo` add the partition and materialize it through these definitions on a
-persistent Dagster instance under `$ARENA_HOME/dagster` (dagster_project/launch.py), so `DAGSTER_HOME=$ARENA_HOME/dagster
-dagster dev` shows every evaluation that ran. The runner package itself never imports Dagster.
+warehouse. The materialization carries the status, the row counts and the evaluation's outcome
+(it is scored once as it lands, so the quota's refund needs no scorer: scoring/outcomes.py), and
+two checks of the partition: its raw rows complete and its gates' inputs present
+(warehouse/completeness.py). Every caller reaches it through one launcher,
+`assets/launch.evaluate` (the CLI, `arena demo`, the queue worker, a calibration), on the
+persistent Dagster instance under `$ARENA_HOME/dagster`, so `DAGSTER_HOME=$ARENA_HOME/dagster
+dagster dev` shows every evaluation that ran, downstream of the pools it drew its sessions from.
+The runner package itself never imports Dagster.
 """
 
 import dagster as dg
@@ -15,11 +19,12 @@ from speculator_arena.assets.resources import WarehouseResource
 from speculator_arena.backends.resource import EvaluationBackendResource
 
 evaluation_partitions = dg.DynamicPartitionsDefinition(name="evaluations")
+CHECKS = ("raw_rows_complete", "gate_inputs_present")
 
 
 class EvaluationConfig(dg.Config):
-    """The harness's EvaluationSpec as JSON: built once by whoever queues the evaluation (`arena
-    evaluate`, the submission queue, a calibration) and run exactly as it was built."""
+    """The harness's EvaluationSpec as JSON: built once by whoever launches the evaluation (one
+    builder per source: runners/spec.py) and run exactly as it was built."""
 
     spec: str
 
@@ -33,6 +38,9 @@ def run_config(spec) -> dict:
     partitions_def=evaluation_partitions,
     group_name="evaluations",
     description="One paired evaluation: candidate passes, stock passes, gate probes, as raw warehouse rows.",
+    # every evaluation draws its sessions from a task's served pool (the pool build's last asset)
+    deps=[dg.AssetDep("pool_data_card", partition_mapping=dg.AllPartitionMapping())],
+    check_specs=[dg.AssetCheckSpec(name, asset="evaluation") for name in CHECKS],
 )
 def evaluation(
     context: dg.AssetExecutionContext,
@@ -42,28 +50,32 @@ def evaluation(
 ) -> dg.MaterializeResult:
     from speculator_arena.runners.evaluate import summary
     from speculator_arena.runners.spec import EvaluationSpec
-    from speculator_arena.warehouse import analysts
 
     spec = EvaluationSpec.from_json(config.spec)
     if spec.evaluation_id != context.partition_key:
         raise ValueError(f"the spec is for {spec.evaluation_id}, the partition {context.partition_key}")
     wh = warehouse.get()
     backend.run(spec, wh.home, context, progress=progress_lines(context))
-    analysts.refresh_after_evaluation(wh.home, say=context.log.info)
     s = summary(wh.home, spec.evaluation_id)
-    outcome = _score(wh, spec.evaluation_id, context)
+    s["outcome"] = _score(wh, spec.evaluation_id, context)
     meta = {
         "status": s["status"],
         "reason": s["void_reason"] or s["failure_reason"] or "",
-        **outcome,
         "task_id": spec.task_id,
         "split": spec.split,
         "engine": spec.engine,
         "backend": backend.backend,
         "summary": dg.MetadataValue.json(s),
     }
+    if s["outcome"]:
+        o = s["outcome"]
+        meta.update(
+            specscore=dg.MetadataValue.float(o["specscore"]) if o["specscore"] is not None else "blank",
+            outcome=o["reason"],
+            void=o["void"],
+        )
     meta.update({f"rows_{t}": dg.MetadataValue.int(int(n)) for t, n in s["rows"].items()})
-    return dg.MaterializeResult(metadata=meta)
+    return dg.MaterializeResult(metadata=meta, check_results=_checks(wh, spec.evaluation_id))
 
 
 def _score(wh, evaluation_id: str, context) -> dict:
@@ -81,10 +93,34 @@ def _score(wh, evaluation_id: str, context) -> dict:
         return {}
     r = ev.iloc[0]
     return {
-        "specscore": dg.MetadataValue.float(float(r["specscore"])) if r["specscore"] == r["specscore"] else "blank",
-        "outcome": r["specscore_reason"] if isinstance(r["specscore_reason"], str) else "",
+        "specscore": float(r["specscore"]) if r["specscore"] == r["specscore"] else None,
+        "reason": r["specscore_reason"] if isinstance(r["specscore_reason"], str) else "",
         "void": bool(r["void"]),
     }
+
+
+def _checks(wh, evaluation_id: str) -> list[dg.AssetCheckResult]:
+    """The partition's checks: a measured evaluation's raw rows and gate inputs, complete."""
+    from speculator_arena.warehouse import completeness
+
+    row, task = completeness.judged(wh, evaluation_id)
+    if task is None:
+        why = f"not judged: the evaluation is {row['status'] if row else 'not stored'}"
+        return [dg.AssetCheckResult(check_name=c, passed=True, description=why) for c in CHECKS]
+    out = []
+    for name, problems in (
+        ("raw_rows_complete", completeness.missing_raw_rows(wh, evaluation_id, task)),
+        ("gate_inputs_present", completeness.missing_gate_inputs(wh, evaluation_id, task)),
+    ):
+        out.append(
+            dg.AssetCheckResult(
+                check_name=name,
+                passed=not problems,
+                description="; ".join(problems[:20]) or "complete",
+                metadata={"problems": dg.MetadataValue.int(len(problems))},
+            )
+        )
+    return out
 
 
 def progress_lines(context):

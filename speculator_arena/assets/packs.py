@@ -14,6 +14,7 @@ from speculator_arena.assets.resources import WarehouseResource
 
 @dg.asset(
     group_name="warehouse",
+    deps=[dg.AssetDep("evaluation", partition_mapping=dg.AllPartitionMapping())],
     description="Packs of finished evaluations' raw rows (a rebuildable copy; readers fall back to the parts).",
 )
 def raw_packs(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.MaterializeResult:

@@ -17,6 +17,7 @@ protocol_partitions = dg.StaticPartitionsDefinition([str(v) for v in available_v
 @dg.asset(
     partitions_def=protocol_partitions,
     group_name="scores",
+    deps=[dg.AssetDep("evaluation", partition_mapping=dg.AllPartitionMapping())],
     description="SpecScore, ratios, gates and figures of every stored evaluation under protocol version <partition>.",
     # The frames go to the caller in memory (launch.score returns them: scored once); what
     # persists is the convenience copy under $ARENA_HOME/scores/ and the metadata below.

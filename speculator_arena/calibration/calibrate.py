@@ -40,9 +40,10 @@ class CalibrationOptions:
         )
 
 
-def step_runs(wh: Warehouse, opts: CalibrationOptions, progress=None) -> dict[str, str | None]:
+def step_runs(wh: Warehouse, opts: CalibrationOptions, runner, progress=None) -> dict[str, str | None]:
+    """The plan's evaluations, each run by `runner` (the one door: runs.run_plan)."""
     p = opts.plan()
-    ids = run_plan(wh, p, opts.target, opts.retries, progress, adopt=opts.adopt)
+    ids = run_plan(wh, p, opts.target, opts.retries, progress, runner=runner, adopt=opts.adopt)
     d = candidate_dir(wh.home, p.task_id, p.candidate_version)
     d.mkdir(parents=True, exist_ok=True)
     (d / "runs.json").write_text(json.dumps(ids, indent=2), encoding="utf-8")
@@ -88,9 +89,9 @@ def resolve_versions(opts: CalibrationOptions) -> CalibrationOptions:
     return opts
 
 
-def calibrate(wh: Warehouse, opts: CalibrationOptions, progress=None) -> dict:
+def calibrate(wh: Warehouse, opts: CalibrationOptions, runner, progress=None) -> dict:
     """Every step in order; returns the evidence."""
     resolve_versions(opts)
-    step_runs(wh, opts, progress)
+    step_runs(wh, opts, runner, progress)
     step_fit(wh, opts, progress)
     return step_candidate(wh, opts, progress)

@@ -90,25 +90,22 @@ def _spec(plan: Plan, run: PlannedRun, evaluation_id: str, target: str | None):
     )
 
 
-def harness_runner(spec, wh: Warehouse, say) -> str:
-    """Run one evaluation in this process (what `arena evaluate` does locally)."""
-    from speculator_arena.runners.harness import Evaluation
-
-    return Evaluation(spec, home=wh.home, progress=say).run()
-
-
 def run_plan(
     wh: Warehouse,
     plan: Plan,
     target: str | None = None,
     retries: int = 2,
     progress: Callable[[str], None] | None = None,
-    runner=None,
+    *,
+    runner: Callable,
     adopt: dict[str, str] | None = None,
 ) -> dict[str, str | None]:
-    """Run every planned evaluation not stored yet; return run name -> evaluation id (None: none measured)."""
+    """Run every planned evaluation not stored yet; return run name -> evaluation id (None: none measured).
+
+    `runner(spec, warehouse, say) -> status` runs one evaluation: the calibration's asset passes
+    the arena's one door (assets/launch.evaluate), so every calibration run is an `evaluation`
+    partition like any other, on the backend the asset's resource names."""
     say = progress or (lambda m: None)
-    runner = runner or harness_runner
     out: dict[str, str | None] = {}
     for i, run in enumerate(plan.runs, 1):
         if adopt and run.name in adopt:

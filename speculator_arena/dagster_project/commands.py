@@ -27,6 +27,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_BACKEND,
         help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators.md)",
     )
+    e.add_argument(
+        "--rerun-contended",
+        type=int,
+        default=0,
+        metavar="N",
+        help="make an evaluation voided because the host was contended again, up to N times (new ids)",
+    )
     e.set_defaults(func=_evaluate)
     d = sub.add_parser("demo", help="build the local pools, evaluate the development references, print the board")
     d.add_argument("--task", default="local-smollm2")
@@ -103,6 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="use a stored evaluation (made under the base version) for a planned run, e.g. aa-1=ID",
     )
     p.add_argument("--target", default="", help="a prepared target directory (default: prepare the task's)")
+    p.add_argument(
+        "--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="where the calibration's evaluations run"
+    )
     p.set_defaults(func=_calibrate)
 
 
@@ -111,7 +121,7 @@ def _say(msg: str) -> None:
 
 
 def _evaluate(args) -> int:
-    from speculator_arena.dagster_project import launch
+    from speculator_arena.assets import launch
     from speculator_arena.printing import print_json
     from speculator_arena.runners.evaluate import summary
     from speculator_arena.runners.harness import resume_dead
@@ -123,13 +133,21 @@ def _evaluate(args) -> int:
         resume_dead(Warehouse(home), args.resume, progress=_say)
         print_json(summary(home, args.resume))
         return 0
-    s = launch.run_evaluation(spec_from_args(args), home, backend=args.backend, progress=_say)
+    s = launch.evaluate(
+        spec_from_args(args), home, backend=args.backend, progress=_say, rerun_contended=args.rerun_contended
+    )
     print_json(s)
     return 0
 
 
+DEMO_RERUNS = 2  # a contended evaluation is made again this many times (SCORING.md: the operator re-runs it)
+
+
 def _demo(args) -> int:
-    from speculator_arena.dagster_project import launch
+    """The main job on the embedded default: pools, every development reference against the stock
+    engine (an evaluation the host's other work voided is made again, a few times at most), the
+    board. Exits 0 only when every evaluation it reports was measured and scored, not void."""
+    from speculator_arena.assets import launch
     from speculator_arena.protocol import load_protocol
     from speculator_arena.warehouse import Warehouse, arena_home
 
@@ -153,27 +171,60 @@ def _demo(args) -> int:
     results = []
     for k, ref in enumerate(refs, 1):
         step(f"evaluation {k}/{len(refs)}: {ref.name} ({ref.engine}) against the stock engine")
-        spec = reference_spec(args.task, ref, str(target))
-        s = launch.run_evaluation(spec, home, progress=_say)
-        results.append(s)
-        step(
-            f"{ref.name}: {s['status']}"
-            + (f" ({s['void_reason'] or s['failure_reason']})" if s["void_reason"] or s["failure_reason"] else "")
+        s = launch.evaluate(
+            reference_spec(args.task, ref, str(target)), home, progress=step, rerun_contended=DEMO_RERUNS
         )
+        results.append((ref.name, s))
+        step(f"{ref.name}: {_demo_line(s)}")
     step("scoring every stored evaluation")
     scores = launch.score(home)
     from speculator_arena.board.text import board_text
 
     print(board_text(scores, split="dev", task_ids=[args.task]))
+    unmeasured = [(name, s) for name, s in results if not _scored(s)]
+    for name, s in unmeasured:
+        _say(f"[demo] {name}: NOT MEASURED, {_demo_line(s)}")
+    if any(launch.contended(s) for _, s in unmeasured):
+        _say(
+            "[demo] other work used this machine's CPU during the timed passes, and every attempt was void: "
+            "stop it (see the processes named above), then run `arena demo` again; an evaluation needs an idle "
+            "machine (docs/operators.md, host contention)"
+        )
     step(
         f"done in {time.time() - t0:.0f} s; warehouse {Warehouse(home).home}; "
         f"`DAGSTER_HOME={home}/dagster dagster dev` shows the runs, `arena board` the board"
     )
-    return 0 if all(r["status"] == "measured" for r in results) else 1
+    return 1 if unmeasured else 0
+
+
+def _scored(s: dict) -> bool:
+    """Measured (or failed: 0), and scored to a number or 0 (not void) as it landed."""
+    from speculator_arena.rules.status import RANKED
+
+    return s["status"] in RANKED and not (s.get("outcome") or {}).get("void")
+
+
+def _demo_line(s: dict) -> str:
+    """How an evaluation ended, in one line: its outcome, and its attempts when it was made again."""
+    from speculator_arena.assets import launch
+
+    o = s.get("outcome") or {}
+    if _scored(s):
+        text = f"SpecScore {o['specscore']:.3f}" if o.get("specscore") is not None else (o.get("reason") or s["status"])
+    else:
+        text = f"{s['status']}: {launch.why(s)}"
+    tries = s.get("attempts") or []
+    if len(tries) > 1:
+        text += (
+            f" (attempt {len(tries)} of {len(tries)}; earlier: "
+            + "; ".join(f"{a['evaluation_id']} {a['status']}: {a['why'][:160]}" for a in tries[:-1])
+            + ")"
+        )
+    return text
 
 
 def _ensure_pools(task_id: str, home, step) -> None:
-    from speculator_arena.dagster_project import launch
+    from speculator_arena.assets import launch
     from speculator_arena.pools.api import PoolNotBuilt, load_pool
 
     try:
@@ -188,7 +239,7 @@ def _ensure_pools(task_id: str, home, step) -> None:
 
 
 def _pools_build(args) -> int:
-    from speculator_arena.dagster_project import launch
+    from speculator_arena.assets import launch
     from speculator_arena.pools.layout import data_card_dir, pool_root, split_folder
     from speculator_arena.pools.settings import operator_key
 
@@ -262,7 +313,7 @@ def _queue_list(args) -> int:
 def _queue_work(args) -> int:
     import time
 
-    from speculator_arena.dagster_project import launch
+    from speculator_arena.assets import launch
 
     while True:
         ran = launch.work_queue_once(say=lambda m: print(m, file=sys.stderr, flush=True))
@@ -277,13 +328,13 @@ def _queue_work(args) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     """`arena calibrate`: a task's calibration (protocol section 10) through the calibration assets;
     it resumes, reusing runs already stored under the candidate's evaluation ids."""
+    from speculator_arena.assets import launch
     from speculator_arena.calibration.calibrate import (
         CalibrationOptions,
         resolve_versions,
     )
     from speculator_arena.calibration.candidate import candidate_dir, load_evidence
     from speculator_arena.calibration.evidence import value_table
-    from speculator_arena.dagster_project import launch
     from speculator_arena.protocol import load_protocol
     from speculator_arena.warehouse import Warehouse
 
@@ -311,7 +362,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         "target": args.target,
         "adopt": adopt,
     }
-    launch.calibrate(args.task, config, wh.home)
+    launch.calibrate(args.task, config, wh.home, backend=args.backend)
     ev = load_evidence(wh.home, args.task, opts.candidate_version)
     d = candidate_dir(wh.home, args.task, opts.candidate_version)
     print(f"protocol candidate v{ev['candidate_version']} of {args.task} (runs under v{ev['base_version']}): {d}")

@@ -41,6 +41,7 @@ class _Snapshot:
     cpu: object  # psutil's system-wide cpu_times
     procs: dict[int, tuple[float, int, float, float]]  # pid -> (create_time, ppid, self cpu, reaped children cpu)
     own: set[int]
+    names: dict[int, str] = field(default_factory=dict)  # pid -> process name
 
 
 def _own_tree(procs: dict, root: int, extra: set[int]) -> set[int]:
@@ -58,8 +59,8 @@ def _own_tree(procs: dict, root: int, extra: set[int]) -> set[int]:
 
 
 def snapshot(root_pid: int, extra_pids=()) -> _Snapshot:
-    procs = {}
-    for p in psutil.process_iter(["ppid", "create_time", "cpu_times"]):
+    procs, names = {}, {}
+    for p in psutil.process_iter(["ppid", "create_time", "cpu_times", "name"]):
         info = p.info
         ct = info.get("cpu_times")
         if ct is None or info.get("create_time") is None:
@@ -70,7 +71,8 @@ def snapshot(root_pid: int, extra_pids=()) -> _Snapshot:
             ct.user + ct.system,
             getattr(ct, "children_user", 0.0) + getattr(ct, "children_system", 0.0),
         )
-    return _Snapshot(time.time(), psutil.cpu_times(), procs, _own_tree(procs, root_pid, set(extra_pids)))
+        names[p.pid] = info.get("name") or "?"
+    return _Snapshot(time.time(), psutil.cpu_times(), procs, _own_tree(procs, root_pid, set(extra_pids)), names)
 
 
 def own_cpu_between(a: _Snapshot, b: _Snapshot) -> float:
@@ -89,10 +91,41 @@ def own_cpu_between(a: _Snapshot, b: _Snapshot) -> float:
     return used
 
 
+TOP_FOREIGN = 3  # the busiest foreign processes an interval names (what the operator must stop)
+
+
+def foreign_top(a: _Snapshot, b: _Snapshot) -> list[dict]:
+    """The foreign processes that used the most CPU between two snapshots: pid, name, seconds."""
+    used = []
+    for pid, (create, _, cpu, _) in b.procs.items():
+        if pid in b.own:
+            continue
+        prev = a.procs.get(pid)
+        secs = cpu - prev[2] if prev is not None and prev[0] == create else cpu
+        if secs > 0:
+            used.append({"pid": pid, "name": b.names.get(pid, "?"), "cpu_seconds": round(secs, 3)})
+    return sorted(used, key=lambda u: -u["cpu_seconds"])[:TOP_FOREIGN]
+
+
+def busiest(rows: list[dict]) -> str:
+    """The foreign processes busiest over a pass's intervals, as one clause ('' when none):
+    what a contended pass's reason names, so that the operator knows what to stop."""
+    secs = sum((r["ended_at"] - r["started_at"]) for r in rows if r.get("error") is None)
+    by: dict[tuple[int, str], float] = {}
+    for r in rows:
+        for u in json.loads(r.get("foreign_top") or "[]"):
+            by[(u["pid"], u["name"])] = by.get((u["pid"], u["name"]), 0.0) + u["cpu_seconds"]
+    top = sorted(by.items(), key=lambda kv: -kv[1])[:TOP_FOREIGN]
+    if not top or secs <= 0:
+        return ""
+    return "busiest outside the arena: " + ", ".join(f"{n} (pid {p}) {s / secs:.2f} of a core" for (p, n), s in top)
+
+
 def interval_row(a: _Snapshot, b: _Snapshot) -> dict:
     cpu = _busy(b.cpu) - _busy(a.cpu)
     own = own_cpu_between(a, b)
     return {
+        "foreign_top": json.dumps(foreign_top(a, b)),
         "started_at": a.at,
         "ended_at": b.at,
         "cpu_seconds": cpu,

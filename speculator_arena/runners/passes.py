@@ -23,7 +23,7 @@ from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.rules.contention import pass_rows_contended
 from speculator_arena.rules.counted import counted_row
 from speculator_arena.rules.window import WindowRule
-from speculator_arena.runners.contention import ContentionSampler
+from speculator_arena.runners.contention import ContentionSampler, busiest
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure
 from speculator_arena.runners.lifecycle import EngineRun
 from speculator_arena.runners.memory import MemorySampler
@@ -217,4 +217,5 @@ class TimedPasses:
         why = pass_rows_contended(host, t.contention) if t.contention is not None else None
         if why:
             self.stop_engine(er, record=True)
-            raise ArenaVoid(f"host contended ({engine} {pass_id}: {why})")
+            busy = busiest(host)
+            raise ArenaVoid(f"host contended ({engine} {pass_id}: {why}{'; ' + busy if busy else ''})")

@@ -62,7 +62,11 @@ class ProbePhase:
         self.write("probe_scored", rows_s)
         self.stop_engine(er, record=True)
         limit = self.task.gates.answering.max_unanswered_share
-        for check, rows in (("greedy agreement", rows_g), ("target fidelity", rows_f), ("likelihood scoring", rows_s)):
+        # The likelihood scoring of the candidate's replies is the candidate's (its text is what
+        # differs: an empty or unscorable reply is its failure, scored by the scorer's answering
+        # gate); only the stock engine's scoring of its own replies can void (SCORING.md "Outcomes").
+        own = [r for r in rows_s if r["reply_engine"] == "stock"]
+        for check, rows in (("greedy agreement", rows_g), ("target fidelity", rows_f), ("likelihood scoring", own)):
             if over_limit(sum(not r["answered"] for r in rows), len(rows), limit)[0]:
                 return False, f"stock engine left more than {limit:.0%} of the {check} probes unanswered"
         if not self._idle_ok:

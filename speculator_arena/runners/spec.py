@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from speculator_arena.protocol import load_protocol
@@ -57,6 +57,10 @@ class EvaluationSpec:
     @classmethod
     def from_json(cls, text: str) -> EvaluationSpec:
         return cls(**json.loads(text))
+
+    def again(self) -> EvaluationSpec:
+        """The same evaluation asked again under a fresh id (a contended run made again)."""
+        return replace(self, evaluation_id=new_evaluation_id(self.task_id))
 
 
 def new_evaluation_id(task_id: str) -> str:

@@ -155,6 +155,7 @@ CONTENTION = pa.schema(
         ("gpu_utilization", F64),  # percent, device-wide; null without a device
         ("throttle_reasons", I64),  # NVML clocks-event reasons bitmask; null without a device
         ("error", STR),  # a failed read: the interval judges nothing and says why
+        ("foreign_top", STR),  # JSON list of the busiest foreign processes: pid, name, cpu_seconds
     ]
 )
 

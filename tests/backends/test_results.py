@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from synthetic import write_synthetic_evaluation
 
 from speculator_arena.backends.kubernetes.results import (
     MANIFEST,
@@ -24,7 +25,6 @@ from speculator_arena.runners.status import write_status
 from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 EID = "local-smollm2-k8s-1"
 

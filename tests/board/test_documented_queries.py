@@ -12,11 +12,11 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 import pytest
+from synthetic import write_synthetic_evaluation
 
 from speculator_arena.board import acceptance, curves, goodput, shown
 from speculator_arena.warehouse import Warehouse, analysts
 from speculator_arena.warehouse.schema import TABLES
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "warehouse.md"
 HIDDEN = ("HIDDEN-METRIC-NAME-4e1", "HIDDEN-LABEL-9c2", "HIDDEN-LABEL-77d")

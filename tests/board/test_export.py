@@ -11,13 +11,13 @@ import independent_shown as ind
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from synthetic import write_synthetic_evaluation
 
 from speculator_arena.board.data import board_sql, scoped_connection
 from speculator_arena.board.export import ExportRefused, requests_parquet
 from speculator_arena.protocol import load_protocol
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.analysts import ALLOWLIST
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 SLACK = load_protocol().count_slack_tokens
 ADDED = {"counted", "family", "app"}  # beside the request columns: derived, or the sessions rows'

@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from synthetic import write_synthetic_evaluation
 
 import speculator_arena
 from speculator_arena.warehouse import Warehouse
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 BOARD = Path(speculator_arena.__file__).resolve().parent / "board"
 TASK = "local-smollm2"

@@ -13,12 +13,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 import yaml
+from synthetic import POSITION_SHARES, write_synthetic_evaluation
 
 from speculator_arena.board import acceptance, curves, goodput, shown
 from speculator_arena.protocol import load_protocol
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.schema import TABLES
-from speculator_arena.warehouse.synthetic import POSITION_SHARES, write_synthetic_evaluation
 
 SLACK = load_protocol().count_slack_tokens
 WORKLOADS = ("solo", "team", "busy")

@@ -49,7 +49,7 @@ def calibrated(tmp_path_factory):
 
 
 def _calibrate(home, monkeypatch) -> dict:
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
+    from synthetic import write_synthetic_evaluation
 
     monkeypatch.setenv("ARENA_HOME", str(home))
     monkeypatch.delenv("ARENA_PROTOCOL_DIR", raising=False)

@@ -101,7 +101,7 @@ SYNTHETIC = [
 
 
 def write_synthetic(home: Path, entries=SYNTHETIC) -> Warehouse:
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
+    from synthetic import write_synthetic_evaluation
 
     wh = Warehouse(home)
     for eid, kw in entries:

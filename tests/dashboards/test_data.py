@@ -167,8 +167,9 @@ def test_formatting_is_what_the_tests_expect():
 
 
 def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
+    from synthetic import write_synthetic_evaluation
+
     from speculator_arena.board.memo import BoardMemo
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     from .conftest import SYNTHETIC, write_synthetic
 

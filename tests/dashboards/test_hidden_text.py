@@ -99,7 +99,7 @@ def _plant(wh: Warehouse, eid: str, log: str, error: str, reply: str | None, pro
 
 @pytest.fixture(scope="module")
 def planted_home(tmp_path_factory):
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
+    from synthetic import write_synthetic_evaluation
 
     home = tmp_path_factory.mktemp("board-hidden") / "arena_home"
     wh = Warehouse(home)

@@ -282,8 +282,9 @@ def test_data_card_page_shows_the_public_card_only(app, tmp_path):
 
 
 def test_board_caches_reads_but_sees_new_evaluations_after_refresh(app, tmp_path):
+    from synthetic import write_synthetic_evaluation
+
     from speculator_arena.warehouse import Warehouse
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     home = tmp_path / "growing"
     wh = Warehouse(home)

@@ -131,9 +131,10 @@ def test_quota_exhausted_and_void_refund(front):
     r = front.post(submission(split="test"), token=token)
     assert r.status_code == 201, r.text
     # a `measured` evaluation the scorer ends void (a contended pass) refunds its slot too
+    from synthetic import write_synthetic_evaluation
+
     from speculator_arena.scoring.registry import score_and_record
     from speculator_arena.warehouse import Warehouse
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     assert front.post(submission(split="test"), token=token).status_code == 429
     eid = r.json()["evaluation_id"]

@@ -253,10 +253,11 @@ def test_aa_check_not_calibrated_and_not_measured():
 def test_board_json_carries_intervals_ranks_and_the_aa_flag(tmp_path):
     """Through the real parts: synthetic evaluations written to a warehouse, scored, served as
     `GET /api/board`'s JSON (board/json_rows.py)."""
+    from synthetic import write_synthetic_evaluation
+
     from speculator_arena.board.json_rows import board_json
     from speculator_arena.board.memo import BoardMemo
     from speculator_arena.warehouse import Warehouse
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     wh = Warehouse(tmp_path / "home")
     for i, (eid, sp, ref) in enumerate(

@@ -3,13 +3,13 @@
 import numpy as np
 import pyarrow as pa
 from scoring_hand import write_hand_pass
+from synthetic import write_synthetic_evaluation
 from test_sql_speeds import LANES
 
 from speculator_arena.scoring.busy import busy_windows
 from speculator_arena.scoring.busy_scan import busy_windows_from_parquet
 from speculator_arena.scoring.connection import open_connection, sql_text
 from speculator_arena.scoring.rows import busy_windows_on
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 KEY = ["evaluation_id", "pass_id", "engine"]
 

@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pyarrow as pa
 import pytest
+from synthetic import write_synthetic_evaluation
 
 from speculator_arena.board.ranking import board_rows
 from speculator_arena.rules.counted import counted
 from speculator_arena.scoring import score_warehouse
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 
 def one(scores, eid):

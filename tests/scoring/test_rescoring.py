@@ -5,6 +5,7 @@ import json
 import pandas as pd
 import pytest
 import yaml
+from synthetic import write_synthetic_evaluation
 
 from speculator_arena.cli import main
 from speculator_arena.protocol import load_protocol
@@ -12,7 +13,6 @@ from speculator_arena.protocol.model import _versions_dirs
 from speculator_arena.scoring import score_warehouse
 from speculator_arena.scoring.registry import ProtocolChangedError, score_and_record, scores_dir
 from speculator_arena.warehouse import Warehouse
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 SHIPPED = load_protocol().version  # the latest shipped version
 NEXT = SHIPPED + 1

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
+from synthetic import write_synthetic_evaluation
 
 from speculator_arena.board.ranking import board_rows
 from speculator_arena.board.text import board_text
 from speculator_arena.scoring import score_warehouse
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 
 def one(scores, eid):

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from synthetic import write_synthetic_evaluation
 
 import speculator_arena.scoring as scoring_package
 from speculator_arena.protocol import load_protocol
 from speculator_arena.scoring.assemble import assemble
 from speculator_arena.scoring.limits import protocol_limits
 from speculator_arena.scoring.rows import ScoringRows, read_rows
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 SCORING = Path(scoring_package.__file__).resolve().parent
 # A statement as this codebase writes one: an upper-case keyword first, then a clause (FROM, AS,

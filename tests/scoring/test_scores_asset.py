@@ -1,10 +1,10 @@
 import dagster as dg
+from synthetic import write_synthetic_evaluation
 
 from speculator_arena.assets.resources import default_resources
 from speculator_arena.assets.scores import scores
 from speculator_arena.scoring.registry import scores_dir
 from speculator_arena.warehouse import Warehouse
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 
 def test_scores_asset_materializes_a_protocol_partition(tmp_path):

@@ -86,9 +86,10 @@ def test_failure_rule_both_sides(wh, n, cand_fail, zeroed):
 
 
 def test_numpy_busy_window_equals_the_sql_view(wh):
+    from synthetic import write_synthetic_evaluation
+
     from speculator_arena.scoring.busy import busy_windows
     from speculator_arena.scoring.connection import sql_text
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     write_hand_pass(wh, "h", "team-0", "stock", 2, LANES)
     write_synthetic_evaluation(wh, "s1", seed=5)
@@ -109,10 +110,10 @@ def test_numpy_busy_window_equals_the_sql_view(wh):
 
 def test_numpy_busy_window_does_not_depend_on_row_order(wh):
     import numpy as np
+    from synthetic import write_synthetic_evaluation
 
     from speculator_arena.scoring.busy import busy_windows
     from speculator_arena.scoring.connection import sql_text
-    from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
     write_synthetic_evaluation(wh, "s1", seed=7)
     con = wh.connect(read_only=True)

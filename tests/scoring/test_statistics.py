@@ -2,9 +2,9 @@ import math
 
 import numpy as np
 import pytest
+from synthetic import busy_window
 
 from speculator_arena.scoring.statistics import (
-    busy_window,
     cluster_ratio,
     cluster_ratio_direct,
     percentile,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import duckdb
 import pytest
+from synthetic import write_synthetic_evaluation
 
 from speculator_arena.cli import main
 from speculator_arena.warehouse import Warehouse, analysts
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ import time
 import dagster as dg
 import pandas as pd
 import pytest
+from synthetic import ATTACKS, write_synthetic_evaluation
 
 from speculator_arena.rules.status import FINAL
 from speculator_arena.scoring import score_warehouse
 from speculator_arena.warehouse import Warehouse, catalog, packs
-from speculator_arena.warehouse.synthetic import ATTACKS, write_synthetic_evaluation
 
 
 def _settle():

@@ -1,10 +1,10 @@
 import pytest
+from synthetic import write_synthetic_evaluation, write_synthetic_warehouse
 
 from speculator_arena.protocol import load_protocol
 from speculator_arena.scoring.connection import sql_text
 from speculator_arena.warehouse import TABLES, Warehouse
 from speculator_arena.warehouse.store import macro_statements, sql_statements
-from speculator_arena.warehouse.synthetic import write_synthetic_evaluation, write_synthetic_warehouse
 
 
 def test_synthetic_protocol_scale_writes_every_table_at_protocol_size(tmp_path):

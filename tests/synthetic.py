@@ -589,3 +589,27 @@ def write_synthetic_warehouse(
             el = time.monotonic() - t_start
             print(f"  synthetic: {i + 1}/{n_evaluations} evaluations written ({el:.0f} s)", file=sys.stderr, flush=True)
     return ids
+
+
+def busy_window(intervals, lanes, chunks=()):
+    """Reference implementation of the busy window (SCORING.md), a plain event sweep: what the
+    scorer's numpy kernel is checked against, in the tests and the scoring benchmark's plain loop.
+
+    `intervals`: (start, end) per request, closed. `chunks`: (time, tokens) of counted requests.
+    Returns (window seconds, tokens whose chunk arrived inside the window).
+    """
+    events = (
+        [(s, 0, 1, 0) for s, _ in intervals] + [(e, 2, -1, 0) for _, e in intervals] + [(t, 1, 0, k) for t, k in chunks]
+    )
+    events.sort(key=lambda e: (e[0], e[1]))
+    in_flight = 0
+    seconds = 0.0
+    tokens = 0
+    for i, (t, _, delta, k) in enumerate(events):
+        in_flight += delta
+        if in_flight >= lanes:
+            if delta == 0:
+                tokens += k
+            if i + 1 < len(events):
+                seconds += events[i + 1][0] - t
+    return seconds, tokens

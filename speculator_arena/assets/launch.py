@@ -2,14 +2,19 @@
 in-process on the Dagster instance of an ARENA_HOME, so `DAGSTER_HOME=$ARENA_HOME/dagster
 dagster dev` shows every run they made.
 
-They live with the Dagster definitions because they are the only code that calls Dagster to
-run assets; the domains below (runners, pools, scoring) never import this module or the assets.
+They live with the assets because they are the only code that calls Dagster to run them, and
+the calibration's asset launches its evaluations through them; the domains below (runners,
+pools, scoring) never import this module or the assets.
 
-The path of one evaluation, each module calling the next:
-`cli` -> `dagster_project/commands.py` (arguments -> one `EvaluationSpec`) -> `run_evaluation` here
-(queued row, then the asset) -> `assets/evaluations.py` (the spec, as it was built) ->
-`backends/` (local or kubernetes) -> `runners/harness.py` (passes, probes, raw rows) -> the
-warehouse; then `score` here -> `assets/scores.py` -> `scoring/` -> the board's rows.
+One door for every evaluation: `evaluate(spec, home)`. Whoever starts one (`arena evaluate`,
+`arena demo`, the queue worker, a calibration) builds its spec with its source's builder
+(runners/spec.py) and calls `evaluate`, which refuses bad input before anything is stored, adds
+the partition, materializes the `evaluation` asset (the harness queues the evaluation as its
+first step, then runs it on the chosen backend; the asset scores it once as it lands and checks
+its rows), then the analysts' database downstream of it. The path of one evaluation, each module
+calling the next: `cli` -> `dagster_project/commands.py` (arguments -> spec) -> `evaluate` here ->
+`assets/evaluations.py` -> `backends/` -> `runners/harness.py` -> the warehouse; `score` here ->
+`assets/scores.py` -> `scoring/` -> the board's rows.
 """
 
 from __future__ import annotations
@@ -78,27 +83,88 @@ def dagster_instance(home) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(d))
 
 
-def run_evaluation(spec, home, backend: str = "", progress=None) -> dict:
-    """Queue the evaluation (its row says `queued` before anything starts), materialize its
-    partition, return its summary (the one the asset computed)."""
-    from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, run_config
+def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_contended: int = 0) -> dict:
+    """The one door: run one evaluation through its asset and return its summary (status, reasons,
+    row counts, `outcome`: the scorer's verdict as it landed), then refresh the analysts'
+    database downstream of it.
+
+    `rerun_contended`: how many times an evaluation voided because the host was contended is made
+    again under a fresh evaluation id (SCORING.md "Host contention": the operator re-runs it; the
+    void one stays stored, refunded). The summary of the last attempt is returned, with
+    `attempts`, every attempt's id and how it ended."""
     from speculator_arena.backends import preflight
     from speculator_arena.runners import queued
 
-    preflight(backend, spec, home)
-    queued.preflight(spec, home)  # the harness queues it first thing; a refusal stores nothing
+    attempts = []
+    while True:
+        preflight(backend, spec, home)
+        queued.preflight(spec, home)  # the harness queues it first thing; a refusal stores nothing
+        summary = _materialize_evaluation(spec, home, backend, tags)
+        attempts.append(summary)
+        if rerun_contended <= 0 or not contended(summary):
+            break
+        rerun_contended -= 1
+        if progress:
+            progress(f"[evaluate {spec.evaluation_id}] void, host contended: {why(summary)}; making it again")
+        spec = spec.again()
+    refresh_analysts(home)
+    summary["attempts"] = [
+        {"evaluation_id": a["evaluation_id"], "status": a["status"], "why": why(a)} for a in attempts
+    ]
+    return summary
+
+
+def contended(summary: dict) -> bool:
+    """Whether an evaluation ended void because the host was contended (the runner's stop, or the
+    scorer's judgment of its stored passes)."""
+    outcome = summary.get("outcome") or {}
+    runner = summary.get("status") == "void" and "host contended" in why(summary)
+    scorer = bool(outcome.get("void")) and "host contended" in (outcome.get("reason") or "")
+    return runner or scorer
+
+
+def why(summary: dict) -> str:
+    """An evaluation's reason in one line: the runner's, else the scorer's."""
+    return (
+        summary.get("void_reason")
+        or summary.get("failure_reason")
+        or (summary.get("outcome") or {}).get("reason")
+        or ""
+    )
+
+
+def _materialize_evaluation(spec, home, backend: str, tags) -> dict:
+    from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, run_config
+
     instance = dagster_instance(home)
     instance.add_dynamic_partitions(evaluation_partitions.name, [spec.evaluation_id])
     result = materialize(
         [evaluation],
         partition_key=spec.evaluation_id,
         instance=instance,
+        tags=tags,
         run_config={**run_config(spec), **quiet()},
         resources=default_resources(home, backend),
         raise_on_error=True,
     )
     (event,) = result.asset_materializations_for_node("evaluation")
     return event.metadata["summary"].value
+
+
+def refresh_analysts(home) -> None:
+    """Materialize the analysts' database, downstream of the evaluations: a failure is a warning
+    (the file is a rebuildable copy; `arena warehouse analysts` catches up), never the evaluation's."""
+    from speculator_arena.assets.analysts import analysts_db
+
+    result = materialize(
+        [analysts_db],
+        instance=dagster_instance(home),
+        resources=default_resources(home),
+        run_config=quiet(),
+        raise_on_error=False,
+    )
+    if not result.success:
+        print(f"[analysts] not refreshed ({_failure(result)}); run `arena warehouse analysts`", file=sys.stderr)
 
 
 def score(home, version: int | None = None):
@@ -188,40 +254,31 @@ def _failure(res) -> str:
 
 
 def work_queue_once(home=None, say=print) -> str | None:
-    """`arena queue work`: the `submission_queue` sensor ticked in-process and the run it requests
-    executed here, on the ARENA_HOME instance (for a machine without the Dagster daemon, and tests).
-    Returns the evaluation id run, or None."""
-    from speculator_arena.assets.evaluations import evaluation
+    """`arena queue work`: the `submission_queue` sensor ticked in-process and the evaluation it
+    requests run here through `evaluate`, on the ARENA_HOME instance (for a machine without the
+    Dagster daemon, and tests). Returns the evaluation id run, or None."""
     from speculator_arena.assets.submissions import submission_queue
+    from speculator_arena.runners.spec import EvaluationSpec
 
     home = settings.arena_home(home)
-    instance = dagster_instance(home)
-    resources = default_resources(home)
-    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+    with dg.build_sensor_context(instance=dagster_instance(home), resources=default_resources(home)) as context:
         result = submission_queue(context)
     if not isinstance(result, dg.SensorResult) or not result.run_requests:
         say(f"queue: {getattr(result, 'skip_message', result)}")
         return None
-    for req in result.dynamic_partitions_requests:
-        instance.add_dynamic_partitions(req.partitions_def_name, list(req.partition_keys))
     request = result.run_requests[0]
+    spec = EvaluationSpec.from_json(request.run_config["ops"]["evaluation"]["config"]["spec"])
     say(f"queue: evaluating {request.partition_key} (submission {request.tags['arena/submission']})")
-    res = materialize(
-        [evaluation],
-        partition_key=request.partition_key,
-        instance=instance,
-        tags=request.tags,
-        run_config={**request.run_config, **quiet()},
-        resources=resources,
-        raise_on_error=False,
-    )
-    if not res.success:
-        say(f"queue: {request.partition_key} failed: {_failure(res)}")
+    try:
+        evaluate(spec, home, tags=request.tags)
+    except Exception as exc:  # noqa: BLE001 - one submission's failure is reported; the worker goes on
+        say(f"queue: {request.partition_key} failed: {type(exc).__name__}: {str(exc)[:300]}")
     return request.partition_key
 
 
-def calibrate(task_id: str, config: dict, home) -> dg.ExecuteInProcessResult:
-    """Materialize the three calibration assets of one task (what `arena calibrate` runs)."""
+def calibrate(task_id: str, config: dict, home, backend: str = "") -> dg.ExecuteInProcessResult:
+    """Materialize the three calibration assets of one task (what `arena calibrate` runs); its
+    evaluations run on `backend` (local or kubernetes), each through `evaluate`."""
     from speculator_arena.assets.calibration import calibration_fit, calibration_runs, protocol_candidate
 
     ops = {name: {"config": config} for name in ("calibration_runs", "calibration_fit", "protocol_candidate")}
@@ -230,6 +287,6 @@ def calibrate(task_id: str, config: dict, home) -> dg.ExecuteInProcessResult:
         partition_key=task_id,
         instance=dagster_instance(home),
         run_config={"ops": ops, **quiet()},
-        resources=default_resources(home),
+        resources=default_resources(home, backend),
         raise_on_error=True,
     )

@@ -1,0 +1,152 @@
+"""One door for every evaluation (issue 19; assets/launch.evaluate): a calibration's run is an
+`evaluation` partition of the Dagster instance like any other, and `arena demo` re-runs an
+evaluation the host's other work voided, then says what was busy and exits non-zero (issue 21).
+
+The engines are the stdlib stand-in (tests/runners/sse_engine.py) under the stand-in's short
+profile, staged as the local task's references, so each evaluation takes seconds; the pools are
+the session's real build (`built_home`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import dagster as dg
+import pytest
+import yaml
+from ci_profile import stage_ci_protocol
+from stand_in import FAST, make_engine
+
+from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
+from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse.evaluations import current_row, statuses
+
+TASK = "local-smollm2"
+
+
+def _stage(root, engines) -> int:
+    """The stand-in's short profile with the local task's references served by stand-in engine
+    directories, and the shipped foreign-CPU limit whatever a developer's machine allows."""
+    refs = [
+        {"name": "dev-stock", "kind": "none", "engine": str(engines / "stock")},
+        {"name": "dev-ngram-4", "kind": "ngram", "engine": str(engines / "ngram")},
+    ]
+    version = stage_ci_protocol(root, **FAST, references=refs)
+    path = root / f"v{version}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["contention"]["max_foreign_cpu_share"] = 0.25
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return version
+
+
+@pytest.fixture(scope="module")
+def staged(built_home, tmp_path_factory):
+    root = tmp_path_factory.mktemp("door")
+    for name in ("stock", "ngram"):
+        make_engine(root / "engines", name)
+    _stage(root / "protocol", root / "engines")
+    return {"root": root, "protocol": root / "protocol"}
+
+
+def _home(built_home, dest):
+    """A fresh ARENA_HOME with the session's pools (the served pool is a link into its builds)."""
+    dest.mkdir(parents=True)
+    shutil.copytree(built_home["home"] / "pools", dest / "pools", symlinks=True)
+    return dest
+
+
+def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_path, monkeypatch):
+    """calibration_runs launches each planned run through the one door: the run lands as a
+    materialized `evaluation` partition (with its checks), under the calibration's account."""
+    from synthetic import write_synthetic_evaluation
+
+    from speculator_arena.assets import launch
+    from speculator_arena.calibration.plan import plan
+
+    home = _home(built_home, tmp_path / "arena_home")
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged["protocol"]))
+    monkeypatch.setenv("ARENA_HOME", str(home))
+    base = load_protocol().version
+    p = plan(TASK, base, None, 4, False, ())
+    wh = Warehouse(home)
+    run = p.runs[0]
+    adopt = {}
+    for r in p.runs[1:]:  # every other run stored already (synthetic): only the first is launched
+        eid = f"stored-{r.name}"
+        write_synthetic_evaluation(wh, eid, task_id=TASK, account_id=CALIBRATION_ACCOUNT, label=r.name)
+        adopt[r.name] = eid
+    config = {
+        "candidate_version": p.candidate_version,
+        "base_version": base,
+        "aa_runs": 4,
+        "controls": "no",
+        "fit": False,
+        "target": str(built_home["target"]),
+        "adopt": adopt,
+    }
+    from speculator_arena.assets.calibration import calibration_runs
+
+    launch.materialize(
+        [calibration_runs],
+        partition_key=TASK,
+        instance=launch.dagster_instance(home),
+        run_config={"ops": {"calibration_runs": {"config": config}}, **launch.quiet()},
+        resources=launch.default_resources(home),
+    )
+    eid = run.evaluation_id(TASK, p.candidate_version)
+    instance = launch.dagster_instance(home)
+    assert eid in instance.get_dynamic_partitions("evaluations")
+    event = instance.get_latest_materialization_event(dg.AssetKey("evaluation"))
+    assert event is not None and event.dagster_event.partition == eid
+    meta = event.asset_materialization.metadata
+    assert meta["status"].value == "measured" and meta["summary"].value["evaluation_id"] == eid
+    row = current_row(wh, eid)
+    assert row["account_id"] == CALIBRATION_ACCOUNT and row["status"] == "measured"
+    for check in ("raw_rows_complete", "gate_inputs_present"):  # the partition's checks ran, and passed
+        (record,) = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(dg.AssetKey("evaluation"), check), limit=1
+        )
+        assert record.partition == eid and record.status.value == "SUCCEEDED", (check, record)
+    # the analysts' database is downstream of the evaluation: materialized after it
+    analysts = instance.get_latest_materialization_event(dg.AssetKey("analysts_db"))
+    assert analysts is not None and analysts.timestamp >= event.timestamp
+
+
+def test_the_demo_reruns_a_contended_evaluation_then_says_what_was_busy(built_home, staged, tmp_path):
+    home = _home(built_home, tmp_path / "arena_home")
+    env = {k: v for k, v in os.environ.items() if k not in ("ARENA_TEST_MAX_FOREIGN_CPU_SHARE", "DAGSTER_HOME")}
+    env.update(ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(staged["protocol"]))
+    cmd = [sys.executable, "-m", "speculator_arena.cli", "demo", "--home", str(home), "--only", "dev-ngram-4"]
+    # on a quiet machine it is measured, and the demo exits 0
+    quiet = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert "dev-ngram-4: SpecScore" in quiet.stderr and "NOT MEASURED" not in quiet.stderr
+    before = set(statuses(Warehouse(home)))
+    # beside a process that keeps a core busy, every attempt is void: three in all, then one line
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        busy = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert busy.returncode == 1, busy.stderr[-3000:]
+    made = {e: s for e, s in statuses(Warehouse(home)).items() if e not in before}
+    assert len(made) == 3 and set(made.values()) == {"void"}, made
+    lines = [ln for ln in busy.stderr.splitlines() if ln.startswith("[demo] dev-ngram-4: NOT MEASURED")]
+    assert len(lines) == 1, busy.stderr[-3000:]
+    line = lines[0]
+    assert "host contended" in line and "attempt 3 of 3" in line
+    assert f"(pid {hog.pid})" in line, line  # what was busy: the hog, named
+    assert "stop it" in busy.stderr and "run `arena demo` again" in busy.stderr
+    # the void attempts are stored as such (refunded), each with its reason
+    for e in made:
+        assert current_row(Warehouse(home), e)["void_reason"].startswith("host contended")
+    # and the demo's output is the arena's own progress only: no Dagster event lines
+    noise = [ln for ln in busy.stderr.splitlines() if " - dagster - " in ln or "DEBUG" in ln]
+    assert noise == [], noise[:5]
