@@ -30,12 +30,13 @@ from speculator_arena.assets.resources import default_resources
 from speculator_arena.diskspace import full_disk_text
 
 
-def quiet() -> dict:
+def quiet(level: str = "CRITICAL") -> dict:
     """Dagster's console logger in the launchers' runs: the harness prints its own progress, and
     a failure is the caller's one line (the CLI's; the queue worker prints the run's failure),
     so Dagster's step and run failures with their stack traces stay in the run's event log
-    (`dagster dev` shows them) and reach the terminal only with ARENA_DEBUG."""
-    level = "WARNING" if settings.flag("ARENA_DEBUG") else "CRITICAL"
+    (`dagster dev` shows them) and reach the terminal only with ARENA_DEBUG. Dagster's own events
+    are DEBUG; `level="INFO"` keeps the assets' progress lines (`context.log.info`) on the terminal."""
+    level = "DEBUG" if settings.flag("ARENA_DEBUG") else level
     return {"loggers": {"console": {"config": {"log_level": level}}}}
 
 
@@ -215,7 +216,7 @@ def build_pools(
         "sources": sources,
         "write_repo_data_card": write_repo_card,
     }
-    run_config = {"ops": {a.op.name: {"config": cfg} for a in POOL_ASSETS}}
+    run_config = {"ops": {a.op.name: {"config": cfg} for a in POOL_ASSETS}, **quiet("INFO")}
     builds = builds_dir(task, settings.arena_home(home or None))
     before = set(builds.iterdir()) if builds.is_dir() else set()
     try:

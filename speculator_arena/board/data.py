@@ -47,7 +47,7 @@ class BoardDataError(RuntimeError):
 
 def quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """No progress bar: DuckDB draws one on stdout for long scans, into the server's log."""
-    con.execute("SET enable_progress_bar = false")
+    con.execute(board_sql("quiet.sql"))
     return con
 
 

@@ -114,14 +114,29 @@ def publish(
     return record
 
 
+def _published_dirs(home=None) -> list[Path]:
+    """Where a version's publication record and evidence lie: this ARENA_HOME's published versions,
+    then the shipped ones (a version calibrated on the arena's machine and shipped with the code
+    carries its record and evidence beside its document)."""
+    from importlib import resources
+
+    return [published_versions_dir(home), Path(str(resources.files("speculator_arena.protocol") / "versions"))]
+
+
 def publication(version: int, home=None) -> dict | None:
-    """The publication record of a published version (None for shipped or staged versions)."""
-    p = published_versions_dir(home) / f"v{version}.published.json"
-    return json.loads(p.read_text(encoding="utf-8")) if p.exists() else None
+    """The publication record of a published or shipped-after-calibration version (None for
+    versions written by hand or staged)."""
+    for d in _published_dirs(home):
+        p = d / f"v{version}.published.json"
+        if p.exists():
+            return json.loads(p.read_text(encoding="utf-8"))
+    return None
 
 
 def published_evidence(version: int, home=None) -> tuple[dict, Path] | None:
     """The evidence published with a version and the folder of its plots (None when it has none)."""
-    d = published_versions_dir(home) / f"v{version}.evidence"
-    p = d / "evidence.json"
-    return (json.loads(p.read_text(encoding="utf-8")), d / "plots") if p.exists() else None
+    for d in _published_dirs(home):
+        p = d / f"v{version}.evidence" / "evidence.json"
+        if p.exists():
+            return json.loads(p.read_text(encoding="utf-8")), p.parent / "plots"
+    return None

@@ -6,10 +6,23 @@ offload line, which the rules of section 7 read), then serves until SIGTERM or S
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 import time
+
+
+def allocator_huge_pages() -> str:
+    """Back torch's large CPU tensors with transparent huge pages unless the operator said
+    otherwise (THP_MEM_ALLOC_ENABLE, read once when torch loads, so set before its import).
+
+    Why: on a 2-core machine the same requests ran 10-26% slower in some engine starts than in
+    others, and within one start after a while, with small pages (allocator page faults in the
+    decode loop); with huge pages the A/A spread between starts shrank (docs/benchmarks/aa_noise.md).
+    The runner passes the variable through to both engines alike (runners/engines.py)."""
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+    return "on" if os.environ["THP_MEM_ALLOC_ENABLE"] == "1" else "off"
 
 
 def main() -> int:
@@ -20,6 +33,7 @@ def main() -> int:
     except ConfigError as exc:
         print(f"[dev-engine] configuration error: {exc}", file=sys.stderr)
         return 2
+    huge_pages = allocator_huge_pages()
     import torch
     from transformers import AutoTokenizer
 
@@ -34,6 +48,7 @@ def main() -> int:
         torch.set_num_threads(cfg.threads)
     device = mr.pick_device(cfg.device)
     dtype = mr.pick_dtype(cfg.dtype, device)
+    mr.log(f"CPU: {torch.get_num_threads()} threads of {os.cpu_count()} cores; allocator huge pages {huge_pages}")
     mr.log(f"target {cfg.target}; tokenizer {cfg.tokenizer}; served as {cfg.served_name!r} on 127.0.0.1:{cfg.port}")
     tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
     model = mr.load_target(cfg.target, device, dtype)

@@ -17,6 +17,9 @@ Order, so that a refusal stores nothing and uses no quota:
    stored copies removed unless another submission names them).
 A server killed at any step leaves either no row or a whole one; staging leftovers and old
 unnamed sealed copies are removed when the API starts.
+
+About 400 lines, kept whole: the order above is the security argument, and one module shows it
+from the first check to the commit (the sandbox, the fetch worker and the store are their own).
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@ Why a model and not a dict: a typo in a limit's name must fail at load time, not
 score every evaluation with a default. Why per-task resolution: the public tasks share most
 values, while the embedded `local-smollm2` task overrides pass times and probe counts; code
 asks `protocol.task(task_id)` and never merges by hand.
+
+About 400 lines, kept whole: one pydantic class per section of the document, and the per-task
+view that resolves them; split, a reader would chase one version's fields through several files.
 """
 
 from __future__ import annotations

@@ -24,6 +24,18 @@ from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, free
 from speculator_arena.runners.spec import REPO
 from speculator_arena.runners.status import runs_dir
 
+# The machine's placement knobs an operator may set for both engines alike (the device, the CPU
+# threads, the CPU allocator's huge pages: THP_MEM_ALLOC_ENABLE=0 turns off what the development
+# engine turns on, docs/benchmarks/aa_noise.md); passed through unchanged and recorded in the
+# provenance, nothing else of the runner's environment reaches an engine.
+PLACEMENT_VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "LD_LIBRARY_PATH",
+    "NVIDIA_VISIBLE_DEVICES",
+    "THP_MEM_ALLOC_ENABLE",
+)
+
 
 class EngineSteps:
     def _env(self, gpu_util: float) -> dict[str, str]:
@@ -56,7 +68,7 @@ class EngineSteps:
         }
         if t.task.language_model_only:
             env["LANGUAGE_MODEL_ONLY"] = "1"
-        for k in ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES"):
+        for k in PLACEMENT_VARIABLES:
             if k in os.environ:
                 env[k] = os.environ[k]
         return env

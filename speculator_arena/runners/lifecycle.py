@@ -6,6 +6,9 @@ the arena's private directories (the warehouse, the hidden pool), and after a st
 process of that user can be killed and every shared-memory file it owns removed, so that
 leftovers cannot slow the stock engine (section 9). When the runner is not root it cannot
 switch users; the start is then recorded `unprivileged: false`, never hidden.
+
+About 400 lines, kept whole: start, health wait and stop share the process group, the user and
+the workspace of one `EngineRun`, and a stop must undo exactly what its start did.
 """
 
 from __future__ import annotations

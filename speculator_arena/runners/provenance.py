@@ -13,6 +13,7 @@ import os
 import socket
 from pathlib import Path
 
+from speculator_arena.runners.engines import PLACEMENT_VARIABLES
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.spec import REPO, EvaluationSpec, resolve_engine_path, stock_engine_of
 from speculator_arena.sealed.store import sealed_provenance
@@ -57,6 +58,11 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
         "code_commit": code_commit(),
         "runner_user": os.environ.get("USER") or str(os.geteuid()),
         "runner_is_root": os.geteuid() == 0,
+        "placement": {
+            "cpus": os.cpu_count(),
+            "runner_cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            "engine_variables": {k: os.environ[k] for k in PLACEMENT_VARIABLES if k in os.environ},
+        },
         "device": {
             "nvml": device.available,
             "reason": device.reason,

@@ -128,14 +128,16 @@ def _batch(t: pa.Table, passes: pa.Table, pass_index: dict):
     codes = enc.indices.fill_null(len(enc.dictionary)).to_numpy(zero_copy_only=False).astype(np.int64)
     rows = lookup[codes]
     keep = rows >= 0
-    ends = np.asarray(passes["ends_at"].to_numpy(zero_copy_only=False), dtype=float)
-    grace = np.asarray(passes["grace_ends_at"].to_numpy(zero_copy_only=False), dtype=float)
+    # per-pass values with one NaN sentinel at the end, which the dropped rows index (an
+    # evaluation that stopped in its warm-ups has requests and no pass at all)
+    ends = np.append(np.asarray(passes["ends_at"].to_numpy(zero_copy_only=False), dtype=float), np.nan)
+    grace = np.append(np.asarray(passes["grace_ends_at"].to_numpy(zero_copy_only=False), dtype=float), np.nan)
     lanes = passes["lanes"].to_numpy(zero_copy_only=False)
     sent = np.asarray(t["sent_at"].to_numpy(zero_copy_only=False), dtype=float)
     last = np.asarray(t["last_token_at"].to_numpy(zero_copy_only=False), dtype=float)
     ended = np.asarray(t["ended_at"].to_numpy(zero_copy_only=False), dtype=float)
-    safe = np.where(keep, rows, 0)
-    slack = np.asarray(passes["count_slack_tokens"].to_numpy(zero_copy_only=False), dtype=float)
+    safe = np.where(keep, rows, len(ends) - 1)
+    slack = np.append(np.asarray(passes["count_slack_tokens"].to_numpy(zero_copy_only=False), dtype=float), np.nan)
     counted = counted_rule(
         _definitely(t["done"]),
         _floats(t["output_tokens"]),

@@ -27,7 +27,7 @@ from pathlib import Path
 from speculator_arena import sqlfiles
 from speculator_arena.atomic import atomic_path
 from speculator_arena.warehouse.schema import TABLES
-from speculator_arena.warehouse.store import Warehouse, arena_home
+from speculator_arena.warehouse.store import Warehouse, arena_home, warehouse_sql
 
 FILE_NAME = "arena.duckdb"
 
@@ -193,8 +193,8 @@ class Refresh:
     seconds: float
 
 
-def _select(wh: Warehouse, table: str) -> str:
-    """The allowed columns of one raw table; DEV columns NULL unless the row's evaluation is
+def _copy(wh: Warehouse, table: str) -> str:
+    """The statement that copies the allowed columns of one raw table; DEV columns NULL unless the row's evaluation is
     a dev-split one (by the evaluations table, so a row of an unknown evaluation gets NULL)."""
     schema = TABLES[table]
     allowed = ALLOWLIST.get(table, {})
@@ -204,14 +204,11 @@ def _select(wh: Warehouse, table: str) -> str:
         if rule == ALL:
             cols.append(f'r."{f.name}"')
         elif rule == DEV:
-            cols.append(
-                f"CASE WHEN r.evaluation_id IN (SELECT evaluation_id FROM _dev_evaluations) "
-                f'THEN r."{f.name}" END AS "{f.name}"'
-            )
+            cols.append(warehouse_sql("analysts_dev_column.sql", column=f.name))
         elif rule in (KNOWN, POSITION):
             rule_sql = sqlfiles.read("speculator_arena.warehouse", f"{table}.{f.name}.sql", "sql/copied")
             cols.append(f'({rule_sql}) AS "{f.name}"')
-    return f"SELECT {', '.join(cols)} FROM ({wh.raw_select(table)}) AS r"
+    return warehouse_sql("analysts_copy_table.sql", table=table, columns=", ".join(cols), select=wh.raw_select(table))
 
 
 def column_rows() -> list[tuple[str, str, str]]:
@@ -237,22 +234,19 @@ def refresh(home: str | os.PathLike | None = None) -> Refresh:
     with atomic_path(path) as tmp:
         con = duckdb.connect(str(tmp))
         try:
-            con.execute(
-                "CREATE TEMPORARY TABLE _dev_evaluations AS SELECT DISTINCT evaluation_id "
-                f"FROM ({wh.raw_select('evaluations')}) WHERE split = 'dev'"
-            )
+            con.execute(warehouse_sql("analysts_dev_evaluations.sql", evaluations=wh.raw_select("evaluations")))
             for stmt in macro_statements():  # the copy rules of sql/copied/ call them
                 con.execute(stmt)
             for table in TABLES:
-                con.execute(f"CREATE TABLE raw_{table} AS {_select(wh, table)}")
-                rows[table] = con.execute(f"SELECT count(*) FROM raw_{table}").fetchone()[0]
-            withheld = con.execute("SELECT count(*) FROM raw_evaluations WHERE split <> 'dev'").fetchone()[0]
-            con.execute("CREATE TABLE analyst_columns (table_name VARCHAR, column_name VARCHAR, copied VARCHAR)")
-            con.executemany("INSERT INTO analyst_columns VALUES (?, ?, ?)", column_rows())
+                con.execute(_copy(wh, table))
+                rows[table] = con.execute(warehouse_sql("analysts_count.sql", table=table)).fetchone()[0]
+            withheld = con.execute(warehouse_sql("analysts_withheld.sql")).fetchone()[0]
+            con.execute(warehouse_sql("analysts_columns.sql"))
+            con.executemany(warehouse_sql("analysts_insert_column.sql"), column_rows())
             define_scoring_rules(con, load_protocol(), temporary=False)
             for stmt in sql_statements():
                 con.execute(stmt)
-            con.execute("CHECKPOINT")
+            con.execute(warehouse_sql("checkpoint.sql"))
         finally:
             con.close()
     return Refresh(path, rows, int(withheld), time.time() - t0)

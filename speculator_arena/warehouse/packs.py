@@ -171,17 +171,20 @@ def duck_select(con, home: str | os.PathLike, table: str, resolved: Resolved) ->
 
     schema = TABLES[table]
     cols = column_list(schema)
+    empty = empty_select(schema)
     selects = []
     for k, (pack, per) in enumerate(sorted(resolved.packed.items())):
         name = f"_pack_ids_{table}_{k}"
         con.register(name, pa.table({"evaluation_id": pa.array(sorted(per), pa.string())}))
-        selects.append(warehouse_sql("packed_rows.sql", columns=cols, path=quote(pack / f"{table}.parquet"), ids=name))
+        selects.append(
+            warehouse_sql("packed_rows.sql", columns=cols, empty=empty, path=quote(pack / f"{table}.parquet"), ids=name)
+        )
     files = [f for eid in resolved.unpacked for f in parts.part_files(home, table, eid)]
     if files:
         listed = "[" + ", ".join(quote(f) for f in files) + "]"
-        selects.append(warehouse_sql("raw_parts.sql", columns=cols, paths=listed))
+        selects.append(warehouse_sql("raw_parts.sql", columns=cols, empty=empty, paths=listed))
     if not selects:
-        return empty_select(schema)
+        return empty
     return " UNION ALL ".join(selects)
 
 

@@ -165,7 +165,9 @@ class Warehouse:
         schema = TABLES[table]
         root = self.raw / table
         if root.exists() and any(not f.name.startswith(".tmp-") for f in root.glob("*/*.parquet")):
-            return warehouse_sql("raw_parts.sql", columns=column_list(schema), paths=quote(self.glob(table)))
+            return warehouse_sql(
+                "raw_parts.sql", columns=column_list(schema), empty=empty_select(schema), paths=quote(self.glob(table))
+            )
         return empty_select(schema)
 
     def _define_views(self, con: duckdb.DuckDBPyConnection, *, temporary: bool) -> None:

@@ -59,7 +59,7 @@ def test_cli_protocol_json_is_the_document():
         [sys.executable, "-m", "speculator_arena.cli", "protocol", "--json"], capture_output=True, text=True, check=True
     ).stdout
     doc = json.loads(out)
-    assert doc["version"] == load_protocol().version == 2 and doc["count_slack_tokens"] == 4
+    assert doc["version"] == load_protocol().version == 3 and doc["count_slack_tokens"] == 4
     assert doc["tasks"]["qwen3-8b"]["revision"] == "b968826d9c46dd6066d109eabc6255188de91218"
     assert len(doc["digest"]) == 64
 
@@ -72,3 +72,17 @@ def test_v2_adds_the_counted_slack_and_contention_and_v1_keeps_neither():
     assert v2.contention.max_steal_share == 0.05
     assert v2.task("qwen3-8b").count_slack_tokens == 4 and v2.task("qwen3-8b").contention == v2.contention
     assert v1.gates.memory.max_sample_gap_seconds is None and v2.gates.memory.max_sample_gap_seconds > 0
+
+
+def test_v3_changes_only_the_embedded_tasks_passes():
+    """Issue 21: v3 gives local-smollm2 fewer, longer passes; every public task and rule is v2's."""
+    v2, v3 = load_protocol(2), load_protocol(3)
+    local2, local3 = v2.task("local-smollm2"), v3.task("local-smollm2")
+    assert (local2.task.passes_per_workload, local3.task.passes_per_workload) == (3, 2)
+    assert {w.pass_seconds for w in local3.task.workloads.values()} == {12}
+    d2, d3 = v2.model_dump(), v3.model_dump()
+    for k in ("version", "published", "notes"):
+        d2.pop(k), d3.pop(k)
+    for t in ("workloads", "passes_per_workload"):
+        d2["tasks"]["local-smollm2"].pop(t), d3["tasks"]["local-smollm2"].pop(t)
+    assert d2 == d3

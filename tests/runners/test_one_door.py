@@ -98,11 +98,12 @@ def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_pa
         run_config={"ops": {"calibration_runs": {"config": config}}, **launch.quiet()},
         resources=launch.default_resources(home),
     )
-    eid = run.evaluation_id(TASK, p.candidate_version)
+    planned = run.evaluation_id(TASK, p.candidate_version)
     instance = launch.dagster_instance(home)
-    assert eid in instance.get_dynamic_partitions("evaluations")
+    assert planned in instance.get_dynamic_partitions("evaluations")
     event = instance.get_latest_materialization_event(dg.AssetKey("evaluation"))
-    assert event is not None and event.dagster_event.partition == eid
+    eid = event.dagster_event.partition  # the planned id, or its re-run (-r1, -r2) when a contended machine voided it
+    assert eid in (planned, f"{planned}-r1", f"{planned}-r2")
     meta = event.asset_materialization.metadata
     assert meta["status"].value == "measured" and meta["summary"].value["evaluation_id"] == eid
     row = current_row(wh, eid)

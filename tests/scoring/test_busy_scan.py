@@ -125,7 +125,11 @@ def test_parquet_scan_equals_the_sql_view_and_the_numpy_path(wh):
     write_synthetic_evaluation(wh, "s2", seed=6, attack="failures")
     scan, view, numpy_path = _view_and_scan(wh)
     m = scan.merge(view, on=KEY, suffixes=("_scan", "_sql")).merge(numpy_path, on=KEY)
-    assert len(m) == len(view) == len(scan) == len(numpy_path) > 30
+    from speculator_arena.protocol import load_protocol
+
+    # s1 and s2, both engines, team and busy, every pass of the task's version (and the hand rows)
+    synthetic = 2 * 2 * 2 * load_protocol().task("local-smollm2").passes_per_workload
+    assert len(m) == len(view) == len(scan) == len(numpy_path) > synthetic
     assert (m.busy_tokens_scan == m.busy_tokens_sql).all()
     assert (m.busy_tokens_scan == m.busy_tokens).all()
     assert (m.busy_seconds_scan - m.busy_seconds_sql).abs().max() < 1e-9
@@ -263,3 +267,22 @@ def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit():
         r, c = groups == g, c_group == g
         assert (secs[g], tokens[g]) == _reference_window(sent[r], end[r], lanes[g], times[c], toks[c]), g
     assert secs.sum() > 0 and tokens.sum() > 0
+
+
+def test_requests_without_any_pass_row_are_scored_not_a_crash(tmp_path):
+    """An evaluation that stopped in its warm-ups has request rows and no pass row at all (the
+    session's real evaluation when its engine died in warmup-solo): the scan drops its requests
+    instead of indexing an empty pass table, and the scorer gives it an outcome with a reason."""
+    import shutil
+
+    from speculator_arena.scoring import score_warehouse
+    from speculator_arena.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path)
+    write_synthetic_evaluation(wh, "stopped")
+    write_synthetic_evaluation(wh, "whole")
+    shutil.rmtree(wh.raw / "passes" / "evaluation_id=stopped")
+    ev = score_warehouse(wh, evaluation_ids=["stopped"]).evaluations.set_index("evaluation_id")
+    assert score_warehouse(wh, evaluation_ids=["whole"]).evaluations.specscore.iloc[0] > 0
+    assert ev.loc["stopped", "specscore"] != ev.loc["stopped", "specscore"] or ev.loc["stopped", "specscore"] == 0
+    assert ev.loc["stopped", "specscore_reason"]

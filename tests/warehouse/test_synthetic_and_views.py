@@ -59,3 +59,31 @@ def test_only_numbered_sql_files_are_views():
     assert macros and all("CREATE OR REPLACE MACRO" in s for s in macros) and stmts[: len(macros)] == macros
     assert stmts[len(macros) :] and all("CREATE OR REPLACE VIEW" in s for s in stmts[len(macros) :])
     assert "$ids" in sql_text("pass_ratios.sql")
+
+
+def test_parts_written_before_a_column_was_added_read_it_as_null(tmp_path):
+    """A warehouse keeps parts written under an older schema (contention gained foreign_top):
+    the raw view, the packs and the scorer read them, the new column NULL, the rest unchanged."""
+    import pyarrow.parquet as pq
+
+    from speculator_arena.scoring import score_warehouse
+    from speculator_arena.warehouse.packs import pack
+
+    wh = Warehouse(tmp_path)
+    write_synthetic_evaluation(wh, "old")
+    write_synthetic_evaluation(wh, "new")
+    before = score_warehouse(wh).evaluations.set_index("evaluation_id").specscore
+    (part,) = (wh.raw / "contention" / "evaluation_id=old").glob("*.parquet")
+    t = pq.read_table(part)
+    pq.write_table(t.drop_columns(["foreign_top"]), part)
+    with wh.connect(read_only=True) as con:
+        rows = dict(
+            con.sql(
+                "SELECT evaluation_id, count(*) FILTER (WHERE foreign_top IS NULL) FROM raw_contention GROUP BY ALL"
+            ).fetchall()
+        )
+    assert rows["old"] == t.num_rows > 0
+    after = score_warehouse(wh).evaluations.set_index("evaluation_id").specscore
+    assert after.to_dict() == before.to_dict()
+    pack(wh.home)  # the packed copy of the old part reads the same
+    assert score_warehouse(wh).evaluations.set_index("evaluation_id").specscore.to_dict() == before.to_dict()

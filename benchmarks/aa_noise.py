@@ -1,0 +1,242 @@
+"""The A/A noise of the embedded task, before and after a fix, in one run (issue 21).
+
+    python3 benchmarks/aa_noise.py --home DIR [--runs 6] [--variants v2-small-pages,v3-huge-pages]
+
+Makes `--runs` A/A evaluations per variant (the task's `kind: none` reference against the stock
+engine, on the dev split, through the arena's one door, so each is an ordinary stored evaluation
+of the calibration account, id `aa-noise-<variant>-<k>`, adoptable by `arena calibrate --adopt`),
+alternating the variants' order from one round to the next (A B, B A, ...) so a slow drift of the
+machine falls on both alike. A run voided because the host was contended is made again (twice at
+most). Re-running the command reuses every stored measured run.
+
+Variants: `v2-small-pages`, as before the fix (protocol v2's passes, 3 of 5 s per workload, and
+THP_MEM_ALLOC_ENABLE=0: torch's CPU allocator on 4 KiB pages, set for both engines alike through
+the runner's placement variables) and `v3-huge-pages`, after it (v3's passes, 2 of 12 s, and huge
+pages, the development engine's default now).
+
+Prints, per variant: the A/A SpecScores, mean and max |1 - SpecScore|, the spread between engine
+starts (the standard deviation over evaluations of the log of the matched-request time ratio:
+the same request, seed and reply length served by the candidate's start and the stock's, so the
+prompts' mix cancels) and the composition noise (the standard deviation of the log pass ratios
+about their evaluation's matched ratio, with the requests a pass holds), and from these the
+SpecScore spread that longer passes would leave. Writes the figures to `<home>/aa_noise.json` and
+a plot to `<home>/aa_noise.png`. Run it on an idle machine: nothing else may use the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+# variant -> (protocol version, None: the latest; the runner's placement variables for both engines)
+VARIANTS = {
+    "v2-small-pages": (2, {"THP_MEM_ALLOC_ENABLE": "0"}),
+    "v3-huge-pages": (3, {"THP_MEM_ALLOC_ENABLE": "1"}),
+}
+
+
+def say(msg: str) -> None:
+    print(f"[aa-noise {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def stored_measured(home: Path, evaluation_id: str) -> str | None:
+    """The measured attempt of a planned run already stored (the run itself, or its re-runs)."""
+    from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.evaluations import status_of
+
+    wh = Warehouse(home)
+    marker = home / "aa_noise_attempts.json"
+    attempts = json.loads(marker.read_text()) if marker.exists() else {}
+    for eid in [evaluation_id, *attempts.get(evaluation_id, [])]:
+        if status_of(wh, eid) == "measured":
+            return eid
+    return None
+
+
+def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> str | None:
+    from speculator_arena.assets import launch
+    from speculator_arena.protocol import load_protocol
+    from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
+    from speculator_arena.runners.spec import calibration_spec
+
+    planned = f"aa-noise-{variant}-{k}"
+    done = stored_measured(home, planned)
+    if done:
+        say(f"{planned}: stored ({done})")
+        return done
+    ref = next(r for r in load_protocol().task(task_id).task.references if r.kind == "none")
+    spec = calibration_spec(
+        task_id=task_id,
+        engine=ref.engine,
+        evaluation_id=planned,
+        label=f"aa-noise {variant} {k}",
+        account_id=CALIBRATION_ACCOUNT,
+        protocol_version=version,
+        target=target,
+        solution_kind="none",
+    )
+    version, env = VARIANTS[variant]
+    saved = {v: os.environ.get(v) for v in env}
+    os.environ.update(env)
+    try:
+        s = launch.evaluate(spec, home, progress=say, rerun_contended=2)
+    finally:
+        for v, old in saved.items():
+            os.environ.pop(v, None) if old is None else os.environ.__setitem__(v, old)
+    marker = home / "aa_noise_attempts.json"
+    attempts = json.loads(marker.read_text()) if marker.exists() else {}
+    attempts[planned] = [a["evaluation_id"] for a in s["attempts"]]
+    marker.write_text(json.dumps(attempts, indent=1))
+    say(f"{planned}: {s['status']} {launch.why(s)[:200]}")
+    return s["evaluation_id"] if s["status"] == "measured" else None
+
+
+def matched_ratios(home: Path) -> dict[tuple[str, str], tuple[int, float]]:
+    import duckdb
+
+    sql = (Path(__file__).with_suffix(".sql")).read_text()
+    rows = duckdb.execute(sql, {"requests": str(home / "raw" / "requests" / "*" / "*.parquet")}).fetchall()
+    return {(e, w): (n, r) for e, w, n, r in rows}
+
+
+def sd(xs: list[float]) -> float:
+    if len(xs) < 2:
+        return float("nan")
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def figures(home: Path, ids: dict[str, list[str]]) -> dict:
+    from speculator_arena.assets import launch
+
+    scores = launch.score(home)
+    ev = scores.evaluations.set_index("evaluation_id")
+    passes = scores.passes
+    matched = matched_ratios(home)
+    out = {}
+    for variant, eids in ids.items():
+        specscores, between, resid, per_pass_requests, n_passes = [], [], [], [], []
+        for eid in eids:
+            s = ev.loc[eid, "specscore"] if eid in ev.index else None
+            if s is None or (isinstance(s, float) and math.isnan(s)):
+                continue
+            specscores.append(float(s))
+            logs = []
+            for w, g in passes[passes.evaluation_id == eid].groupby("workload"):
+                n, r = matched.get((eid, w), (0, float("nan")))
+                if n:
+                    logs.append(math.log(r))
+                    resid += [math.log(x) - math.log(r) for x in g.ratio if x and x > 0]
+                per_pass_requests += [int(x) for x in g.requests]
+                n_passes.append(len(g))
+            if logs:
+                between.append(sum(logs) / len(logs))
+        dev = [abs(1 - s) for s in specscores]
+        sigma_pass = sd(resid)
+        req = sum(per_pass_requests) / max(len(per_pass_requests), 1)
+        passes_per_score = sum(n_passes) if n_passes else 0
+        passes_per_score = passes_per_score / max(len(specscores), 1)
+        out[variant] = {
+            "evaluations": eids,
+            "specscores": [round(s, 4) for s in specscores],
+            "mean_abs_error": round(sum(dev) / len(dev), 4) if dev else None,
+            "max_abs_error": round(max(dev), 4) if dev else None,
+            "between_start_sd": round(sd(between), 4),
+            "pass_composition_sd": round(sigma_pass, 4),
+            "requests_per_pass": round(req, 2),
+            "passes_per_evaluation": passes_per_score,
+            # composition noise of a SpecScore if each pass held x times the requests (sd ~ 1/sqrt(n))
+            "composition_sd_of_specscore_by_pass_scale": {
+                str(x): round(sigma_pass / math.sqrt(max(passes_per_score, 1) * x), 4) for x in (1, 2, 3, 4)
+            },
+        }
+    return out
+
+
+def plot(fig: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    f, ax = plt.subplots(figsize=(6, 3.2))
+    for i, (variant, v) in enumerate(fig.items()):
+        ax.scatter([i] * len(v["specscores"]), v["specscores"], label=variant)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    for y in (0.95, 1.05):
+        ax.axhline(y, color="grey", lw=0.6, ls=":")
+    ax.set_xticks(range(len(fig)), list(fig))
+    ax.set_ylabel("A/A SpecScore")
+    ax.set_title("A/A SpecScores (dotted: the 5% goal)")
+    f.tight_layout()
+    f.savefig(path, dpi=120)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", required=True, help="an ARENA_HOME of its own (pools and target are made if missing)")
+    ap.add_argument("--task", default="local-smollm2")
+    ap.add_argument("--runs", type=int, default=6)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--report-only", action="store_true", help="print the figures of the stored runs")
+    args = ap.parse_args()
+    home = Path(args.home).resolve()
+    os.environ["ARENA_HOME"] = str(home)
+    variants = args.variants.split(",")
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        ap.error(f"unknown variants {sorted(unknown)}; known: {sorted(VARIANTS)}")
+    from speculator_arena.assets import launch
+    from speculator_arena.checkpoints import prepare_checkpoint
+    from speculator_arena.pools.api import PoolNotBuilt, load_pool
+
+    try:
+        load_pool(args.task, "dev", home=home)
+    except PoolNotBuilt:
+        say("building the pools")
+        launch.build_pools(args.task, home=str(home))
+    target = str(prepare_checkpoint(args.task, home=home))
+    ids: dict[str, list[str]] = {v: [] for v in variants}
+    t0 = time.time()
+    for k in range(1, args.runs + 1):
+        order = variants if k % 2 else variants[::-1]
+        for variant in order:
+            eid = (
+                stored_measured(home, f"aa-noise-{variant}-{k}")
+                if args.report_only
+                else run_variant(home, args.task, variant, k, target)
+            )
+            if eid:
+                ids[variant].append(eid)
+        if not args.report_only:
+            say(f"round {k}/{args.runs} done, {time.time() - t0:.0f} s")
+    fig = figures(home, ids)
+    (home / "aa_noise.json").write_text(json.dumps(fig, indent=1))
+    plot(fig, home / "aa_noise.png")
+    for variant, v in fig.items():
+        print(
+            f"{variant:12s} n {len(v['specscores'])}  mean |1-S| {v['mean_abs_error']}  max |1-S| {v['max_abs_error']}  "
+            f"between-start sd {v['between_start_sd']}  pass composition sd {v['pass_composition_sd']} "
+            f"({v['requests_per_pass']} requests/pass)  SpecScores {v['specscores']}"
+        )
+    if len(fig) == 2:
+        a, b = (fig[v] for v in variants)
+        if a["mean_abs_error"] and b["mean_abs_error"]:
+            print(
+                f"ratio {variants[1]}/{variants[0]}: mean |1-S| {b['mean_abs_error'] / a['mean_abs_error']:.2f}, "
+                f"between-start sd {b['between_start_sd'] / a['between_start_sd']:.2f}"
+            )
+    print(f"figures: {home / 'aa_noise.json'}; plot: {home / 'aa_noise.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+-- rows copied into one table of the analysts' file
+SELECT count(*) FROM raw_{table}

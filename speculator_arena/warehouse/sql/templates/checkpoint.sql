@@ -1,0 +1,2 @@
+-- write a database file's WAL into the file before it is renamed into place
+CHECKPOINT
