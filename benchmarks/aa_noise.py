@@ -73,6 +73,7 @@ def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> 
         say(f"{planned}: stored ({done})")
         return done
     ref = next(r for r in load_protocol().task(task_id).task.references if r.kind == "none")
+    version, env = VARIANTS[variant]
     spec = calibration_spec(
         task_id=task_id,
         engine=ref.engine,
@@ -83,7 +84,6 @@ def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> 
         target=target,
         solution_kind="none",
     )
-    version, env = VARIANTS[variant]
     saved = {v: os.environ.get(v) for v in env}
     os.environ.update(env)
     try:
