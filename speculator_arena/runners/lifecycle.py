@@ -166,6 +166,9 @@ class EngineRun:
     died: bool = False
     log_path: Path | None = None
     shm_before: set[str] = field(default_factory=set)
+    # Set by a stop that could not make sure the engine is gone (sidecar_engine.py): the
+    # evaluation is void, as after a stop that leaves the device held.
+    stop_problem: str | None = None
 
     @property
     def base_url(self) -> str:

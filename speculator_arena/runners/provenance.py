@@ -14,6 +14,7 @@ import socket
 from pathlib import Path
 
 from speculator_arena.runners.memory import Device
+from speculator_arena.runners.sidecar_engine import isolation
 from speculator_arena.runners.spec import REPO, EvaluationSpec, resolve_engine_path, stock_engine_of
 from speculator_arena.sealed.store import sealed_provenance
 
@@ -43,7 +44,8 @@ def code_commit() -> str | None:
 
 
 def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
-    """Engine paths and digests, the sealed store's record, host, code commit, runner user, device, pass order."""
+    """Engine paths and digests, the sealed store's record, host, code commit, runner user, how the
+    engines were isolated from the arena's files, device, pass order."""
     eng = resolve_engine_path(spec.engine)
     stock = resolve_engine_path(stock_engine_of(spec))
     return {
@@ -57,11 +59,13 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
         "code_commit": code_commit(),
         "runner_user": os.environ.get("USER") or str(os.geteuid()),
         "runner_is_root": os.geteuid() == 0,
+        "engine_isolation": isolation(),
         "device": {
             "nvml": device.available,
             "reason": device.reason,
             "name": device.name,
             "total_bytes": device.total_bytes,
+            "uuid": device.uuid,
         },
         "pass_order": PASS_ORDER,
     }
