@@ -30,7 +30,7 @@ import httpx
 
 from speculator_arena import settings
 from speculator_arena.runners.failures import ArenaVoid
-from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, _proc_pids
+from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, _proc_pids, user_name
 
 ISOLATION_SIDECAR = "pod-two-containers"  # provenance: the engine in a container and uid of its own
 ISOLATION_USER = "unprivileged user"  # the runner (root) switched to arena-engine
@@ -190,7 +190,7 @@ class SidecarEngineRun(EngineRun):
 
     def start(self, readable: list[Path]) -> None:
         sup = self.supervisor
-        self.user, self.uid = f"uid {sup.uid}", sup.uid
+        self.user, self.uid = user_name(sup.uid), sup.uid
         self.unprivileged = sup.uid != os.geteuid()
         if not self.unprivileged:
             self.privilege_note = "the engine's container runs under the runner's uid"
