@@ -2,7 +2,7 @@
 pod's engine container, which starts and stops engines when the runner asks.
 
 Why a supervisor and not `launch.sh` as the container's command: one evaluation starts engines
-five times (the candidate, the stock engine, both again for the probes, each a fresh process),
+four times (the candidate, the stock engine, both again for the probes, each a fresh process),
 and a container's command runs once. The supervisor runs under the engine container's uid, sees
 only what that container mounts (the sealed target, the speculator, the engines; no pool, no
 results), and listens on the pod's loopback for the runner (runners/sidecar_engine.py holds the
