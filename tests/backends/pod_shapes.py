@@ -78,6 +78,10 @@ def unschedulable(age_s, now=NOW):
     )
 
 
+def disruption(reason, message):
+    return k8s.V1PodCondition(type="DisruptionTarget", status="True", reason=reason, message=message)
+
+
 # Every end of the outcome table: (case, pod or None, kind, words of the reason).
 ENDS = [
     ("succeeded", pod("Succeeded", state=terminated(0, "Completed")), "succeeded", "exited 0"),
@@ -121,14 +125,7 @@ ENDS = [
         pod(
             "Failed",
             state=terminated(143, "Error"),
-            conditions=[
-                k8s.V1PodCondition(
-                    type="DisruptionTarget",
-                    status="True",
-                    reason="EvictionByEvictionAPI",
-                    message="Eviction API: evicting",
-                )
-            ],
+            conditions=[disruption("EvictionByEvictionAPI", "Eviction API: evicting")],
         ),
         "evicted",
         "EvictionByEvictionAPI",
@@ -138,14 +135,7 @@ ENDS = [
         pod(
             "Running",
             state=RUNNING,
-            conditions=[
-                k8s.V1PodCondition(
-                    type="DisruptionTarget",
-                    status="True",
-                    reason="PreemptionByScheduler",
-                    message="Preempted by a pod of higher priority",
-                )
-            ],
+            conditions=[disruption("PreemptionByScheduler", "Preempted by a pod of higher priority")],
         ),
         "preempted",
         "higher priority",
@@ -166,14 +156,7 @@ ENDS = [
         pod(
             "Running",
             state=RUNNING,
-            conditions=[
-                k8s.V1PodCondition(
-                    type="DisruptionTarget",
-                    status="True",
-                    reason="DeletionByTaintManager",
-                    message="Taint manager: deleting due to NoExecute taint",
-                )
-            ],
+            conditions=[disruption("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")],
         ),
         "node_lost",
         "NoExecute",
@@ -196,6 +179,17 @@ ENDS = [
         pod("Pending", age_s=TIMEOUT + 5, state=waiting("CreateContainerConfigError", 'secret "x" not found')),
         "container_config",
         "not found",
+    ),
+    (
+        "the engine's sidecar crash-looping before the runner started, past the timeout",
+        pod(
+            "Pending",
+            age_s=TIMEOUT + 5,
+            state=waiting("PodInitializing"),
+            engine=waiting("CrashLoopBackOff", "back-off 5m0s restarting failed container=engine"),
+        ),
+        "container_config",
+        "container engine",
     ),
     ("pod vanished", None, "vanished", "disappeared"),
 ]

@@ -30,6 +30,10 @@ def test_every_end_has_a_status_and_a_reason(case, the_pod, kind, words):
         ("running", pod("Running", state=RUNNING)),
         ("just created, no status yet", pod("Pending")),
         (
+            "the engine's sidecar restarting, the runner not started yet",
+            pod("Pending", age_s=10, state=waiting("PodInitializing"), engine=waiting("CrashLoopBackOff")),
+        ),
+        (
             "a config error that may still resolve",
             pod("Pending", age_s=10, state=waiting("CreateContainerConfigError")),
         ),

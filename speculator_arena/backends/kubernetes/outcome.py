@@ -113,7 +113,11 @@ def classify_pod(
     if pull is not None:
         who, w = pull
         return _void("image_pull", f"image pull failure ({w.reason}, container {who}): {w.message or ''}".strip())
-    config = _waiting(pod, CONTAINER_CONFIG_FAILURES)
+    # The engine's sidecar restarts when it fails; crash-looping before the runner could start,
+    # it keeps the pod from ever running.
+    config = _waiting(pod, CONTAINER_CONFIG_FAILURES) or (
+        None if is_started(pod, container) else _waiting(pod, ("CrashLoopBackOff",))
+    )
     if config is not None:
         who, w = config
         waited = _seconds_since(pod.metadata.creation_timestamp, now)
