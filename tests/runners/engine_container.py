@@ -67,17 +67,19 @@ class EngineContainer:
         if not own_uid or not ROOT:  # without a uid of its own it must not kill what shares the uid
             cmd.remove("--own-uid")
         env = {e["name"]: e["value"] for e in container["env"]}
-        env.update(
+        env.update(  # the container's own emptyDirs (its scratch, its /tmp), here under `scratch`
             HOME=str(scratch / "home"),
             XDG_CACHE_HOME=str(scratch / "cache"),
+            TMPDIR=str(scratch / "tmp"),
             PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin",
             PYTHONPATH=str(REPO),
         )
-        scratch.mkdir(parents=True, exist_ok=True)
+        (scratch / "tmp").mkdir(parents=True, exist_ok=True)
         ids = {}
         if ROOT:
             sc = container["securityContext"]
-            os.chown(scratch, sc["runAsUser"], sc["runAsGroup"])
+            for d in (scratch, scratch / "tmp"):
+                os.chown(d, sc["runAsUser"], sc["runAsGroup"])
             # A kubelet adds the pod's fsGroup to every container's groups.
             ids = dict(
                 user=sc["runAsUser"], group=sc["runAsGroup"], extra_groups=[pod["spec"]["securityContext"]["fsGroup"]]

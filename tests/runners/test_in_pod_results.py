@@ -50,11 +50,9 @@ def test_the_pods_runner_reports_through_pipes_and_its_rows_land_whole(built_hom
     profile(**FAST)
     home = built_home["home"]
     shared = readable_dir("arena-in-pod-")  # what the engine container mounts: the target, the engines
-    container = None
     try:
         target = stage_tree(built_home["target"], shared / "target")
         eng = make_engine(shared / "engines", "ok")
-        container = EngineContainer(shared / "engine-scratch")
         spec = EvaluationSpec(
             task_id="local-smollm2",
             engine=str(eng),
@@ -66,15 +64,18 @@ def test_the_pods_runner_reports_through_pipes_and_its_rows_land_whole(built_hom
         for attempt in range(1, ATTEMPTS + 1):
             launcher_row = queue(spec, home)
             results = tmp_path / "results" / spec.evaluation_id
-            messages, logs = _run_pod(spec, home, results, container.listen)
+            container = EngineContainer(shared / f"engine-scratch-{attempt}")  # a fresh pod's
+            try:
+                messages, logs = _run_pod(spec, home, results, container.listen)
+            finally:
+                container.stop()
             final = messages[-1]
-            if final.get("status") != "void" or "host contended" not in (final.get("reason") or ""):
+            contended = final.get("status") == "void" and "host contended" in (final.get("reason") or "")
+            if not contended or attempt == ATTEMPTS:
                 break
             print(f"[in-pod] void ({final['reason']}): made again (attempt {attempt})", file=sys.stderr)
             spec = spec.again()
     finally:
-        if container is not None:
-            container.stop()
         remove(shared)
     eid = spec.evaluation_id
     assert [m["status"] for m in messages if m["event"] == "status"] == ["queued", "running"]

@@ -112,9 +112,10 @@ def wait_until_ended(
 
 
 class ArenaPipesK8sClient(PipesK8sClient):
-    """dagster-k8s' Pipes client, with the arena's own watch over the pod's start: dagster-k8s
-    waits hours for a pod no node can take; the arena voids it after `unschedulable_timeout_s`,
-    and an image that cannot be pulled at once."""
+    """dagster-k8s' Pipes client, running the pod under the name the launcher gave it
+    (`run_pod`), with the arena's own watch over the pod's start and end: dagster-k8s waits
+    hours for a pod no node can take; the arena voids it after `unschedulable_timeout_s`, and an
+    image that cannot be pulled at once."""
 
     def __init__(self, settings: KubernetesSettings, **kwargs):
         super().__init__(**kwargs)
@@ -130,10 +131,11 @@ class ArenaPipesK8sClient(PipesK8sClient):
         """Create `pod` (the API's JSON, named) and follow it to its end under its own name.
 
         `PipesK8sClient.run` less its own naming, its wait for the end (`wait_until_ended`) and
-        its delete (the launcher deletes the pod whatever happened). Only the runner container gets the Pipes variables, and only its log
-        is read (the API server's default container: the engine's is an init container), so an
-        engine cannot speak Pipes. The pod's log lines that are not Pipes messages go to stderr:
-        stdout is the command's, and `arena evaluate` prints its summary there."""
+        its delete (the launcher deletes the pod whatever happened). Only the runner container
+        gets the Pipes variables, and only its log is read (the API server's default container:
+        the engine's is an init container), so an engine cannot speak Pipes. The pod's log lines
+        that are not Pipes messages go to stderr: stdout is the command's, and `arena evaluate`
+        prints its summary there."""
         self._load_k8s_config()
         client = DagsterKubernetesClient.production_client()
         name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
