@@ -22,10 +22,12 @@ COPY pyproject.toml README.md /opt/arena/
 ENV PYTHONPATH=/opt/arena PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 WORKDIR /opt/arena
 RUN python3 -c "import speculator_arena.backends.kubernetes.in_pod, speculator_arena.runners.harness, \
-speculator_arena.backends.kubernetes.results, dagster_pipes" \
+speculator_arena.backends.kubernetes.results, speculator_arena.backends.kubernetes.engine_sidecar, dagster_pipes" \
     && ln -sf "$(command -v python3)" /usr/local/bin/python
 
-# The unprivileged user the pod runs as (runAsUser/runAsGroup 1000, KubernetesSettings.runner_uid).
+# The unprivileged user the pod's runner runs as (runAsUser/runAsGroup 1000,
+# KubernetesSettings.runner_uid). The engine's container runs the same image under
+# KubernetesSettings.engine_uid (1001), which needs no account: its HOME is set in the pod.
 RUN useradd --uid 1000 --user-group --no-create-home --home-dir /arena/scratch arena
 USER 1000:1000
 ENTRYPOINT []

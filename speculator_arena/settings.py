@@ -85,6 +85,12 @@ VARIABLES: dict[str, Variable] = {
             "runner",
         ),
         Variable(
+            "ARENA_ENGINE_SIDECAR",
+            None,
+            "`host:port` of the engine container's supervisor (the kubernetes pod sets it): engines start there",
+            "runner",
+        ),
+        Variable(
             "ARENA_NO_NVML", None, "set: no NVML device-memory sampling (the memory gate is not measured)", "runner"
         ),
         Variable("ARENA_BACKEND", "local", "where evaluations run: `local` or `kubernetes`", "runner"),

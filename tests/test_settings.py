@@ -18,13 +18,15 @@ README = PACKAGE.parent / "README.md"
 # never reads as its own configuration.
 SET_FOR_ENGINES = {"ARENA_PYTHON", "ARENA_PLUGIN_SITE"}
 # Reads of the environment that are not configuration: what a subprocess inherits (git's PATH),
-# the runner's user name for provenance, the variables passed through to engines by name, the
-# intake child's PATH.
+# the runner's user name for provenance, the variables passed through to engines by name (by the
+# runner, and in a pod by the engine container's supervisor: its device variables), the intake
+# child's PATH.
 FORWARDED = {
     ("frontdoor/sources.py", "PATH"),
     ("frontdoor/sandbox.py", "PATH"),
     ("runners/provenance.py", "USER"),
     ("runners/engines.py", None),
+    ("backends/kubernetes/engine_sidecar.py", None),
 }
 
 

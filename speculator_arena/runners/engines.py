@@ -3,8 +3,9 @@
 `lifecycle.EngineRun` is one engine process (its workspace, user, process group, health); this
 is what the evaluation adds around it, the same for every start (timed, probe, the calibration's
 fit): the environment of protocol section 3, the health wait, the device-idle wait after each
-stop (a device still held voids the evaluation: `_idle_ok`), and the `engine_starts` row of
-every start, failed ones included.
+stop (a device still held, or an engine its stop could not make sure of, voids the evaluation:
+`_idle_ok`), and the `engine_starts` row of every start, failed ones included. In a Kubernetes
+pod the engine starts in the other container (sidecar_engine.py); everything else is the same.
 
 A mixin of `Evaluation` (harness.py), whose state it reads: `task`, `spec`, `wh`, `eid`,
 `target`, `device`, `say`, `write`, `set_phase`; it keeps `start_counter`, `current_engine`
@@ -19,7 +20,8 @@ import sysconfig
 from pathlib import Path
 
 from speculator_arena import settings
-from speculator_arena.runners.failures import EngineFailure
+from speculator_arena.runners import sidecar_engine
+from speculator_arena.runners.failures import ArenaVoid, EngineFailure
 from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, free_port
 from speculator_arena.runners.spec import REPO
 from speculator_arena.runners.status import runs_dir
@@ -41,7 +43,10 @@ class EngineSteps:
     def _env(self, gpu_util: float) -> dict[str, str]:
         t = self.task
         speculator = self.spec.speculator
-        if not speculator:
+        sidecar = sidecar_engine.address()
+        if not speculator and sidecar:
+            speculator = ""  # the engine's container makes its own empty directory
+        elif not speculator:
             empty = runs_dir(self.wh, self.eid).parent.parent / "empty-speculator"
             empty.mkdir(parents=True, exist_ok=True)
             os.chmod(empty, 0o755)
@@ -69,7 +74,7 @@ class EngineSteps:
         if t.task.language_model_only:
             env["LANGUAGE_MODEL_ONLY"] = "1"
         for k in PLACEMENT_VARIABLES:
-            if k in os.environ:
+            if k in os.environ and not (sidecar and k in sidecar_engine.DEVICE_VARIABLES):
                 env[k] = os.environ[k]
         return env
 
@@ -84,7 +89,7 @@ class EngineSteps:
 
     def start_engine(self, name: str, src: Path, purpose: str, gpu_util: float) -> EngineRun:
         self.start_counter += 1
-        er = EngineRun(
+        run = dict(
             engine=name,
             purpose=purpose,
             start_index=self.start_counter,
@@ -94,6 +99,11 @@ class EngineSteps:
             private_root=runs_dir(self.wh, self.eid),
             drop_privileges=not settings.flag("ARENA_NO_PRIVILEGE_DROP"),
         )
+        try:
+            sup = sidecar_engine.supervisor(self.task.start_stop.health_timeout_seconds)
+        except sidecar_engine.SidecarError as exc:  # the arena's side: void, never the engine's failure
+            raise ArenaVoid(f"engine sidecar: {exc}") from exc
+        er = sidecar_engine.SidecarEngineRun(**run, supervisor=sup) if sup else EngineRun(**run)
         self.current_engine = er
         self.say(f"starting {name} engine ({purpose}, utilization {gpu_util:.2f})")
         try:
@@ -123,12 +133,13 @@ class EngineSteps:
         er.stop(self.task.start_stop.sigterm_grace_seconds)
         di = self.task.device_idle
         ok, secs = self.device.wait_idle(di.max_gib, di.within_seconds)
-        self._idle_ok = ok is not False
+        self._idle_ok = ok is not False and not er.stop_problem
         self._idle_reason = (
             None
             if self._idle_ok
             else (
-                f"device held {di.max_gib:g} GiB or more {di.within_seconds:g} s after the {er.engine} engine stopped"
+                er.stop_problem
+                or f"device held {di.max_gib:g} GiB or more {di.within_seconds:g} s after the {er.engine} engine stopped"
             )
         )
         if record:

@@ -29,6 +29,7 @@ from pathlib import Path
 from speculator_arena.diskspace import DiskFull, full_disk
 from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.status import FINAL
+from speculator_arena.runners import sidecar_engine
 from speculator_arena.runners.engines import EngineSteps
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure, RunnerInterrupted
 from speculator_arena.runners.lifecycle import EngineRun
@@ -68,7 +69,7 @@ class Evaluation(EngineSteps, TimedPasses, ProbePhase):
         self.progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.proto = load_protocol(spec.protocol_version)
         self.task = self.proto.task(spec.task_id)
-        self.device = Device.open()
+        self.device = Device.open(uuid=sidecar_engine.gpu_uuid())  # in a pod: the engine container's GPU
         self.records: dict[str, list[RequestRecord]] = {"candidate": [], "stock": []}
         self.rows_written: dict[str, int] = {}
         self.start_counter = 0

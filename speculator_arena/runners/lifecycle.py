@@ -88,6 +88,14 @@ def unpack_engine(src: Path, dest: Path) -> Path:
         raise EngineStartError(f"engine {src} has no launch.sh at its top") from exc
 
 
+def user_name(uid: int) -> str:
+    """The account's name, or `uid N` for a uid without one (a container's `runAsUser`)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
 def ensure_engine_user(name: str = ENGINE_USER) -> pwd.struct_passwd:
     return system_user(name)
 
@@ -169,6 +177,9 @@ class EngineRun:
     died: bool = False
     log_path: Path | None = None
     shm_before: set[str] = field(default_factory=set)
+    # Set by a stop that could not make sure the engine is gone (sidecar_engine.py): the
+    # evaluation is void, as after a stop that leaves the device held.
+    stop_problem: str | None = None
 
     @property
     def base_url(self) -> str:
@@ -216,12 +227,12 @@ class EngineRun:
                     f"{self.user} cannot read {', '.join(map(str, missing))}; the engine ran as the runner's user"
                 )
                 root_mode = False
-                self.user, self.uid = pwd.getpwuid(os.geteuid()).pw_name, os.geteuid()
+                self.user, self.uid = user_name(os.geteuid()), os.geteuid()
             else:
                 kwargs = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
                 self.unprivileged = True
         else:
-            self.user, self.uid = pwd.getpwuid(os.geteuid()).pw_name, os.geteuid()
+            self.user, self.uid = user_name(os.geteuid()), os.geteuid()
             self.privilege_note = (
                 "the runner is not root and cannot switch users" if os.geteuid() != 0 else "privilege drop disabled"
             )

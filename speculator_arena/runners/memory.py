@@ -16,18 +16,25 @@ from speculator_arena import settings
 GIB = 1 << 30
 
 
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 @dataclass
 class Device:
-    """Device 0 of this process's view (CUDA_VISIBLE_DEVICES is honored by index only)."""
+    """Device 0 of this process's view (CUDA_VISIBLE_DEVICES is honored by index only), or the
+    device of a given NVML UUID: in a Kubernetes pod the GPU is the engine container's, and the
+    runner opens the one the engine's sidecar reported (runners/sidecar_engine.py)."""
 
     available: bool
     reason: str | None = None
     handle: object = None
     total_bytes: int | None = None
     name: str | None = None
+    uuid: str | None = None
 
     @classmethod
-    def open(cls) -> Device:
+    def open(cls, uuid: str | None = None) -> Device:
         if settings.flag("ARENA_NO_NVML"):
             return cls(False, "NVML disabled by ARENA_NO_NVML")
         try:
@@ -36,18 +43,22 @@ class Device:
             return cls(False, f"pynvml not importable: {exc}")
         try:
             pynvml.nvmlInit()
-            if pynvml.nvmlDeviceGetCount() < 1:
-                return cls(False, "NVML found no device")
-            index = 0
-            visible = (settings.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0].strip()
-            if visible.isdigit():
-                index = int(visible)
-            h = pynvml.nvmlDeviceGetHandleByIndex(index)
+            if uuid:
+                h = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            else:
+                if pynvml.nvmlDeviceGetCount() < 1:
+                    return cls(False, "NVML found no device")
+                index = 0
+                visible = (settings.get("CUDA_VISIBLE_DEVICES") or "").split(",")[0].strip()
+                if visible.isdigit():
+                    index = int(visible)
+                h = pynvml.nvmlDeviceGetHandleByIndex(index)
             info = pynvml.nvmlDeviceGetMemoryInfo(h)
-            name = pynvml.nvmlDeviceGetName(h)
-            return cls(True, None, h, int(info.total), name.decode() if isinstance(name, bytes) else str(name))
-        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-            return cls(False, f"no NVIDIA device (NVML: {exc})")
+            name, found = _text(pynvml.nvmlDeviceGetName(h)), _text(pynvml.nvmlDeviceGetUUID(h))
+            return cls(True, None, h, int(info.total), name, found)
+        except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, NotFound (the UUID), ...
+            where = f"the engine's device {uuid}" if uuid else "no NVIDIA device"
+            return cls(False, f"{where} (NVML: {exc})")
 
     def used_bytes(self) -> int:
         import pynvml

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from speculator_arena.runners.engines import PLACEMENT_VARIABLES
 from speculator_arena.runners.memory import Device
+from speculator_arena.runners.sidecar_engine import isolation
 from speculator_arena.runners.spec import REPO, EvaluationSpec, resolve_engine_path, stock_engine_of
 from speculator_arena.sealed.store import sealed_provenance
 
@@ -44,7 +45,8 @@ def code_commit() -> str | None:
 
 
 def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
-    """Engine paths and digests, the sealed store's record, host, code commit, runner user, device, pass order."""
+    """Engine paths and digests, the sealed store's record, host, code commit, runner user, how the
+    engines were isolated from the arena's files, device, pass order."""
     eng = resolve_engine_path(spec.engine)
     stock = resolve_engine_path(stock_engine_of(spec))
     return {
@@ -63,11 +65,13 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
             "runner_cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "engine_variables": {k: os.environ[k] for k in PLACEMENT_VARIABLES if k in os.environ},
         },
+        "engine_isolation": isolation(),
         "device": {
             "nvml": device.available,
             "reason": device.reason,
             "name": device.name,
             "total_bytes": device.total_bytes,
+            "uuid": device.uuid,
         },
         "pass_order": PASS_ORDER,
     }

@@ -112,6 +112,29 @@ def _cluster_or_skip() -> None:
             pytest.skip(f"a cluster is reachable but {var} is not set (docs/operators.md)")
 
 
+def summary_of(stdout: str) -> dict:
+    """`arena evaluate`'s summary as the command prints it: one indented JSON document
+    (printing.print_json: its first line is `{`), the last thing on stdout. Lines before it (a
+    pod's log lines, which dagster-k8s forwards to stdout where the launcher does not send them
+    to stderr) do not belong to it."""
+    lines = stdout.splitlines()
+    starts = [i for i, line in enumerate(lines) if line == "{"]
+    assert starts, f"no JSON summary on stdout: {stdout[-2000:]!r}"
+    return json.loads("\n".join(lines[starts[-1] :]))
+
+
+def test_the_summary_is_read_as_the_command_prints_it(capsys):
+    from speculator_arena.printing import print_json
+
+    print('{"event": "results", "status": "measured"}')  # a forwarded pod log line
+    print_json({"status": "void", "rows": {"passes": 0}, "attempts": [{"status": "void"}]})
+    assert summary_of(capsys.readouterr().out) == {
+        "status": "void",
+        "rows": {"passes": 0},
+        "attempts": [{"status": "void"}],
+    }
+
+
 def _home_with_artifact_pools(tmp_path) -> Path:
     home = tmp_path / "home"
     shutil.copytree(
@@ -141,7 +164,7 @@ def _evaluate_on_cluster(tmp_path, capsys, eid: str) -> dict:
         ]
     )
     assert rc == 0
-    out = json.loads(capsys.readouterr().out)
+    out = summary_of(capsys.readouterr().out)
     from kubernetes import client
 
     ns = os.environ.get("ARENA_K8S_NAMESPACE", "arena-evaluations")

@@ -1,6 +1,7 @@
 """Every object the kubernetes backend builds passes the pinned Kubernetes version's schemas
 (kubernetes-validate, strict: no unknown fields) and every pod the restricted Pod Security
-profile; the pod is the one dagster-k8s would submit, and what it asks follows the protocol."""
+profile; the pod is the one the launcher submits, its engine container mounts neither pool nor
+results, and what it asks follows the protocol."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import copy
 import kubernetes_validate
 import pytest
 import yaml
-from dagster_k8s.pipes import build_pod_body
 
 from speculator_arena.backends.kubernetes import manifests
 from speculator_arena.backends.kubernetes.commands import example_spec
 from speculator_arena.backends.kubernetes.deadline import active_deadline_seconds
+from speculator_arena.backends.kubernetes.launcher import with_env
 from speculator_arena.backends.kubernetes.podsecurity import restricted_violations
 from speculator_arena.backends.kubernetes.settings import KUBERNETES_VERSION, KubernetesSettings
 from speculator_arena.cli import main
@@ -65,37 +66,73 @@ def test_every_object_passes_the_schemas_and_every_pod_the_restricted_profile(ve
 
 
 @pytest.mark.parametrize("version, task_id", TASKS)
-def test_the_pod_dagster_k8s_submits_keeps_every_setting(version, task_id):
-    """PipesK8sClient merges its own name, labels and Pipes variables into our pod; the result
-    must still validate and meet the restricted profile."""
+def test_the_pod_the_launcher_submits_keeps_every_setting(version, task_id):
+    """The launcher adds the Pipes variables to the runner container (launcher.with_env, what
+    ArenaPipesK8sClient.run_pod creates); the result must still validate and meet the profile."""
     task, files = _objects(version, task_id)
     ours = manifests.to_dict(files["evaluation-pod.yaml"][0])
-    # dagster-k8s leaves apiVersion and kind out (create_namespaced_pod's URL says them).
-    submitted = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        **manifests.to_dict(
-            build_pod_body(
-                pod_name="dagster-run-abc-evaluation",
-                image=None,
-                command=None,
-                env_vars={"DAGSTER_PIPES_CONTEXT": "e30=", "DAGSTER_PIPES_MESSAGES": "e30="},
-                base_pod_meta=ours["metadata"],
-                base_pod_spec=ours["spec"],
-            )
-        ),
-    }
+    submitted = with_env(ours, "runner", {"DAGSTER_PIPES_CONTEXT": "e30=", "DAGSTER_PIPES_MESSAGES": "e30="})
     validate(submitted)
     assert restricted_violations(submitted) == []
-    c, spec = submitted["spec"]["containers"][0], submitted["spec"]
-    assert c["securityContext"] == ours["spec"]["containers"][0]["securityContext"]
-    assert c["resources"]["requests"]["nvidia.com/gpu"] == c["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    spec = submitted["spec"]
+    (runner,), (engine,) = spec["containers"], spec["initContainers"]
+    assert runner["securityContext"] == ours["spec"]["containers"][0]["securityContext"]
+    assert engine["resources"]["requests"]["nvidia.com/gpu"] == engine["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "resources" not in runner  # the GPU is the engine container's
     assert spec["activeDeadlineSeconds"] == active_deadline_seconds(task)
     assert spec["automountServiceAccountToken"] is False and spec["restartPolicy"] == "Never"
-    assert {"DAGSTER_PIPES_CONTEXT", "ARENA_HOME"} <= {e["name"] for e in c["env"]}
-    assert c["command"][:3] == ["python", "-m", "speculator_arena.backends.kubernetes.in_pod"]
-    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert {"DAGSTER_PIPES_CONTEXT", "ARENA_HOME", "ARENA_ENGINE_SIDECAR"} <= {e["name"] for e in runner["env"]}
+    assert not {"DAGSTER_PIPES_CONTEXT", "ARENA_HOME"} & {e["name"] for e in engine["env"]}
+    assert runner["command"][:3] == ["python", "-m", "speculator_arena.backends.kubernetes.in_pod"]
+    assert engine["command"][:3] == ["python", "-m", "speculator_arena.backends.kubernetes.engine_sidecar"]
+    mounts = {m["name"]: m for m in runner["volumeMounts"]}
     assert mounts["artifacts"]["readOnly"] is True and mounts["results"]["subPath"] == f"{task_id}-example"
+
+
+def _sealed_spec(task_id: str):
+    """An evaluation of a sealed engine with a speculator, every input on the artifacts volume."""
+    from dataclasses import replace
+
+    return replace(
+        example_spec(task_id, None),
+        engine="/arena/artifacts/sealed/engines/abc/engine.tar.gz",
+        speculator="/arena/artifacts/sealed/speculators/def",
+    )
+
+
+@pytest.mark.parametrize("version, task_id", TASKS)
+def test_the_engine_container_holds_the_gpu_and_mounts_no_pool_and_no_results(version, task_id):
+    task = load_protocol(version).task(task_id)
+    s = KubernetesSettings(memory_limit="200Gi")
+    spec = _sealed_spec(task_id)
+    pod = manifests.to_dict(manifests.evaluation_pod(spec, task, s))
+    validate(pod)
+    assert restricted_violations(pod) == []
+    ps = pod["spec"]
+    (runner,), (engine,) = ps["containers"], ps["initContainers"]
+    assert engine["restartPolicy"] == "Always"  # a native sidecar: stopped by the kubelet after the runner
+    assert ps["shareProcessNamespace"] is True and ps["automountServiceAccountToken"] is False
+    # Two users: the engine's is not the runner's, and neither is root.
+    e_sc, r_sc = engine["securityContext"], runner["securityContext"]
+    assert e_sc["runAsUser"] == s.engine_uid != r_sc["runAsUser"] == s.runner_uid
+    assert e_sc["runAsGroup"] == s.engine_uid and e_sc["runAsNonRoot"] is True
+    assert e_sc["readOnlyRootFilesystem"] is True and e_sc["capabilities"] == {"drop": ["ALL"]}
+    # The engine's mounts: each of its inputs, read-only, as a sub-path of the artifacts volume;
+    # its own emptyDirs; nothing of the runner's, no results, no pool.
+    volumes = {v["name"]: v for v in ps["volumes"]}
+    inputs = [m for m in engine["volumeMounts"] if m["name"] == "artifacts"]
+    assert not spec.stock_engine.startswith("/")  # the image's repository holds it: nothing to mount
+    assert sorted(m["mountPath"] for m in inputs) == sorted([spec.target, spec.speculator, spec.engine])
+    for m in inputs:
+        assert m["readOnly"] is True and "/arena/artifacts/" + m["subPath"] == m["mountPath"]
+        assert not m["subPath"].startswith("pools")
+    others = {m["name"] for m in engine["volumeMounts"]} - {"artifacts"}
+    assert others == {"engine-scratch", "engine-tmp", "engine-shm"}
+    assert all("emptyDir" in volumes[n] for n in others)
+    assert not others & {m["name"] for m in runner["volumeMounts"]}  # no volume shared on disk
+    assert "results" not in {m["name"] for m in engine["volumeMounts"]}
+    assert engine["resources"]["limits"] == {"nvidia.com/gpu": "1", "memory": "200Gi"}
+    assert {e["name"]: e["value"] for e in runner["env"]}["ARENA_ENGINE_SIDECAR"].startswith("127.0.0.1:")
 
 
 def test_gpu_and_node_selector_follow_the_task():
@@ -211,6 +248,8 @@ BAD = [
     ("host port", _set("spec.containers.0.ports", [{"containerPort": 8000, "hostPort": 8000}]), "hostPort"),
     ("unsafe sysctl", _set("spec.securityContext.sysctls", [{"name": "kernel.msgmax", "value": "1"}]), "sysctl"),
     ("unmasked /proc", _set(f"{C}.procMount", "Unmasked"), "procMount"),
+    ("engine container privileged", _set("spec.initContainers.0.securityContext.privileged", True), "privileged"),
+    ("engine container as root", _set("spec.initContainers.0.securityContext.runAsUser", 0), "runAsUser"),
 ]
 
 
@@ -224,7 +263,7 @@ def test_the_checker_rejects_a_pod_that_breaks_the_profile(case, change, words):
 
 def test_schema_validation_rejects_a_malformed_pod():
     pod = _good_pod()
-    pod["spec"]["containers"][0]["resources"]["limits"] = ["nvidia.com/gpu"]
+    pod["spec"]["initContainers"][0]["resources"]["limits"] = ["nvidia.com/gpu"]
     with pytest.raises(kubernetes_validate.ValidationError):
         validate(pod)
     pod = _good_pod()

@@ -3,9 +3,11 @@
 It runs the same harness as `arena evaluate` on a machine (runners/harness.py, the same
 `EvaluationSpec`, passed as JSON by `pod_command`), with
 ARENA_HOME the pod's results sub-directory, and then writes the results manifest (results.py)
-that the launcher verifies before landing anything. Before the harness starts, the sealed target
-and speculator are checked against their manifests (full sha256): the pod must evaluate the
-bytes the arena prepared. Progress lines and status changes go to Dagster as Pipes messages when
+that the launcher verifies before landing anything. The engines run in the pod's other
+container, through its supervisor (engine_sidecar.py; `ARENA_ENGINE_SIDECAR` names it). Before
+the harness starts, the supervisor must have answered and the sealed target and speculator are
+checked against their manifests (full sha256): the pod must evaluate the bytes the arena
+prepared; either failing voids the evaluation. Progress lines and status changes go to Dagster as Pipes messages when
 the launcher opened a Pipes session (DAGSTER_PIPES_CONTEXT), and to stderr (the pod's log).
 
 Exit status: 0 when the evaluation reached a final status (measured, failed or void) and the
@@ -26,6 +28,8 @@ from speculator_arena import settings
 POD_RESULTS = "/arena/results"  # the results volume's sub-directory of this evaluation
 POD_ARTIFACTS = "/arena/artifacts"  # read-only: pools/, sealed targets and speculators, engines
 POD_SCRATCH = "/arena/scratch"  # HOME and caches (emptyDir)
+POD_ENGINE_SCRATCH = "/arena/engine"  # the engine container's HOME, logs and workspaces (emptyDir)
+SIDECAR_LISTEN = "127.0.0.1:8470"  # the engine container's supervisor, on the pod's loopback
 MODULE = "speculator_arena.backends.kubernetes.in_pod"
 
 
@@ -54,6 +58,21 @@ def sealed_problems(spec) -> list[str]:
         if path:
             problems += [f"sealed {what}: {p}" for p in verify_manifest(path, full=True)]
     return problems
+
+
+def sidecar_problems(spec) -> list[str]:
+    """Connect to the engine container's supervisor (when the pod has one); what went wrong."""
+    from speculator_arena.protocol import load_protocol
+    from speculator_arena.runners import sidecar_engine
+
+    if not sidecar_engine.address():
+        return []
+    task = load_protocol(spec.protocol_version).task(spec.task_id)
+    try:
+        sidecar_engine.supervisor(task.start_stop.health_timeout_seconds)
+    except sidecar_engine.SidecarError as exc:
+        return [str(exc)]
+    return []
 
 
 def _link_pools(home: Path, artifacts: Path) -> None:
@@ -103,10 +122,11 @@ def run(args, reporter: Reporter) -> dict:
     home.mkdir(parents=True, exist_ok=True)
     _link_pools(home, Path(args.artifacts))
     spec = EvaluationSpec.from_json(args.spec)
+    problems = sidecar_problems(spec)  # before the harness opens the device the supervisor names
     ev = Evaluation(spec, home=home, progress=reporter.say)
     reporter.event(event="status", evaluation_id=spec.evaluation_id, status="queued")
     row = queue(spec, home, device=ev.device)  # the row to void when the sealed inputs differ
-    problems = sealed_problems(spec)
+    problems += sealed_problems(spec)
     if problems:
         row = write_status(ev.wh, row, "void", void_reason="; ".join(problems)[:500])
         status = "void"

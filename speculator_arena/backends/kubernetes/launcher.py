@@ -2,11 +2,19 @@
 
 Order: refuse bad input before storing anything (paths the pod cannot see, no sealed target, a
 pool that differs from the artifacts volume's); queue the evaluation in the warehouse as the
-local backend does; create (or find) the namespace objects; run the pod with `PipesK8sClient`
-(its progress and status arrive as Pipes messages through the pod's log); read how the pod
-ended (outcome.py); delete the pod whatever happened; then land the results whole (results.py)
-or mark the evaluation void with the reason (refunded). The results sub-directory is removed
-once its rows landed or the evaluation is void.
+local backend does; create (or find) the namespace objects; name the pod, once, and run it with
+dagster-k8s' Pipes client under that name (its progress and status arrive as Pipes messages
+through the runner container's log); read how the pod ended (outcome.py); delete the pod
+whatever happened; then land the results whole (results.py) or mark the evaluation void with the
+reason (refunded). The results sub-directory is removed once its rows landed or the evaluation
+is void.
+
+Why the launcher names the pod: `PipesK8sClient.run()` (dagster-k8s 0.29.27) draws its own
+name with `get_pod_name()`, a random suffix per call, and overrides any `base_pod_meta` name, so
+a launcher that drew one beforehand watched, read and deleted a pod that never existed and left
+the real one behind (seen against a real API server: ../shared/FACTS.md). `ArenaPipesK8sClient`
+therefore runs the pod as dagster-k8s does (one Pipes session, the bootstrap variables in the
+runner container, dagster-k8s' own waits and log reader) under the name it is given.
 """
 
 from __future__ import annotations
@@ -16,11 +24,13 @@ import os
 import shutil
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dagster import PipesClientCompletedInvocation, open_pipes_session
 from dagster_k8s import PipesK8sClient
+from dagster_k8s.client import DagsterKubernetesClient
 from dagster_k8s.pipes import get_pod_name
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
@@ -35,6 +45,7 @@ from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.status import FINAL
 from speculator_arena.runners.queued import queue
+from speculator_arena.runners.sidecar_engine import ISOLATION_SIDECAR
 from speculator_arena.runners.spec import EvaluationSpec
 from speculator_arena.runners.status import EvaluationStateError, write_status
 from speculator_arena.warehouse.store import Warehouse
@@ -57,14 +68,15 @@ def read_pod(core: k8s.CoreV1Api, namespace: str, name: str) -> k8s.V1Pod | None
         raise
 
 
-def wait_until_started(core: k8s.CoreV1Api, namespace: str, name: str, s: KubernetesSettings, sleep=time.sleep) -> None:
-    """Return once the runner container runs (or ran); raise PodEnded for a pod that cannot."""
-    seen = False
+def _follow(core, namespace: str, name: str, s: KubernetesSettings, *, until_started: bool, timeout_s=None, sleep):
+    """Poll the pod: with `until_started`, None once the runner runs (or ran) and the outcome of
+    a pod that cannot; else its final outcome, or None after `timeout_s`."""
+    waited, t0 = False, time.monotonic()
     while True:
         pod = read_pod(core, namespace, name)
-        if pod is None and not seen:
+        if pod is None and not waited:
             sleep(s.poll_interval_s)  # not visible yet right after its creation
-            seen = True
+            waited = True
             continue
         outcome = classify_pod(
             pod,
@@ -72,17 +84,38 @@ def wait_until_started(core: k8s.CoreV1Api, namespace: str, name: str, s: Kubern
             unschedulable_timeout_s=s.unschedulable_timeout_s,
             container=manifests.RUNNER_CONTAINER,
         )
-        if outcome is not None and not outcome.ok:
-            raise PodEnded(outcome)
-        if is_started(pod, manifests.RUNNER_CONTAINER):
-            return
+        if outcome is not None and (not outcome.ok or not until_started):
+            return outcome
+        if until_started and is_started(pod, manifests.RUNNER_CONTAINER):
+            return None
+        if timeout_s is not None and time.monotonic() - t0 > timeout_s:
+            return None
         sleep(s.poll_interval_s)
 
 
+def wait_until_started(core: k8s.CoreV1Api, namespace: str, name: str, s: KubernetesSettings, sleep=time.sleep) -> None:
+    """Return once the runner container runs (or ran); raise PodEnded for a pod that cannot."""
+    outcome = _follow(core, namespace, name, s, until_started=True, sleep=sleep)
+    if outcome is not None:
+        raise PodEnded(outcome)
+
+
+def wait_until_ended(
+    core: k8s.CoreV1Api, namespace: str, name: str, s: KubernetesSettings, timeout_s: float, sleep=time.sleep
+) -> PodOutcome | None:
+    """How the pod ended, by the outcome table (outcome.py); None when it has not after `timeout_s`.
+
+    The arena's and not dagster-k8s' wait for the end: dagster-k8s waits for a terminated
+    container or a deleted pod, so a preempted pod or one on a lost node, whose container the
+    API still shows running, would hold the launcher until the pod is deleted."""
+    return _follow(core, namespace, name, s, until_started=False, timeout_s=timeout_s, sleep=sleep)
+
+
 class ArenaPipesK8sClient(PipesK8sClient):
-    """dagster-k8s' Pipes client, with the arena's own watch over the pod's start: dagster-k8s
-    waits hours for a pod no node can take; the arena voids it after `unschedulable_timeout_s`,
-    and an image that cannot be pulled at once."""
+    """dagster-k8s' Pipes client, running the pod under the name the launcher gave it
+    (`run_pod`), with the arena's own watch over the pod's start and end: dagster-k8s waits
+    hours for a pod no node can take; the arena voids it after `unschedulable_timeout_s`, and an
+    image that cannot be pulled at once."""
 
     def __init__(self, settings: KubernetesSettings, **kwargs):
         super().__init__(**kwargs)
@@ -93,6 +126,40 @@ class ArenaPipesK8sClient(PipesK8sClient):
         wait_until_started(client.core_api, namespace, pod_name, self.settings)
         with super().consume_pod_logs(context, client, namespace, pod_name, **kwargs):
             yield
+
+    def run_pod(self, *, context, pod: dict, pod_wait_timeout: float) -> PipesClientCompletedInvocation:
+        """Create `pod` (the API's JSON, named) and follow it to its end under its own name.
+
+        `PipesK8sClient.run` less its own naming, its wait for the end (`wait_until_ended`) and
+        its delete (the launcher deletes the pod whatever happened). Only the runner container
+        gets the Pipes variables, and only its log is read (the API server's default container:
+        the engine's is an init container), so an engine cannot speak Pipes. The pod's log lines
+        that are not Pipes messages go to stderr: stdout is the command's, and `arena evaluate`
+        prints its summary there."""
+        self._load_k8s_config()
+        client = DagsterKubernetesClient.production_client()
+        name, namespace = pod["metadata"]["name"], pod["metadata"]["namespace"]
+        ignore = {c["name"] for c in pod["spec"].get("initContainers") or []}
+        with open_pipes_session(
+            context=context, context_injector=self.context_injector, message_reader=self.message_reader
+        ) as session:
+            body = with_env(pod, manifests.RUNNER_CONTAINER, {**session.get_bootstrap_env_vars(), **(self.env or {})})
+            client.core_api.create_namespaced_pod(namespace, body)
+            with redirect_stdout(sys.stderr):
+                with self.consume_pod_logs(
+                    context=context, client=client, namespace=namespace, pod_name=name, ignore_containers=ignore
+                ):
+                    wait_until_ended(client.core_api, namespace, name, self.settings, pod_wait_timeout)
+        return PipesClientCompletedInvocation(session)
+
+
+def with_env(pod: dict, container: str, env: dict[str, str]) -> dict:
+    """`pod` with `env` added to one container's environment (a copy)."""
+    out = json.loads(json.dumps(pod))
+    for c in out["spec"]["containers"]:
+        if c["name"] == container:
+            c["env"] = [*(c.get("env") or []), *({"name": k, "value": v} for k, v in env.items())]
+    return out
 
 
 class KubernetesLauncher:
@@ -190,12 +257,22 @@ class KubernetesLauncher:
         else:
             os.chmod(results, 0o777)  # the pod's user must write it; the volume is the arena's alone
         self.ensure_namespace_objects()
-        pod_name = get_pod_name(context.run_id, context.op.name)
-        where = {"backend": "kubernetes", "namespace": self.s.namespace, "pod": pod_name}
+        pod_name = self.name_pod(context)
+        where = {
+            "backend": "kubernetes",
+            "namespace": self.s.namespace,
+            "pod": pod_name,
+            "engine_isolation": ISOLATION_SIDECAR,
+        }
         row = write_status(self.wh, row, "running", provenance=where)
-        outcome = self._run_pod(context, manifests.evaluation_pod(pod_spec, task, self.s, name=pod_name), task)
+        outcome = self.run_pod(context, manifests.evaluation_pod(pod_spec, task, self.s, name=pod_name), task)
         self.say(f"[evaluate {spec.evaluation_id}] pod {pod_name}: {outcome.kind}: {outcome.reason}")
         return self.conclude(row, outcome, results, where)["status"]
+
+    @staticmethod
+    def name_pod(context) -> str:
+        """The pod's one name, drawn once per evaluation, in dagster-k8s' form (run id and step)."""
+        return get_pod_name(context.run.run_id, context.op_execution_context.op.name)
 
     def conclude(self, row: dict, outcome: PodOutcome, results: Path, where: dict) -> dict:
         """After the pod is gone: land its results whole, or void the evaluation with the reason
@@ -217,7 +294,9 @@ class KubernetesLauncher:
         finally:
             shutil.rmtree(results, ignore_errors=True)
 
-    def _run_pod(self, context, pod: k8s.V1Pod, task) -> PodOutcome:
+    def run_pod(self, context, pod: k8s.V1Pod, task) -> PodOutcome:
+        """Run the named pod to its end from a Dagster asset's `context`, read how it ended and
+        delete it: every call names `pod`'s own name."""
         body = manifests.to_dict(pod)
         pipes = ArenaPipesK8sClient(
             self.s,
@@ -228,13 +307,10 @@ class KubernetesLauncher:
         name, ns = body["metadata"]["name"], self.s.namespace
         outcome, error = None, None
         try:
-            invocation = pipes.run(
+            invocation = pipes.run_pod(
                 context=context,
-                namespace=ns,
-                base_pod_meta=body["metadata"],
-                base_pod_spec=body["spec"],
+                pod=body,
                 pod_wait_timeout=active_deadline_seconds(task) + self.s.unschedulable_timeout_s,
-                delete_pod_on_completion=False,
             )
             for message in invocation.get_custom_messages():
                 self.say(f"[pod {name}] {json.dumps(message, default=str)}")

@@ -5,13 +5,14 @@ objects as YAML (with a kustomization.yaml) for an operator to read and `kubectl
 
 The namespace enforces Pod Security `restricted`, a ResourceQuota caps its GPUs, and a
 NetworkPolicy selecting every pod denies all ingress and egress (the engine talks only to the
-runner, on the pod's loopback, which no NetworkPolicy touches). The evaluation pod asks one
-`nvidia.com/gpu` (request = limit) on a node of the task's GPU, runs as the image's
-unprivileged user with no privilege escalation, every capability dropped, seccomp
-RuntimeDefault, a read-only root filesystem (writable: the results sub-directory, scratch,
-/tmp and /dev/shm as emptyDirs), no service-account token, and an activeDeadlineSeconds from
-the protocol (deadline.py). The sealed target, speculator, engines and pools come from the
-artifacts volume, mounted read-only.
+runner, on the pod's loopback, which no NetworkPolicy touches). The evaluation pod has two
+containers under two uids (`evaluation_pod`): the runner, and the engine's, which asks one
+`nvidia.com/gpu` (request = limit) on a node of the task's GPU. Both run with no privilege
+escalation, every capability dropped, seccomp RuntimeDefault, a read-only root filesystem
+(writable: emptyDirs of their own; the runner also the results sub-directory), no
+service-account token, and the pod an activeDeadlineSeconds from the protocol (deadline.py). The
+runner mounts the artifacts volume (pools, sealed inputs, engines) read-only; the engine's
+container only the sealed target, speculator and engines, each a read-only sub-path.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from pathlib import Path
 from kubernetes import client as k8s
 
 from speculator_arena.backends.kubernetes.deadline import active_deadline_seconds
-from speculator_arena.backends.kubernetes.in_pod import POD_ARTIFACTS, POD_RESULTS, POD_SCRATCH, pod_command
+from speculator_arena.backends.kubernetes.engine_sidecar import sidecar_command
+from speculator_arena.backends.kubernetes.in_pod import (
+    POD_ARTIFACTS,
+    POD_ENGINE_SCRATCH,
+    POD_RESULTS,
+    POD_SCRATCH,
+    SIDECAR_LISTEN,
+    pod_command,
+)
 from speculator_arena.backends.kubernetes.settings import (
     GPU_RESOURCE,
     KUBERNETES_VERSION,
@@ -37,6 +46,7 @@ PART_OF = {"app.kubernetes.io/part-of": APP}
 EVALUATION_LABEL = "speculator-arena/evaluation-id"
 TASK_LABEL = "speculator-arena/task"
 RUNNER_CONTAINER = "runner"
+ENGINE_CONTAINER = "engine"
 LAUNCHER_ACCOUNT = "arena-launcher"
 
 
@@ -193,10 +203,43 @@ def pod_spec_of(spec: EvaluationSpec, s: KubernetesSettings) -> EvaluationSpec:
     )
 
 
+def _security(uid: int) -> k8s.V1SecurityContext:
+    """A container of the restricted profile under `uid`, with a read-only root filesystem."""
+    return k8s.V1SecurityContext(
+        allow_privilege_escalation=False,
+        privileged=False,
+        read_only_root_filesystem=True,
+        run_as_non_root=True,
+        run_as_user=uid,
+        run_as_group=uid,
+        capabilities=k8s.V1Capabilities(drop=["ALL"]),
+        seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
+    )
+
+
+def _env(values: dict[str, str]) -> list[k8s.V1EnvVar]:
+    return [k8s.V1EnvVar(name=k, value=v) for k, v in values.items()]
+
+
+def engine_inputs(spec: EvaluationSpec) -> list[str]:
+    """The pod paths the engine's container mounts from the artifacts volume (each alone, as a
+    sub-path): the sealed target, the speculator and the engines; never the pools."""
+    paths = [spec.target, spec.speculator, spec.engine, spec.stock_engine]
+    prefix = POD_ARTIFACTS + "/"
+    return sorted({p for p in paths if p and p.startswith(prefix)})
+
+
 def evaluation_pod(
     spec: EvaluationSpec, task: TaskProtocol, s: KubernetesSettings, name: str | None = None
 ) -> k8s.V1Pod:
-    """The pod of one evaluation; `spec` holds pod paths (pod_spec_of)."""
+    """The pod of one evaluation; `spec` holds pod paths (pod_spec_of).
+
+    Two containers under two uids, sharing the pod's loopback and process namespace and nothing
+    on disk: the runner (the Pipes container: the results sub-directory, the artifacts volume
+    with the pools) and the engine, a native sidecar (an init container that keeps running and
+    that the kubelet stops once the runner ended; the pod's logs and phase are the runner's)
+    holding the GPU, with only the engine's inputs mounted (engine_sidecar.py, sidecar_engine.py).
+    """
     gpus, selector = gpu_request(task, s)
     limits = {GPU_RESOURCE: str(gpus)}
     requests = dict(limits)
@@ -204,35 +247,26 @@ def evaluation_pod(
         limits["memory"] = requests["memory"] = s.memory_limit
     if s.cpu_request:
         requests["cpu"] = s.cpu_request
-    runtime_default = k8s.V1SeccompProfile(type="RuntimeDefault")
-    env = {
-        "ARENA_HOME": POD_RESULTS,
-        "HOME": POD_SCRATCH,
-        "XDG_CACHE_HOME": f"{POD_SCRATCH}/cache",
-        "TMPDIR": "/tmp",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "PYTHONUNBUFFERED": "1",
-        # A restricted pod cannot switch users: the runner says so in the provenance instead.
-        "ARENA_NO_PRIVILEGE_DROP": "1",
-    }
-    container = k8s.V1Container(
+    image = s.image or runner_image(task)
+    offline = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "TMPDIR": "/tmp"}
+    runner = k8s.V1Container(
         name=RUNNER_CONTAINER,
-        image=s.image or runner_image(task),
+        image=image,
         image_pull_policy="IfNotPresent",
         command=pod_command(spec),
-        env=[k8s.V1EnvVar(name=k, value=v) for k, v in env.items()],
-        resources=k8s.V1ResourceRequirements(requests=requests, limits=limits),
-        security_context=k8s.V1SecurityContext(
-            allow_privilege_escalation=False,
-            privileged=False,
-            read_only_root_filesystem=True,
-            run_as_non_root=True,
-            run_as_user=s.runner_uid,
-            run_as_group=s.runner_uid,
-            capabilities=k8s.V1Capabilities(drop=["ALL"]),
-            seccomp_profile=runtime_default,
+        env=_env(
+            {
+                "ARENA_HOME": POD_RESULTS,
+                "HOME": POD_SCRATCH,
+                "XDG_CACHE_HOME": f"{POD_SCRATCH}/cache",
+                **offline,
+                "ARENA_ENGINE_SIDECAR": SIDECAR_LISTEN,
+                # NVML for the engine's GPU (the device plugin gave it to the engine's container):
+                # honoured where the container toolkit accepts the variable (docs/operators.md).
+                "NVIDIA_VISIBLE_DEVICES": "all",
+            }
         ),
+        security_context=_security(s.runner_uid),
         volume_mounts=[
             k8s.V1VolumeMount(name="artifacts", mount_path=POD_ARTIFACTS, read_only=True),
             k8s.V1VolumeMount(name="results", mount_path=POD_RESULTS, sub_path=spec.evaluation_id),
@@ -241,12 +275,32 @@ def evaluation_pod(
             k8s.V1VolumeMount(name="shm", mount_path="/dev/shm"),
         ],
     )
+    engine = k8s.V1Container(
+        name=ENGINE_CONTAINER,
+        image=image,
+        image_pull_policy="IfNotPresent",
+        restart_policy="Always",  # a native sidecar
+        command=sidecar_command(SIDECAR_LISTEN, POD_ENGINE_SCRATCH),
+        env=_env({"HOME": f"{POD_ENGINE_SCRATCH}/home", "XDG_CACHE_HOME": f"{POD_ENGINE_SCRATCH}/cache", **offline}),
+        resources=k8s.V1ResourceRequirements(requests=requests, limits=limits),
+        security_context=_security(s.engine_uid),
+        volume_mounts=[
+            *(
+                k8s.V1VolumeMount(name="artifacts", mount_path=p, sub_path=p[len(POD_ARTIFACTS) + 1 :], read_only=True)
+                for p in engine_inputs(spec)
+            ),
+            k8s.V1VolumeMount(name="engine-scratch", mount_path=POD_ENGINE_SCRATCH),
+            k8s.V1VolumeMount(name="engine-tmp", mount_path="/tmp"),
+            k8s.V1VolumeMount(name="engine-shm", mount_path="/dev/shm"),
+        ],
+    )
     labels = {
         **PART_OF,
         "app.kubernetes.io/name": "arena-evaluation",
         EVALUATION_LABEL: label_value(spec.evaluation_id),
         TASK_LABEL: label_value(spec.task_id),
     }
+    empty = lambda n, **kw: k8s.V1Volume(name=n, empty_dir=k8s.V1EmptyDirVolumeSource(**kw))  # noqa: E731
     return k8s.V1Pod(
         api_version="v1",
         kind="Pod",
@@ -256,6 +310,9 @@ def evaluation_pod(
             active_deadline_seconds=active_deadline_seconds(task),
             automount_service_account_token=False,
             enable_service_links=False,
+            # The runner reads the engine's processes (CPU accounting, leftovers after a stop)
+            # and checks its supervisor in /proc; other uids' /proc entries show no environment.
+            share_process_namespace=True,
             node_selector=selector,
             tolerations=[k8s.V1Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule")],
             security_context=k8s.V1PodSecurityContext(
@@ -263,10 +320,11 @@ def evaluation_pod(
                 run_as_user=s.runner_uid,
                 run_as_group=s.runner_uid,
                 fs_group=s.runner_uid,
-                seccomp_profile=runtime_default,
+                seccomp_profile=k8s.V1SeccompProfile(type="RuntimeDefault"),
             ),
             termination_grace_period_seconds=int(task.start_stop.sigterm_grace_seconds) + 1,
-            containers=[container],
+            init_containers=[engine],
+            containers=[runner],
             volumes=[
                 k8s.V1Volume(
                     name="artifacts",
@@ -278,9 +336,12 @@ def evaluation_pod(
                     name="results",
                     persistent_volume_claim=k8s.V1PersistentVolumeClaimVolumeSource(claim_name=s.results_claim),
                 ),
-                k8s.V1Volume(name="scratch", empty_dir=k8s.V1EmptyDirVolumeSource()),
-                k8s.V1Volume(name="tmp", empty_dir=k8s.V1EmptyDirVolumeSource()),
-                k8s.V1Volume(name="shm", empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory")),
+                empty("scratch"),
+                empty("tmp"),
+                empty("shm", medium="Memory"),
+                empty("engine-scratch"),
+                empty("engine-tmp"),
+                empty("engine-shm", medium="Memory"),
             ],
         ),
     )

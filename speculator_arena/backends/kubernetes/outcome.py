@@ -5,7 +5,9 @@ way (pending within the unschedulable timeout, pulling its image, running). Ever
 is final: `succeeded` (the container exited 0: the results volume holds the runner's results,
 which results.py verifies) or `void` with the reason (the arena's side failed: refunded, nothing
 scored). The shapes are those the API server returns: pod phase and reason, the PodScheduled
-and DisruptionTarget conditions, and the runner container's waiting/terminated state.
+and DisruptionTarget conditions, the runner container's terminated state, and the waiting state
+of every container (the engine's sidecar is an init container: while its image cannot be pulled
+the runner only waits, `PodInitializing`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,16 @@ def _condition(pod: k8s.V1Pod, kind: str) -> k8s.V1PodCondition | None:
 def _container(pod: k8s.V1Pod, name: str | None) -> k8s.V1ContainerStatus | None:
     statuses = pod.status.container_statuses or []
     return next((c for c in statuses if name is None or c.name == name), None)
+
+
+def _waiting(pod: k8s.V1Pod, reasons: tuple[str, ...]) -> tuple[str, k8s.V1ContainerStateWaiting] | None:
+    """(container, waiting state) of the first container, init containers first, waiting for one
+    of `reasons`."""
+    for c in [*(pod.status.init_container_statuses or []), *(pod.status.container_statuses or [])]:
+        w = c.state.waiting if c.state else None
+        if w is not None and w.reason in reasons:
+            return c.name, w
+    return None
 
 
 def classify_pod(
@@ -97,16 +109,22 @@ def classify_pod(
         return _void("runner_failed", f"the pod failed: {why} {message}".strip())
     if phase == "Succeeded":
         return PodOutcome("succeeded", "succeeded", "the pod succeeded")
-    waiting = cs.state.waiting if cs and cs.state else None
-    if waiting is not None and waiting.reason in IMAGE_PULL_FAILURES:
-        return _void("image_pull", f"image pull failure ({waiting.reason}): {waiting.message or ''}".strip())
-    if waiting is not None and waiting.reason in CONTAINER_CONFIG_FAILURES:
+    pull = _waiting(pod, IMAGE_PULL_FAILURES)
+    if pull is not None:
+        who, w = pull
+        return _void("image_pull", f"image pull failure ({w.reason}, container {who}): {w.message or ''}".strip())
+    # The engine's sidecar restarts when it fails; crash-looping before the runner could start,
+    # it keeps the pod from ever running.
+    config = _waiting(pod, CONTAINER_CONFIG_FAILURES) or (
+        None if is_started(pod, container) else _waiting(pod, ("CrashLoopBackOff",))
+    )
+    if config is not None:
+        who, w = config
         waited = _seconds_since(pod.metadata.creation_timestamp, now)
         if waited > unschedulable_timeout_s:
             return _void(
                 "container_config",
-                f"the container could not be created for {waited:.0f} s "
-                f"({waiting.reason}): {waiting.message or ''}".strip(),
+                f"the container {who} could not be created for {waited:.0f} s ({w.reason}): {w.message or ''}".strip(),
             )
     scheduled = _condition(pod, "PodScheduled")
     if phase == "Pending" and scheduled is not None and scheduled.status == "False":

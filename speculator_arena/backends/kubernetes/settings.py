@@ -32,6 +32,7 @@ class KubernetesSettings:
     artifacts_root: str = "/mnt/arena-artifacts"  # where this (launcher) machine mounts the artifacts volume
     results_root: str = "/mnt/arena-results"  # where this machine mounts the results volume
     runner_uid: int = 1000  # the image's unprivileged user (Dockerfile: arena)
+    engine_uid: int = 1001  # the engine container's uid: none of the runner's files is its
     gpu_quota: int = 8  # GPUs the namespace may request at once (ResourceQuota)
     unschedulable_timeout_s: float = 900.0  # a pod no node can take is void after this long
     poll_interval_s: float = 10.0
