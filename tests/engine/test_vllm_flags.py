@@ -126,3 +126,18 @@ def test_every_launcher_flag_exists_in_the_installed_vllm(vllm_parse, tmp_path):
     assert bad["typo"] and "enable-prompt-token-details" in bad["typo"]
     used = {f for argv in argvs.values() for f in flags(argv)}
     assert "--enable-prompt-tokens-details" in used and "--speculative-config" in used
+
+
+def test_the_plugin_wheel_is_its_source():
+    """engines/vllm-cpu-ngram/plugin/ holds the wheel built from plugin-src/: the same module, its
+    entry point in vLLM's plugin group (a wheel left stale after an edit of the source fails here)."""
+    import zipfile
+
+    root = ENGINES / "vllm-cpu-ngram"
+    (wheel,) = sorted((root / "plugin").iterdir())
+    assert wheel.suffix == ".whl"
+    with zipfile.ZipFile(wheel) as z:
+        module = z.read("vllm_arena_cpu_fix/__init__.py").decode()
+        entry_points = next(z.read(n).decode() for n in z.namelist() if n.endswith(".dist-info/entry_points.txt"))
+    assert module == (root / "plugin-src" / "vllm_arena_cpu_fix" / "__init__.py").read_text()
+    assert "[vllm.general_plugins]" in entry_points and "vllm_arena_cpu_fix:register" in entry_points
