@@ -22,7 +22,7 @@ from types import SimpleNamespace
 
 import httpx
 import pytest
-from engine_testkit import chat, metrics, prompt_logprobs, stream_events
+from engine_testkit import SERVED_METRICS, SPEC_DECODE_METRICS, chat, metrics, prompt_logprobs, stream_events
 
 from speculator_arena import settings
 from speculator_arena.runners.harness import Evaluation
@@ -164,14 +164,7 @@ def test_prompt_logprobs_at_the_arenas_positions_within_the_ceiling(vllm_engine,
 
 def test_metrics_names_and_spec_decode_counters(vllm_engine):
     before = metrics(vllm_engine)
-    for name in (
-        "vllm:prompt_tokens_total",
-        "vllm:generation_tokens_total",
-        "vllm:prefix_cache_queries_total",
-        "vllm:prefix_cache_hits_total",
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-    ):
+    for name in SERVED_METRICS:
         assert name in before, name
     # Sampled traffic that n-gram lookup can draft for: the crash of vLLM's CPU fallback without
     # the plugin; the engine must answer, and stay up.
@@ -189,6 +182,7 @@ def test_metrics_names_and_spec_decode_counters(vllm_engine):
         assert after["vllm:spec_decode_num_accepted_tokens_total"] > before.get(
             "vllm:spec_decode_num_accepted_tokens_total", 0.0
         )
+        assert all(name in after for name in SPEC_DECODE_METRICS)
         assert any(k.startswith("vllm:spec_decode_num_accepted_tokens_per_pos_total[") for k in after)
     else:
         assert after.get(drafts, 0.0) == 0.0
