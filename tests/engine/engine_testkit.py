@@ -11,6 +11,22 @@ import httpx
 
 from speculator_arena.engine.local import LocalEngine
 
+# The /metrics names the arena reads (engine_metrics rows, the board's acceptance columns): served
+# by every engine, and the spec-decode counters, which vLLM serves only with a speculative config.
+SERVED_METRICS = (
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+)
+SPEC_DECODE_METRICS = (
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+)
+
 
 def chat(engine: LocalEngine, messages, **fields) -> dict:
     body = {"model": engine.served_name, "messages": messages, **fields}

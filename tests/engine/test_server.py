@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 import torch
-from engine_testkit import chat, metrics, prompt_logprobs, reply, stream_events
+from engine_testkit import SERVED_METRICS, SPEC_DECODE_METRICS, chat, metrics, prompt_logprobs, reply, stream_events
 
 Q = [{"role": "user", "content": "What is the capital of France?"}]
 TOOLS = [
@@ -28,17 +28,7 @@ def test_health_models_and_metrics_names(stock_engine):
     models = httpx.get(stock_engine.base_url + "/v1/models").json()
     assert models["data"][0]["id"] == "smollm2"
     m = metrics(stock_engine)
-    for name in (
-        "vllm:spec_decode_num_drafts_total",
-        "vllm:spec_decode_num_draft_tokens_total",
-        "vllm:spec_decode_num_accepted_tokens_total",
-        "vllm:prompt_tokens_total",
-        "vllm:generation_tokens_total",
-        "vllm:prefix_cache_queries_total",
-        "vllm:prefix_cache_hits_total",
-        "vllm:num_requests_running",
-        "vllm:num_requests_waiting",
-    ):
+    for name in SPEC_DECODE_METRICS + SERVED_METRICS:
         assert name in m, name
     assert m["vllm:spec_decode_num_drafts_total"] == 0  # stock: no speculation
 
