@@ -11,7 +11,7 @@ most). Re-running the command reuses every stored measured run.
 
 Variants: `v2-small-pages`, as before the fix (protocol v2's passes, 3 of 5 s per workload, and
 THP_MEM_ALLOC_ENABLE=0: torch's CPU allocator on 4 KiB pages, set for both engines alike through
-the runner's placement variables) and `v3-huge-pages`, after it (v3's passes, 2 of 12 s, and huge
+the runner's placement variables) and `v3-huge-pages`, after it (v3's passes, 3 of 8 s, and huge
 pages, the development engine's default now).
 
 Prints, per variant: the A/A SpecScores, mean and max |1 - SpecScore|, the spread between engine

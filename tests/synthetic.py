@@ -38,7 +38,7 @@ ATTACKS = (
     "length",  # candidate's replies 25% longer
     "memory",  # candidate's device memory over the budget
     "failures",  # candidate fails many requests on one pass (team-0)
-    "partial",  # stock's busy-2 pass missing, evaluation still running
+    "partial",  # stock's last busy pass missing, evaluation still running
     "void",  # the runner voided the evaluation
     "stock_unanswered",  # the stock engine leaves > 10% of a probe check unanswered: void
     "candidate_unanswered",  # the candidate leaves > 10% of the greedy check unanswered
@@ -195,7 +195,7 @@ def write_synthetic_evaluation(
             pass_id = f"{workload}-{pi}"
             timeline = _timeline(rng, lanes, pass_seconds, grace, chunk_tokens, small)
             for engine in ("candidate", "stock"):
-                if attack == "partial" and engine == "stock" and pass_id == "busy-2":
+                if attack == "partial" and engine == "stock" and pass_id == f"busy-{tp.passes_per_workload - 1}":
                     continue
                 s = speedups[workload] if engine == "candidate" else 1.0
                 t0 = base[engine]

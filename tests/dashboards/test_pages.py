@@ -11,6 +11,7 @@ from speculator_arena.protocol.model import protocol_digest
 from .conftest import TASK, page_text, scores_of_whole_warehouse
 
 LATEST = load_protocol().version  # the latest shipped protocol version: what the board scores under
+PASSES = load_protocol().task(TASK).passes_per_workload  # the synthetic evaluations' passes per workload
 
 PAGES = ["board", "evaluation", "task", "references", "gap", "protocol", "data_card", "methodology"]
 
@@ -130,7 +131,7 @@ def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
     tables = {tuple(t.value.columns): t.value for t in at.table}
     passes = next(v for k, v in tables.items() if "ratio" in k and "candidate tok/s" in k)
     want = scores.passes[scores.passes["evaluation_id"] == "ev-alpha"]
-    assert len(passes) == len(want) == 9
+    assert len(passes) == len(want) == 3 * PASSES
     assert sorted(passes["ratio"]) == sorted(want["ratio"].map(fmt.ratio))
     gates = next(v for k, v in tables.items() if "verdict" in k)
     want_g = scores.gates[scores.gates["evaluation_id"] == "ev-alpha"]
@@ -180,7 +181,8 @@ def test_evaluation_page_explains_a_partial_evaluation(app, synthetic_home):
     metric = {m.label: m.value for m in at.metric}
     assert metric["SpecScore"] == fmt.BLANK
     counts = next(t.value for t in at.table if "rows stored" in t.value.columns)
-    assert int(counts.set_index("raw table").at["passes", "rows stored"]) == 17  # stock's busy-2 missing
+    # both engines' passes, less the stock's last busy pass (the one missing)
+    assert int(counts.set_index("raw table").at["passes", "rows stored"]) == 2 * 3 * PASSES - 1
     assert "incomplete" in page_text(at)
 
 
@@ -305,7 +307,7 @@ def test_a_link_to_an_evaluation_opens_its_task(app, synthetic_home):
     assert at.sidebar.selectbox[0].value == TASK
     assert any(h.value == "alpha" for h in at.header)
     table = next(t.value for t in at.table if "candidate tok/s" in t.value.columns)
-    assert list(table["workload"]) == ["solo"] * 3 + ["team"] * 3 + ["busy"] * 3
+    assert list(table["workload"]) == ["solo"] * PASSES + ["team"] * PASSES + ["busy"] * PASSES
 
 
 def test_evaluation_page_shows_the_figures_shown_beside_the_score(app, synthetic_home):
@@ -333,7 +335,7 @@ def test_evaluation_page_shows_the_figures_shown_beside_the_score(app, synthetic
         fmt.ratio(want.loc[want["engine"] == e, "tokens_per_chunk"].iloc[0]) for e in ("candidate", "stock")
     )
     assert family.at[("chat", "all"), "team"] == cell
-    assert "protocol v2 sets no goodput objectives" in text
+    assert f"protocol v{LATEST} sets no goodput objectives" in text
     (button,) = at.get("download_button")
     assert "per-request rows (Parquet)" in str(button.proto)
     # a test evaluation's page offers no export and says why

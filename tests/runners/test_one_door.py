@@ -112,7 +112,7 @@ def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_pa
         (record,) = instance.event_log_storage.get_asset_check_execution_history(
             dg.AssetCheckKey(dg.AssetKey("evaluation"), check), limit=1
         )
-        assert record.partition == eid and record.status.value == "SUCCEEDED", (check, record)
+        assert record.run_id == event.run_id and record.status.value == "SUCCEEDED", (check, record)
     # the analysts' database is downstream of the evaluation: materialized after it
     analysts = instance.get_latest_materialization_event(dg.AssetKey("analysts_db"))
     assert analysts is not None and analysts.timestamp >= event.timestamp
