@@ -14,15 +14,15 @@ import time
 
 
 def allocator_huge_pages() -> str:
-    """Back torch's large CPU tensors with transparent huge pages unless the operator said
-    otherwise (THP_MEM_ALLOC_ENABLE, read once when torch loads, so set before its import).
+    """Whether torch's CPU allocator backs large tensors with transparent huge pages: only when
+    the operator sets THP_MEM_ALLOC_ENABLE=1 (read once, when torch loads); the runner passes the
+    variable to both engines alike (runners/engines.py) and records it in the provenance.
 
-    Why: on a 2-core machine the same requests ran 10-26% slower in some engine starts than in
-    others, and within one start after a while, with small pages (allocator page faults in the
-    decode loop); with huge pages the A/A spread between starts shrank (docs/benchmarks/aa_noise.md).
-    The runner passes the variable through to both engines alike (runners/engines.py)."""
-    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
-    return "on" if os.environ["THP_MEM_ALLOC_ENABLE"] == "1" else "off"
+    Why not on by default: in one engine start after another on a 2-core machine, huge pages made
+    the first start serve the same requests about 9% faster than the second in both A/A runs
+    measured (an order effect, which favours the candidate), where small pages gave a spread
+    whose sign changes from run to run (docs/benchmarks/aa_noise.md)."""
+    return "on" if os.environ.get("THP_MEM_ALLOC_ENABLE") == "1" else "off"
 
 
 def main() -> int:

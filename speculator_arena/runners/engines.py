@@ -27,8 +27,8 @@ from speculator_arena.runners.spec import REPO
 from speculator_arena.runners.status import runs_dir
 
 # The machine's placement knobs an operator may set for both engines alike (the device, the CPU
-# threads, the CPU allocator's huge pages: THP_MEM_ALLOC_ENABLE=0 turns off what the development
-# engine turns on, docs/benchmarks/aa_noise.md); passed through unchanged and recorded in the
+# threads, the CPU allocator's huge pages: THP_MEM_ALLOC_ENABLE, docs/benchmarks/aa_noise.md);
+# passed through unchanged and recorded in the
 # provenance, nothing else of the runner's environment reaches an engine.
 PLACEMENT_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
