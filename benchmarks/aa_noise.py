@@ -48,15 +48,21 @@ def say(msg: str) -> None:
     print(f"[aa-noise {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+ATTEMPTS = "aa_noise_attempts.json"  # planned run -> the ids of its attempts (a contended run is made again)
+
+
+def attempts(home: Path) -> dict[str, list[str]]:
+    p = home / ATTEMPTS
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
 def stored_measured(home: Path, evaluation_id: str) -> str | None:
     """The measured attempt of a planned run already stored (the run itself, or its re-runs)."""
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.evaluations import status_of
 
     wh = Warehouse(home)
-    marker = home / "aa_noise_attempts.json"
-    attempts = json.loads(marker.read_text()) if marker.exists() else {}
-    for eid in [evaluation_id, *attempts.get(evaluation_id, [])]:
+    for eid in [evaluation_id, *attempts(home).get(evaluation_id, [])]:
         if status_of(wh, eid) == "measured":
             return eid
     return None
@@ -91,11 +97,13 @@ def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> 
         s = launch.evaluate(spec, home, progress=say, rerun_contended=2)
     finally:
         for v, old in saved.items():
-            os.environ.pop(v, None) if old is None else os.environ.__setitem__(v, old)
-    marker = home / "aa_noise_attempts.json"
-    attempts = json.loads(marker.read_text()) if marker.exists() else {}
-    attempts[planned] = [a["evaluation_id"] for a in s["attempts"]]
-    marker.write_text(json.dumps(attempts, indent=1))
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
+    tried = attempts(home)
+    tried[planned] = [a["evaluation_id"] for a in s["attempts"]]
+    (home / ATTEMPTS).write_text(json.dumps(tried, indent=1))
     say(f"{planned}: {s['status']} {launch.why(s)[:200]}")
     return s["evaluation_id"] if s["status"] == "measured" else None
 
@@ -143,8 +151,7 @@ def figures(home: Path, ids: dict[str, list[str]]) -> dict:
         dev = [abs(1 - s) for s in specscores]
         sigma_pass = sd(resid)
         req = sum(per_pass_requests) / max(len(per_pass_requests), 1)
-        passes_per_score = sum(n_passes) if n_passes else 0
-        passes_per_score = passes_per_score / max(len(specscores), 1)
+        passes_per_score = sum(n_passes) / max(len(specscores), 1)
         out[variant] = {
             "evaluations": eids,
             "specscores": [round(s, 4) for s in specscores],
