@@ -41,6 +41,8 @@ VARIANTS = {
     "v2-small-pages": (2, {"THP_MEM_ALLOC_ENABLE": "0"}),
     "v3-huge-pages": (3, {"THP_MEM_ALLOC_ENABLE": "1"}),
     "v3-small-pages": (3, {"THP_MEM_ALLOC_ENABLE": "0"}),  # v3's passes alone (the engine's default)
+    # v4: two passes of 12 s per workload, mirrored pairing (C S S C), huge pages set by the version
+    "v4": (4, {}),
 }
 
 
@@ -108,12 +110,24 @@ def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> 
     return s["evaluation_id"] if s["status"] == "measured" else None
 
 
-def matched_ratios(home: Path) -> dict[tuple[str, str], tuple[int, float]]:
+def matched_ratios(home: Path) -> dict[tuple[str, str, int], tuple[int, float]]:
+    """(evaluation, workload, pass index) -> (matched requests, candidate/stock time ratio)."""
     import duckdb
 
     sql = (Path(__file__).with_suffix(".sql")).read_text()
     rows = duckdb.execute(sql, {"requests": str(home / "raw" / "requests" / "*" / "*.parquet")}).fetchall()
-    return {(e, w): (n, r) for e, w, n, r in rows}
+    return {(e, w, int(i)): (n, r) for e, w, i, n, r in rows}
+
+
+def start_pairs(home: Path, eid: str) -> list[list[int] | None]:
+    """The pass indices each pair of candidate and stock starts served: one pair under sequential
+    pairing, two under mirrored (the provenance's `timed_starts`; absent before v4: one pair
+    serving every pass index, None)."""
+    from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.evaluations import current_row
+
+    starts = json.loads(current_row(Warehouse(home), eid)["provenance"]).get("timed_starts")
+    return [s["passes"] for s in starts if s["engine"] == "candidate"] if starts else [None]
 
 
 def sd(xs: list[float]) -> float:
@@ -132,22 +146,34 @@ def figures(home: Path, ids: dict[str, list[str]]) -> dict:
     matched = matched_ratios(home)
     out = {}
     for variant, eids in ids.items():
-        specscores, between, resid, per_pass_requests, n_passes = [], [], [], [], []
+        specscores, between, per_eval, resid, per_pass_requests, n_passes = [], [], [], [], [], []
         for eid in eids:
             s = ev.loc[eid, "specscore"] if eid in ev.index else None
             if s is None or (isinstance(s, float) and math.isnan(s)):
                 continue
             specscores.append(float(s))
-            logs = []
-            for w, g in passes[passes.evaluation_id == eid].groupby("workload"):
-                n, r = matched.get((eid, w), (0, float("nan")))
-                if n:
-                    logs.append(math.log(r))
-                    resid += [math.log(x) - math.log(r) for x in g.ratio if x and x > 0]
+            mine = passes[passes.evaluation_id == eid]
+            for w, g in mine.groupby("workload"):
+                for i, x in zip(g.pass_index, g.ratio):
+                    n, r = matched.get((eid, w, int(i)), (0, float("nan")))
+                    if n and x and x > 0:
+                        resid.append(math.log(x) - math.log(r))
                 per_pass_requests += [int(x) for x in g.requests]
                 n_passes.append(len(g))
-            if logs:
-                between.append(sum(logs) / len(logs))
+            # one log matched ratio per pair of starts (the candidate's start against the stock's
+            # on the same requests), averaged over workloads; the evaluation's is their mean
+            pair_logs = []
+            for indices in start_pairs(home, eid):
+                logs = [
+                    math.log(r)
+                    for (e, w, i), (n, r) in matched.items()
+                    if e == eid and n and (indices is None or i in indices)
+                ]
+                if logs:
+                    pair_logs.append(sum(logs) / len(logs))
+            between += pair_logs
+            if pair_logs:
+                per_eval.append(sum(pair_logs) / len(pair_logs))
         dev = [abs(1 - s) for s in specscores]
         sigma_pass = sd(resid)
         req = sum(per_pass_requests) / max(len(per_pass_requests), 1)
@@ -157,10 +183,14 @@ def figures(home: Path, ids: dict[str, list[str]]) -> dict:
             "specscores": [round(s, 4) for s in specscores],
             "mean_abs_error": round(sum(dev) / len(dev), 4) if dev else None,
             "max_abs_error": round(max(dev), 4) if dev else None,
+            # the spread of one candidate start against one stock start (the same requests)
             "between_start_sd": round(sd(between), 4),
-            # the candidate's start against the stock's on the same requests: 1 unless the order of
-            # the starts (the candidate's first) makes one of them faster
-            "matched_time_ratio": round(math.exp(sum(between) / len(between)), 4) if between else None,
+            "start_pairs": len(between),
+            # what an evaluation sees of it: its pairs' mean (one pair under sequential pairing)
+            "evaluation_matched_sd": round(sd(per_eval), 4),
+            # the candidate's starts against the stock's on the same requests: 1 unless the order of
+            # the starts makes one of them faster
+            "matched_time_ratio": round(math.exp(sum(per_eval) / len(per_eval)), 4) if per_eval else None,
             "pass_composition_sd": round(sigma_pass, 4),
             "requests_per_pass": round(req, 2),
             "passes_per_evaluation": passes_per_score,
@@ -196,7 +226,7 @@ def main() -> int:
     ap.add_argument("--home", required=True, help="an ARENA_HOME of its own (pools and target are made if missing)")
     ap.add_argument("--task", default="local-smollm2")
     ap.add_argument("--runs", type=int, default=6)
-    ap.add_argument("--variants", default="v2-small-pages,v3-huge-pages")
+    ap.add_argument("--variants", default="v3-small-pages,v4")
     ap.add_argument("--report-only", action="store_true", help="print the figures of the stored runs")
     args = ap.parse_args()
     home = Path(args.home).resolve()
@@ -235,7 +265,8 @@ def main() -> int:
     for variant, v in fig.items():
         print(
             f"{variant:12s} n {len(v['specscores'])}  mean |1-S| {v['mean_abs_error']}  max |1-S| {v['max_abs_error']}  "
-            f"between-start sd {v['between_start_sd']} (matched time ratio {v['matched_time_ratio']})  pass composition sd {v['pass_composition_sd']} "
+            f"between-start sd {v['between_start_sd']} ({v['start_pairs']} start pairs; per evaluation {v['evaluation_matched_sd']}, "
+            f"matched time ratio {v['matched_time_ratio']})  pass composition sd {v['pass_composition_sd']} "
             f"({v['requests_per_pass']} requests/pass)  SpecScores {v['specscores']}"
         )
     if len(fig) == 2:

@@ -92,7 +92,7 @@ def test_split_evaluation(built_local, smollm2_target, tmp_path_factory):
 
     engine = make_engine(tmp_path_factory.mktemp("echo_engine"), "echo")
     protocol = tmp_path_factory.mktemp("ci_protocol")
-    stage_ci_protocol(protocol)
+    stage_ci_protocol(protocol, passes_per_workload=1)  # the pages' text is under test, not speeds
     home = built_local["home"]
     eid = "hidden-text-test-split"
     env = dict(

@@ -470,7 +470,10 @@ def _write_probes(wh, eid, rng, attack, n_greedy, n_scored, n_fid, ntok, req_col
             if attack == "greedy" and engine == "candidate":
                 cut = len(toks) // 5
                 toks[cut:] = (toks[cut:] + 1) % 49152
-            unanswered = (attack == "candidate_unanswered" and engine == "candidate" and i < max(2, n_greedy // 4)) or (
+            # the candidate leaves just over the 10% answering limit unanswered (1 of 6, 8 of 64), so
+            # that its greedy agreement (an unanswered prompt counts 0) stays above a calibrated
+            # floor (v5: 0.76) and the answering gate alone fails
+            unanswered = (attack == "candidate_unanswered" and engine == "candidate" and i < max(1, n_greedy // 8)) or (
                 attack == "stock_unanswered" and engine == "stock" and i < max(2, n_greedy // 4)
             )
             for k, v in (

@@ -35,7 +35,8 @@ def quiet(level: str = "CRITICAL") -> dict:
     a failure is the caller's one line (the CLI's; the queue worker prints the run's failure),
     so Dagster's step and run failures with their stack traces stay in the run's event log
     (`dagster dev` shows them) and reach the terminal only with ARENA_DEBUG. Dagster's own events
-    are DEBUG; `level="INFO"` keeps the assets' progress lines (`context.log.info`) on the terminal."""
+    are DEBUG; `level="INFO"` would show the assets' `context.log.info` lines in Dagster's format,
+    so the assets that report progress print it with the arena's prefix themselves (assets/pools.py `say`)."""
     level = "DEBUG" if settings.flag("ARENA_DEBUG") else level
     return {"loggers": {"console": {"config": {"log_level": level}}}}
 
@@ -206,7 +207,9 @@ def build_pools(
     from speculator_arena.assets.pools import POOL_ASSETS, POOL_TASKS
     from speculator_arena.pools.build.folders import discard_build
     from speculator_arena.pools.layout import builds_dir
+    from speculator_arena.protocol import target_task
 
+    task = target_task(task)  # a task serving another's sessions builds (and serves) that task's pools
     if task not in POOL_TASKS.get_partition_keys():
         raise KeyError(f"unknown task {task!r}; tasks: {POOL_TASKS.get_partition_keys()}")
     cfg = {
@@ -216,7 +219,7 @@ def build_pools(
         "sources": sources,
         "write_repo_data_card": write_repo_card,
     }
-    run_config = {"ops": {a.op.name: {"config": cfg} for a in POOL_ASSETS}, **quiet("INFO")}
+    run_config = {"ops": {a.op.name: {"config": cfg} for a in POOL_ASSETS}, **quiet()}  # progress: assets/pools.py say
     builds = builds_dir(task, settings.arena_home(home or None))
     before = set(builds.iterdir()) if builds.is_dir() else set()
     try:

@@ -12,6 +12,8 @@ whether it succeeded or failed. Checks: public and hidden disjoint, every turn f
 no session in two passes, enough sessions for every pass (blocking), busy lanes within the cache.
 """
 
+import sys
+
 import dagster as dg
 
 from speculator_arena.assets.resources import PoolBuildsResource, WarehouseResource
@@ -27,7 +29,10 @@ from speculator_arena.pools.layout import data_card_dir, pool_root, read_jsonl, 
 from speculator_arena.pools.settings import operator_key
 from speculator_arena.protocol import load_protocol
 
-POOL_TASKS = dg.StaticPartitionsDefinition(sorted(load_protocol().tasks))
+# tasks with pools of their own (a task with a `target_task` serves that task's pools)
+POOL_TASKS = dg.StaticPartitionsDefinition(
+    sorted(t for t, spec in load_protocol().tasks.items() if not spec.target_task)
+)
 GROUP = "pools"
 
 
@@ -54,8 +59,16 @@ def _ctx(
         data_dir=config.data_dir,
         cc_traces=config.cc_traces,
         sources=config.sources,
-        progress=context.log.info,
+        progress=lambda msg: say(context, msg),
     )
+
+
+def say(context: dg.AssetExecutionContext, msg: str, warning: bool = False) -> None:
+    """A pool build's progress: into the run's event log (`dagster dev` shows it) and, with the
+    arena's `[pools]` prefix, on stderr (the launchers keep Dagster's console logger quiet, so a
+    terminal shows the arena's lines only)."""
+    (context.log.warning if warning else context.log.info)(msg)
+    print(f"[pools] {'warning: ' if warning else ''}{msg}", file=sys.stderr, flush=True)
 
 
 def _dropped(d: dict | None) -> str:
@@ -160,7 +173,7 @@ def pool_test(
     ctx = _ctx(context, config, warehouse, pool_builds)
     key = operator_key()
     if key is None:
-        context.log.warning("no ARENA_POOL_KEY: the hidden test pool is not built")
+        say(context, "no ARENA_POOL_KEY: the hidden test pool is not built", warning=True)
         yield dg.MaterializeResult(metadata={"built": False, "reason": "no operator key (ARENA_POOL_KEY)"})
         yield dg.AssetCheckResult(
             check_name="every_turn_fits_window", passed=True, metadata={"hidden_pool": "not built"}
@@ -287,7 +300,7 @@ def pool_data_card(
         }
     )
     switch_build(ctx.task_id, ctx.root, ctx.home)
-    context.log.info(f"serving the pool built in {ctx.root}")
+    say(context, f"serving the pool built in {ctx.root}")
     b = card["busy_lanes"]
     yield dg.AssetCheckResult(
         check_name="busy_lanes_fit_cache",

@@ -25,3 +25,10 @@ def preflight(backend: str, spec, home) -> None:
         from speculator_arena.backends.resource import EvaluationBackendResource
 
         KubernetesLauncher(EvaluationBackendResource(kind="kubernetes").settings(), home).preflight(spec)
+    else:
+        from speculator_arena.runners.engines import missing_runtime
+        from speculator_arena.runners.spec import resolve_engine_path, stock_engine_of
+
+        problem = missing_runtime(resolve_engine_path(stock_engine_of(spec)))
+        if problem:  # the arena's own side cannot run here: say so before anything is stored
+            raise FileNotFoundError(f"the stock engine {problem}")

@@ -81,12 +81,16 @@ def read_shown(
 
 
 def expected_passes(rows: ShownRows) -> dict[str, int | None]:
-    """Per evaluation, the passes per workload its task asks under the version read (None: the
-    task is not in that version)."""
+    """Per evaluation, the passes per workload it was run with, as the scorer counts them
+    (scoring/limits.py's passes_run); None when its task is not in the version read."""
+    from speculator_arena.scoring.limits import passes_run
+
     proto = load_protocol(rows.protocol_version)
+    index = rows.index
+    counts = passes_run(index, proto) if len(index) else []
     return {
-        r.evaluation_id: (proto.task(r.task_id).passes_per_workload if r.task_id in proto.tasks else None)
-        for r in rows.index.itertuples()
+        e: (int(n) if t in proto.tasks and n == n else None)
+        for e, t, n in zip(index["evaluation_id"], index["task_id"], counts)
     }
 
 

@@ -117,10 +117,32 @@ def publish(
 def _published_dirs(home=None) -> list[Path]:
     """Where a version's publication record and evidence lie: this ARENA_HOME's published versions,
     then the shipped ones (a version calibrated on the arena's machine and shipped with the code
-    carries its record and evidence beside its document)."""
+    carries its record and evidence beside its document), then `ARENA_PROTOCOL_DIR` (a version
+    staged by hand with its evidence)."""
     from importlib import resources
 
-    return [published_versions_dir(home), Path(str(resources.files("speculator_arena.protocol") / "versions"))]
+    from speculator_arena import settings
+
+    dirs = [published_versions_dir(home), Path(str(resources.files("speculator_arena.protocol") / "versions"))]
+    extra = settings.get("ARENA_PROTOCOL_DIR")
+    return dirs + ([Path(extra)] if extra else [])
+
+
+def task_calibrations(version: int, home=None) -> list[tuple[int, dict, Path]]:
+    """Per task of `version`, the evidence of the last calibration in force there: (the version it
+    was published as, its evidence, its plots folder), for the latest version up to `version`
+    whose evidence calibrates that task. A later version that only adds a task keeps showing the
+    calibrations it carries over (v6 keeps v5's of local-smollm2)."""
+    from speculator_arena.protocol import available_versions, load_protocol
+
+    tasks = set(load_protocol(version).tasks)
+    out = []
+    for v in sorted((x for x in available_versions() if x <= version), reverse=True):
+        found = published_evidence(v, home)
+        if found is not None and found[0]["task_id"] in tasks:
+            tasks.discard(found[0]["task_id"])
+            out.append((v, *found))
+    return out
 
 
 def publication(version: int, home=None) -> dict | None:

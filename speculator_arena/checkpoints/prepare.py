@@ -44,7 +44,10 @@ def _cache_root() -> Path | None:
 
 
 def checkpoint_dir(task_id: str, home=None) -> Path:
-    return _home(home) / "checkpoints" / task_id
+    """Where a task's sealed target lies: its target task's (protocol `target_task`)."""
+    from speculator_arena.protocol import target_task
+
+    return _home(home) / "checkpoints" / target_task(task_id)
 
 
 def _log(msg: str) -> None:
@@ -144,10 +147,13 @@ def prepare_checkpoint(task_id: str, home=None) -> Path:
     Raises KeyError for an unknown task, FileNotFoundError when the small model's package is
     missing, and `hub.HubUnavailable` (a RuntimeError) when a public task's hub is unreachable.
     """
+    from speculator_arena.protocol import target_task
+
+    _task_source(task_id)  # unknown task: fail before creating any folder
+    task_id = target_task(task_id)  # a task serving another's target prepares that one
     final = checkpoint_dir(task_id, home)
     if _whole(final, task_id):
         return final
-    _task_source(task_id)  # unknown task: fail before creating any folder
     cache_root = _cache_root()
     cache = cache_root / task_id if cache_root is not None else None
     with _locked(final.parent / f".{task_id}.lock"):

@@ -18,10 +18,11 @@ def allocator_huge_pages() -> str:
     the operator sets THP_MEM_ALLOC_ENABLE=1 (read once, when torch loads); the runner passes the
     variable to both engines alike (runners/engines.py) and records it in the provenance.
 
-    Why not on by default: in one engine start after another on a 2-core machine, huge pages made
-    the first start serve the same requests about 9% faster than the second in both A/A runs
-    measured (an order effect, which favours the candidate), where small pages gave a spread
-    whose sign changes from run to run (docs/benchmarks/aa_noise.md)."""
+    Why not on by default for every task: in one engine start after another on a 2-core machine,
+    huge pages made the first start serve the same requests about 9% faster than the second in
+    both A/A runs measured (an order effect, which favours the candidate), where small pages gave
+    a spread whose sign changes from run to run. Protocol v4 sets it for the embedded task
+    (`placement`), whose mirrored pairing cancels that order effect (docs/benchmarks/aa_noise.md)."""
     return "on" if os.environ.get("THP_MEM_ALLOC_ENABLE") == "1" else "off"
 
 

@@ -20,6 +20,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from speculator_arena.atomic import write_atomic
+from speculator_arena.protocol import target_task
 from speculator_arena.settings import arena_home
 
 PUBLIC_SPLIT = "dev"
@@ -32,12 +33,13 @@ def pools_dir(home=None) -> Path:
 
 
 def pool_root(task_id: str, home=None) -> Path:
-    """The served pool of a task (a link to its current build)."""
-    return pools_dir(home) / task_id
+    """The served pool of a task (a link to its current build): its target task's (protocol
+    `target_task`), whose sessions it serves."""
+    return pools_dir(home) / target_task(task_id)
 
 
 def builds_dir(task_id: str, home=None) -> Path:
-    return pools_dir(home) / ".builds" / task_id
+    return pools_dir(home) / ".builds" / target_task(task_id)
 
 
 def split_path(split: str) -> PurePosixPath:

@@ -26,7 +26,11 @@ def shared_data_dir(data: str | os.PathLike | None = None) -> Path:
 
 
 def tokenizer_source(task_id: str, data: str | os.PathLike | None = None) -> tuple[str, dict]:
-    """Where the task's tokenizer comes from: (directory, extra from_pretrained kwargs)."""
+    """Where the task's tokenizer comes from: (directory, extra from_pretrained kwargs); a task
+    serving another's target (protocol `target_task`) uses that task's."""
+    from speculator_arena.protocol import target_task
+
+    task_id = target_task(task_id)
     if task_id in QWEN3_TASKS:
         d = shared_data_dir(data) / "tokenizers" / "qwen3"
         if not (d / "tokenizer.json").is_file():

@@ -6,6 +6,7 @@ from speculator_arena.protocol.model import (
     available_versions,
     load_protocol,
     protocol_digest,
+    target_task,
 )
 
-__all__ = ["Protocol", "TaskProtocol", "available_versions", "load_protocol", "protocol_digest"]
+__all__ = ["Protocol", "TaskProtocol", "available_versions", "load_protocol", "protocol_digest", "target_task"]

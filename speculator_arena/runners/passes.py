@@ -56,24 +56,27 @@ class TimedPasses:
             tokenizer=self.tokenizer,
         )
 
-    def _timed(self, engine: str, src: Path) -> None:
+    def _timed(self, engine: str, src: Path, indices: range, again: bool = False) -> None:
+        """One timed start: per workload its warm-up wave, then the passes `indices` (all of them
+        under sequential pairing, one half under mirrored: `TaskProtocol.pass_halves`); `again`
+        marks an engine's second start, whose warm-ups get their own pass ids."""
         self._idle_ok, self._idle_reason = True, None
         er = self.start_engine(engine, src, "timed", self.task.engine_environment.gpu_memory_utilization)
         cfg = self.client_config(engine, er)
         for w in WORKLOADS:
-            self._warmup(engine, er, cfg, w)
-            for i in range(self.task.passes_per_workload):
+            self._warmup(engine, er, cfg, w, again)
+            for i in indices:
                 self._pass(engine, er, cfg, w, i)
         self.stop_engine(er, record=True)
 
-    def _warmup(self, engine: str, er: EngineRun, cfg: ClientConfig, w: str) -> None:
+    def _warmup(self, engine: str, er: EngineRun, cfg: ClientConfig, w: str, again: bool = False) -> None:
         """The protocol's warm-up waves before a workload's passes: each lane sends `warmup_waves`
         requests of warm-up sessions (none when the version says 0)."""
         waves = self.task.warmup_waves
         if waves == 0:
             return
         L = self.task.lanes[w]
-        pass_id = f"warmup-{w}"
+        pass_id = f"warmup-{w}-again" if again else f"warmup-{w}"
         self.set_phase(f"{engine} {pass_id}")
         sessions = self.pool.warmup(self.eid, w, L)
         now = time.time()

@@ -44,9 +44,10 @@ def code_commit() -> str | None:
         return None
 
 
-def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
+def provenance(spec: EvaluationSpec, home: Path, device: Device, task=None) -> dict:
     """Engine paths and digests, the sealed store's record, host, code commit, runner user, how the
-    engines were isolated from the arena's files, device, pass order."""
+    engines were isolated from the arena's files, device, pass order and the pairing's starts
+    (`task`: the evaluation's `TaskProtocol`)."""
     eng = resolve_engine_path(spec.engine)
     stock = resolve_engine_path(stock_engine_of(spec))
     return {
@@ -63,7 +64,7 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
         "placement": {
             "cpus": os.cpu_count(),
             "runner_cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "engine_variables": placement_environment(),
+            "engine_variables": placement_environment(task),
         },
         "engine_isolation": isolation(),
         "device": {
@@ -74,4 +75,12 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device) -> dict:
             "uuid": device.uuid,
         },
         "pass_order": PASS_ORDER,
+        **(
+            {
+                "pairing": task.pairing,
+                "timed_starts": [{"engine": e, "passes": list(ix)} for e, ix in task.pass_halves()],
+            }
+            if task is not None
+            else {}
+        ),
     }

@@ -73,7 +73,7 @@ def queue(spec: EvaluationSpec, home=None, *, device: Device | None = None) -> d
         "failure_reason": None,
         "created_at": now,
         "updated_at": now,
-        "provenance": json.dumps(provenance(spec, wh.home, device), sort_keys=True),
+        "provenance": json.dumps(provenance(spec, wh.home, device, proto.task(spec.task_id)), sort_keys=True),
     }
     wh.write_rows("evaluations", spec.evaluation_id, [row], part="evaluation", replace=True)
     return row

@@ -52,7 +52,7 @@ def assemble(proto, digest, limits: pd.DataFrame, rows: ScoringRows) -> Scores:
     gates_df = _gates_frame(ev["evaluation_id"], blocks)
     outcome.decide(ev, rows, on, passes, blocks, stock_text, incomplete)
 
-    shown = figures.figures_frame(ev, incomplete_reason, rows, lim_e)
+    shown = figures.figures_frame(ev, incomplete_reason, rows)
     figures.key_figures(ev, shown)
     gap_flags(ev, lim_e)
 

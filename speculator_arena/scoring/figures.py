@@ -36,13 +36,14 @@ _ENGINE_FIGURES = (
 _COUNTERS = ("drafts", "draft_tokens", "accepted_tokens")  # spec_decode_counter's names (warehouse/sql/macros/)
 
 
-def figures_frame(ev, incomplete_reason, rows: ScoringRows, lim_e) -> pd.DataFrame:
+def figures_frame(ev, incomplete_reason, rows: ScoringRows) -> pd.DataFrame:
     """Shown figures, long format; a figure without every row it needs is NaN with its reason.
 
     Per evaluation row and engine: the request figures of each workload and of all ("all"),
     then the engine-level ones; built as (rows x engines x figures) arrays, then flattened.
     `rows`: the scorer's rows (figures_requests, figures_wall, figures_acceptance, engine_passes
-    and memory are read); `lim_e`: each row's task limits.
+    and memory are read). An engine's workload figure needs as many complete passes as the
+    evaluation was run with (`ev.passes_run`, scoring/limits.py).
     """
     fig_req, fig_wall, fig_acc = rows.figures_requests, rows.figures_wall, rows.figures_acceptance
     engine_passes, memory = rows.engine_passes, rows.memory
@@ -52,11 +53,11 @@ def figures_frame(ev, incomplete_reason, rows: ScoringRows, lim_e) -> pd.DataFra
         return pd.DataFrame([], columns=columns)
     codes, uniques, _, last = frames.eval_keys(ev["evaluation_id"])
     why_all, why = _figure_blanks(
-        incomplete_reason.to_numpy()[last], lim_e["passes"].to_numpy()[last], engine_passes, uniques, codes
+        incomplete_reason.to_numpy()[last], ev["passes_run"].to_numpy()[last], engine_passes, uniques, codes
     )
     req_value, req_reason, generated = _request_figures(fig_req, uniques, codes, why)
     eng_value, eng_reason = _engine_figures(
-        fig_wall, fig_acc, memory, uniques, codes, why_all, generated, lim_e["passes"].to_numpy()[last]
+        fig_wall, fig_acc, memory, uniques, codes, why_all, generated, ev["passes_run"].to_numpy()[last]
     )
     engines = len(ENGINES)
     value = np.concatenate([req_value.reshape(n, engines, -1), eng_value], axis=2).reshape(-1)

@@ -64,3 +64,34 @@ def protocol_workloads(proto: Protocol) -> pd.DataFrame:
                 dict(task_id=task_id, workload=w, speed_kind=tp.workloads[w].speed, passes=int(tp.passes_per_workload))
             )
     return pd.DataFrame(rows)
+
+
+def passes_run(evaluations: pd.DataFrame, proto: Protocol) -> pd.Series:
+    """Per evaluation row, the passes per workload it was run with: its run version's value for its
+    task, else (run version unknown, or without the task) the scoring version's.
+
+    Why the run version's and not `proto`'s: a version may change how many passes the runner makes
+    (v4 made the embedded task's three passes two), and re-scoring under it must neither drop a
+    pass that was run (a v3 evaluation's third) nor wait for one that never will be (a v4
+    evaluation scored under v3). The limits, gates and rules stay the scoring version's; the
+    warehouse's completeness check (warehouse/completeness.py) counts passes the same way.
+    """
+    from speculator_arena.protocol import available_versions, load_protocol
+
+    known = set(available_versions())
+    own = {t: proto.task(t).passes_per_workload for t in proto.tasks}
+    cache: dict[tuple, int | None] = {}
+
+    def one(task_id, run_version) -> float:
+        key = (task_id, run_version)
+        if key not in cache:
+            run = int(run_version) if pd.notna(run_version) and int(run_version) in known else None
+            tasks = load_protocol(run).tasks if run is not None else {}
+            cache[key] = load_protocol(run).task(task_id).passes_per_workload if task_id in tasks else own.get(task_id)
+        value = cache[key]
+        return float("nan") if value is None else float(value)
+
+    versions = evaluations["protocol_version"] if "protocol_version" in evaluations else [None] * len(evaluations)
+    return pd.Series(
+        [one(t, v) for t, v in zip(evaluations["task_id"], versions)], index=evaluations.index, dtype=float
+    )

@@ -24,7 +24,7 @@ from speculator_arena.rules.status import current_frame
 from speculator_arena.scoring import busy_scan
 from speculator_arena.scoring.busy import busy_windows
 from speculator_arena.scoring.connection import evaluation_ids, open_connection, query, sql_text, threads
-from speculator_arena.scoring.limits import protocol_workloads
+from speculator_arena.scoring.limits import passes_run, protocol_workloads
 from speculator_arena.scoring.timing import tick
 from speculator_arena.warehouse import packs
 from speculator_arena.warehouse.store import Warehouse
@@ -34,7 +34,7 @@ from speculator_arena.warehouse.store import Warehouse
 class ScoringRows:
     """The rows of every query the scorer reads, over the evaluations scored (sql/<file>)."""
 
-    evaluations: pd.DataFrame  # evaluations.sql: one row per evaluation, oldest first
+    evaluations: pd.DataFrame  # evaluations.sql: one row per evaluation, oldest first, with passes_run
     passes: pd.DataFrame  # pass_ratios.sql: per timed pass, speeds, ratio and its reasons
     greedy: pd.DataFrame  # gate_greedy.sql: per greedy prompt the stock engine answered
     scored: pd.DataFrame  # gate_scored.sql: per scored reply, its sums
@@ -93,8 +93,10 @@ def read_rows(wh: Warehouse, proto, limits: pd.DataFrame, ids=None, t0: list | N
     try:
         con.register("protocol_limits", limits)
         con.register("protocol_workloads", protocol_workloads(proto))
-        ev = query(con, "evaluations.sql", ids)
-        got = {"evaluations": current_frame(ev).reset_index(drop=True)}
+        ev = current_frame(query(con, "evaluations.sql", ids)).reset_index(drop=True)
+        ev["passes_run"] = passes_run(ev, proto)
+        con.register("evaluation_passes", ev[["evaluation_id", "passes_run"]])
+        got = {"evaluations": ev}
         # the queries that do not read the requests, while the scan reads them in its thread
         for field, name in _BEFORE_SCAN:
             got[field] = q(name)

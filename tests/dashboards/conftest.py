@@ -49,7 +49,8 @@ SYNTHETIC = [
             split="test",
             seed=3,
             created_at=1.8e9 + 20,
-            speedups={"solo": 1.15, "team": 1.1, "busy": 1.05},
+            # far below its dev score (1.39) under any gap up to v5's calibrated 0.398
+            speedups={"solo": 0.7, "team": 0.65, "busy": 0.6},
         ),
     ),
     (
@@ -59,7 +60,8 @@ SYNTHETIC = [
             label="beta",
             seed=4,
             created_at=1.8e9 + 30,
-            speedups={"solo": 1.3, "team": 1.2, "busy": 1.1},
+            # below alpha by more than both intervals, widened by v5's calibrated noise (0.08 a side)
+            speedups={"solo": 1.1, "team": 1.05, "busy": 1.0},
         ),
     ),
     (

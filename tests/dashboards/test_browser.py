@@ -229,7 +229,8 @@ def _expect_curves(page, home: Path, board) -> None:
 
 def test_browser_shows_the_synthetic_warehouse(browser, synthetic_home, tmp_path, monkeypatch):
     """Served under a staged protocol version whose local-smollm2 task has a calibrated max A/A
-    error of 0.1: alpha (1.39) and beta (1.20) then lie within each other's noise and share rank 1."""
+    error of 0.25: alpha (1.39) and beta (1.05) then lie within each other's noise and share rank 1
+    (under the shipped calibration, 0.08, they are ranked apart: tests/dashboards/test_pages.py)."""
     from importlib import resources
 
     import yaml
@@ -239,7 +240,7 @@ def test_browser_shows_the_synthetic_warehouse(browser, synthetic_home, tmp_path
     latest = load_protocol().version
     doc = yaml.safe_load((resources.files("speculator_arena.protocol") / "versions" / f"v{latest}.yaml").read_text())
     doc["version"] = latest + 1
-    doc["tasks"]["local-smollm2"]["speed_noise"] = {"mean_abs_error": 0.05, "max_abs_error": 0.1}
+    doc["tasks"]["local-smollm2"]["speed_noise"] = {"mean_abs_error": 0.1, "max_abs_error": 0.25}
     (tmp_path / f"v{latest + 1}.yaml").write_text(yaml.safe_dump(doc))
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))  # the served board and the expected scores
     _check_served_board(browser, synthetic_home, "ev-alpha", "synthetic", shared=("alpha", "beta"))

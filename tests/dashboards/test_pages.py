@@ -81,7 +81,7 @@ def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home)
     assert metric["Leading SpecScore"] == fmt.score(ev.at["ev-alpha", "specscore"])
     # TTFT of the candidate, as the scorer computed it, in ms
     assert fmt.ms(ev.at["ev-alpha", "candidate_ttft_p50"]) in lines[0]
-    # the SpecScore's interval beside it (local-smollm2 is not calibrated: the bootstrap's alone, said so)
+    # the SpecScore's interval beside it
     from speculator_arena.board.ranking import board_rows
 
     board = board_rows(scores, TASK, "dev").set_index("evaluation_id")
@@ -92,7 +92,14 @@ def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home)
         f"| {fmt.score(ev.at['ev-alpha', 'specscore'])} | {fmt.ratio(board.at['ev-alpha', 'interval_low'])} | "
         f"{fmt.ratio(board.at['ev-alpha', 'interval_high'])} |"
     ) in lines[0]
-    assert "not widened: the max A/A error is not calibrated" in text and "A/A check: not calibrated" in text
+    # widened by the shipped calibration's max A/A error (v5 on), said so; the A/A check is on
+    e = load_protocol().task(TASK).task.speed_noise.max_abs_error
+    if e is None:
+        assert "not widened: the max A/A error is not calibrated" in text and "A/A check: not calibrated" in text
+    else:
+        # (page_text is the elements' protobuf text, where the apostrophe of "task's" is escaped)
+        assert f"calibrated max A/A error {e:.3f} (low" in text
+        assert "A/A check: not calibrated" not in text and "A/A check: " in text
 
 
 def test_board_test_split_shows_the_gap_flag(app, synthetic_home):
@@ -100,7 +107,7 @@ def test_board_test_split_shows_the_gap_flag(app, synthetic_home):
     _no_exception(at)
     scores = scores_of_whole_warehouse(synthetic_home)
     ev = scores.evaluations.set_index("evaluation_id")
-    assert bool(ev.at["ev-alpha-test", "gap_flag"])  # 1.1 vs 1.39: far below
+    assert bool(ev.at["ev-alpha-test", "gap_flag"])  # 0.65 vs 1.39: far below, even with v5's gap of 0.398
     participants = _board_rows(at)[0]
     row = next(ln for ln in participants.splitlines() if "ev-alpha-test" in ln)
     assert "FLAGGED" in row and fmt.score(ev.at["ev-alpha-test", "specscore"]) in row
@@ -224,7 +231,7 @@ def test_gap_page(app, synthetic_home):
     row = next(ln for ln in table.splitlines() if "acct-a" in ln)
     scores = scores_of_whole_warehouse(synthetic_home)
     ev = scores.evaluations.set_index("evaluation_id")
-    gap = load_protocol().dev_test_gap
+    gap = load_protocol().task(TASK).dev_test_gap  # the task's own (calibrated) gap
     assert fmt.score(ev.at["ev-alpha", "specscore"]) in row
     assert fmt.score(ev.at["ev-alpha-test", "specscore"]) in row
     assert fmt.score((1 - gap) * ev.at["ev-alpha", "specscore"]) in row

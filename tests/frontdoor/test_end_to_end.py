@@ -34,9 +34,24 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
     home = tmp_path / "arena_home"
     # The session's pools (tests/pool_fixtures.py), copied: the served pool is a link into its builds.
     shutil.copytree(built_local["home"] / "pools", home / "pools", symlinks=True)
-    # One pass per workload: what is under test is the way in (invite, submit, queue, board), not
-    # the speed figures, which the session's real evaluation and the attack module measure.
-    version = stage_ci_protocol(tmp_path / "protocol", passes_per_workload=1)
+    # One pass of a second or two per workload, no warm-up waves and the fewest probes that leave
+    # every gate measured: what is under test is the way in (invite, submit, queue, board), not the
+    # speed figures or the gates' power, which the session's real evaluation and the attack runs test.
+    version = stage_ci_protocol(
+        tmp_path / "protocol",
+        warmup_waves=0,
+        passes_per_workload=1,
+        workloads={
+            "solo": {"interleave": 1, "pass_seconds": 1, "speed": "request_time"},
+            "team": {"interleave": 2, "pass_seconds": 1, "speed": "busy_window"},
+            "busy": {"interleave": 2, "pass_seconds": 2, "speed": "busy_window"},
+        },
+        gates={
+            "greedy_agreement": {"prompts": 2, "temperature": 0.0, "max_tokens": 16, "concurrency": 1},
+            "sampled_likelihood": {"replies": 4, "context_tokens": 200, "reply_chars": 300},
+            "target_fidelity": {"texts": 2},
+        },
+    )
     env = dict(
         os.environ,
         ARENA_HOME=str(home),

@@ -4,6 +4,7 @@ sealed store's verification."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -187,8 +188,12 @@ def test_registration(front):
     token = r.json()["token"]
     assert front.client.post("/register", json={"name": "newcomer"}).status_code == 409
     assert front.post(submission(), token=token).status_code == 201
-    stored = connect(front.home).execute("SELECT secret_hash FROM tokens").fetchall()
-    assert all(token.split("_")[-1] not in row[0] for row in stored)  # only hashes are kept
+    stored = [row[0] for row in connect(front.home).execute("SELECT secret_hash FROM tokens")]
+    # only hashes are kept: the secret (after "sa_<id>_"; it may itself hold "_") is nowhere, its
+    # digest is (a short piece of the secret could occur in a hex digest by chance, so test whole)
+    secret = token.split("_", 2)[2]
+    assert all(secret not in row for row in stored)
+    assert hashlib.sha256(secret.encode()).hexdigest() in stored
 
 
 def test_protocol_and_board_endpoints(front):

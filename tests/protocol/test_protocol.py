@@ -5,7 +5,7 @@ import sys
 import pytest
 import yaml
 
-from speculator_arena.protocol import available_versions, load_protocol
+from speculator_arena.protocol import available_versions, load_protocol, target_task
 from speculator_arena.protocol.model import Protocol
 
 
@@ -59,7 +59,7 @@ def test_cli_protocol_json_is_the_document():
         [sys.executable, "-m", "speculator_arena.cli", "protocol", "--json"], capture_output=True, text=True, check=True
     ).stdout
     doc = json.loads(out)
-    assert doc["version"] == load_protocol().version == 3 and doc["count_slack_tokens"] == 4
+    assert doc["version"] == load_protocol().version == available_versions()[-1] and doc["count_slack_tokens"] == 4
     assert doc["tasks"]["qwen3-8b"]["revision"] == "b968826d9c46dd6066d109eabc6255188de91218"
     assert len(doc["digest"]) == 64
 
@@ -85,3 +85,78 @@ def test_v3_changes_only_the_embedded_tasks_passes():
         d2.pop(k), d3.pop(k)
     d2["tasks"]["local-smollm2"].pop("workloads"), d3["tasks"]["local-smollm2"].pop("workloads")
     assert d2 == d3
+
+
+def test_v4_changes_only_the_embedded_tasks_pairing_and_placement():
+    """Issue 21: v4 pairs local-smollm2 mirrored (C S S C) over two passes of 12 s per workload, its
+    engines on huge pages; every public task is sequential, and every other value is v3's."""
+    v3, v4 = load_protocol(3), load_protocol(4)
+    local3, local4 = v3.task("local-smollm2"), v4.task("local-smollm2")
+    assert (local3.pairing, local4.pairing) == ("sequential", "mirrored")
+    assert (local3.placement, local4.placement) == ({}, {"THP_MEM_ALLOC_ENABLE": "1"})
+    assert local4.passes_per_workload == 2 and {w.pass_seconds for w in local4.workloads.values()} == {12}
+    # the same timed seconds per engine as v3 (three passes of 8 s)
+    assert (
+        sum(w.pass_seconds for w in local4.workloads.values()) * 2
+        == sum(w.pass_seconds for w in local3.workloads.values()) * 3
+    )
+    assert [e for e, _ in local4.pass_halves()] == ["candidate", "stock", "stock", "candidate"]
+    assert [list(ix) for _, ix in local4.pass_halves()] == [[0], [0], [1], [1]]
+    for t in v4.public_tasks():
+        assert v4.task(t).pairing == "sequential" and v4.task(t).placement == {}
+    d3, d4 = v3.model_dump(), v4.model_dump()
+    for k in ("version", "published", "notes"):
+        d3.pop(k), d4.pop(k)
+    for k in ("workloads", "passes_per_workload", "pairing", "placement"):
+        d3["tasks"]["local-smollm2"].pop(k), d4["tasks"]["local-smollm2"].pop(k)
+    assert d3 == d4
+
+
+def test_v6_adds_the_vllm_task_on_the_embedded_target_and_changes_nothing_else():
+    """Issue 22: v6 adds local-smollm2-vllm, local-smollm2's model, sessions and values served by
+    vLLM's CPU build (stock and n-gram), whose target, tokenizer and pools are local-smollm2's;
+    every other task and value is v5's."""
+    v5, v6 = load_protocol(5), load_protocol(6)
+    assert set(v6.tasks) - set(v5.tasks) == {"local-smollm2-vllm"}
+    vllm, local = v6.tasks["local-smollm2-vllm"], v6.tasks["local-smollm2"]
+    assert vllm.target_task == "local-smollm2" and target_task("local-smollm2-vllm") == "local-smollm2"
+    assert target_task("local-smollm2") == "local-smollm2" and target_task("no-such-task") == "no-such-task"
+    assert {r.kind: r.engine for r in vllm.references} == {
+        "none": "engines/vllm-cpu-stock",
+        "ngram": "engines/vllm-cpu-ngram",
+    }
+    same = ("model", "revision", "lanes", "workloads", "passes_per_workload", "pairing", "max_tokens_cap", "gates")
+    assert all(getattr(vllm, k) == getattr(local, k) for k in same)
+    assert not vllm.public and vllm.speed_noise.max_abs_error is None  # its own calibration, not local's
+    d5, d6 = v5.model_dump(), v6.model_dump()
+    for k in ("version", "published", "notes"):
+        d5.pop(k), d6.pop(k)
+    d6["tasks"].pop("local-smollm2-vllm")
+    assert d5 == d6
+
+
+def test_a_target_task_must_share_the_model_and_have_its_own_target():
+    doc = load_protocol(6).model_dump(mode="json")
+    doc["tasks"]["local-smollm2-vllm"]["target_task"] = "qwen3-8b"  # another model
+    with pytest.raises(ValueError, match="same model and revision"):
+        Protocol.model_validate(doc)
+    doc["tasks"]["local-smollm2-vllm"]["target_task"] = "no-such-task"
+    with pytest.raises(ValueError, match="must name a task of this version"):
+        Protocol.model_validate(doc)
+    doc["tasks"]["local-smollm2-vllm"]["target_task"] = "local-smollm2"
+    doc["tasks"]["local-smollm2"]["target_task"] = "local-smollm2-vllm"  # a chain
+    with pytest.raises(ValueError, match="its own target"):
+        Protocol.model_validate(doc)
+
+
+def test_a_task_on_another_target_reads_its_checkpoint_pools_and_tokenizer(tmp_path):
+    """What local-smollm2-vllm's evaluation opens is local-smollm2's: one sealed target, one pool
+    build (no second copy that could drift), and no pool assets of its own."""
+    from speculator_arena.assets.pools import POOL_TASKS
+    from speculator_arena.checkpoints.prepare import checkpoint_dir
+    from speculator_arena.pools.layout import builds_dir, pool_root
+
+    for f in (checkpoint_dir, pool_root, builds_dir):
+        assert f("local-smollm2-vllm", tmp_path) == f("local-smollm2", tmp_path)
+    assert "local-smollm2-vllm" not in POOL_TASKS.get_partition_keys()
+    assert "local-smollm2" in POOL_TASKS.get_partition_keys()

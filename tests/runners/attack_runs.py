@@ -40,6 +40,19 @@ ATTACKS = {
     "skip_probe_items": ("engines/attacks/dev-skip-probe-items", {"target_fidelity"}),
 }
 PROBE_HOLES = ("empty_probe_replies", "garbage_logprob_ids", "skip_probe_items")
+# The probe holes are caught in the probe phase; their timed passes need only leave each engine a
+# few counted replies, so that no gate but theirs is "not measured" (the likelihood sample needs
+# two): passes of 1-2 s and four sampled replies (the attack profile's busy pass of 10 s and 24
+# replies scored twice were half of each of these evaluations). The lanes stay the attack
+# profile's: every run is scored under that version, whose lanes the passes are checked against.
+PROBE_HOLE_OVERRIDES = {
+    "workloads": {
+        "solo": {"interleave": 1, "pass_seconds": 1, "speed": "request_time"},
+        "team": {"interleave": 2, "pass_seconds": 1, "speed": "busy_window"},
+        "busy": {"interleave": 2, "pass_seconds": 2, "speed": "busy_window"},
+    },
+    "gates": {"sampled_likelihood": {"replies": 4, "context_tokens": 200, "reply_chars": 300}},
+}
 # The stock engine as candidate while a process outside the runner's and the engine's trees burns
 # a core: the runner sees the contended first pass and stops the evaluation, void (refunded).
 CONTENDED = {"host_contended": "engines/dev-stock"}
@@ -47,21 +60,23 @@ HOG = "import time\nt = time.time()\nwhile time.time() - t < 120: pass\n"
 # skip_probe_items refuses every 11th prompt_logprobs request: under the 10% answering limit only
 # with 11 or more fidelity texts, so it runs under a version of the attack profile that has 11.
 SKIP_TEXTS = 11
-# What CI affords (five paired evaluations of the real model and the hog's short one, about 12 of
+# What CI affords (four paired evaluations of the real model and the hog's short one, about 10 of
 # its 40 minutes): each hole that issue 10 closed where a candidate gained by failing (empty probe
 # replies were refunded, foreign token ids left fidelity blank, skipped items cost nothing), the
-# lossy acceptance every speculator could slip into (likelihood, first choice), a gate on the timed
-# replies (length), and the busy machine (void, never ranked). The honest side in CI is the
-# session's real evaluation (dev-ngram under the shipped local profile), whose every gate must pass
-# and is recomputed independently (tests/scoring/test_independent_recompute.py). The rest (the
-# honest references under this profile, forced greedy, other sampling, quantization, inflated
-# counters) run with ARENA_TEST_PROFILE=full, as does the real calibration that adopts them.
+# lossy acceptance every speculator could slip into (likelihood, first choice), and the busy
+# machine (void, never ranked). The honest side in CI is the session's real evaluation (dev-ngram
+# under the shipped local profile), whose every gate must pass and is recomputed independently
+# (tests/scoring/test_independent_recompute.py), the length gate's pairs and interval included.
+# The rest (the honest references under this profile, a cut at half the reply budget, forced
+# greedy, other sampling, quantization, inflated counters) run with ARENA_TEST_PROFILE=full, as
+# does the real calibration that adopts them. (cut_half left CI's list when CI ran past its 40
+# minutes, CI at 5a9f4fb: of the six it alone exercised no runner path the others do not; the
+# length gate failing on stored rows is tests/scoring/test_score_synthetic.py's.)
 CI_RUNS = (
     "empty_probe_replies",
     "garbage_logprob_ids",
     "skip_probe_items",
     "loose_accept",
-    "cut_half",
     "host_contended",
 )
 SCORED_GATES = {"greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity", "length", "answering"}
@@ -78,17 +93,19 @@ def run_attack_evaluations(built_home, tmp_path_factory) -> dict:
     from ci_profile import ATTACK_OVERRIDES, ENGINE_THREADS, stage_ci_protocol
 
     d = tmp_path_factory.mktemp("attack_protocol")
-    staged = stage_ci_protocol(d, **ATTACK_OVERRIDES)
-    version = _stage_variant(d, staged, staged + 1, warmup_waves=0)
-    more_texts = _stage_variant(d, version, version + 1, texts=SKIP_TEXTS)
+    version = stage_ci_protocol(d, warmup_waves=0, **ATTACK_OVERRIDES)
+    probe_holes = _stage_variant(d, version, version + 1, PROBE_HOLE_OVERRIDES)
+    more_texts = _stage_variant(d, probe_holes, version + 2, {"gates": {"target_fidelity": {"texts": SKIP_TEXTS}}})
     old = {k: os.environ.get(k) for k in ("ARENA_PROTOCOL_DIR", "OMP_NUM_THREADS")}
     os.environ["ARENA_PROTOCOL_DIR"] = str(d)
-    os.environ["OMP_NUM_THREADS"] = ENGINE_THREADS
     names = selected()
     status = {}
     try:
         for name, engine in names.items():
-            v = more_texts if name == "skip_probe_items" else version
+            v = more_texts if name == "skip_probe_items" else probe_holes if name in PROBE_HOLES else version
+            # beside the hog, an engine on both cores crawls (its threads wait on the busy one: a 2-s
+            # pass took 49 s); what is under test there is the runner's judgment, not the engine
+            os.environ["OMP_NUM_THREADS"] = "1" if name in CONTENDED else ENGINE_THREADS
             spec = EvaluationSpec(
                 task_id="local-smollm2",
                 engine=str(REPO / engine),
@@ -161,23 +178,15 @@ def _stop_hog(pid: int) -> None:
         pass
 
 
-def _stage_variant(
-    d: Path,
-    version: int,
-    new: int,
-    *,
-    texts: int | None = None,
-    warmup_waves: int | None = None,
-) -> int:
-    """Stage v<new> in `d`: v<version> with `texts` fidelity texts or `warmup_waves` warm-up waves;
-    return its number."""
+def _stage_variant(d: Path, version: int, new: int, task_values: dict) -> int:
+    """Stage v<new> in `d`: v<version> with the local task's `task_values` (its `gates` entries one
+    by one); return its number."""
     import yaml
 
     doc = yaml.safe_load((d / f"v{version}.yaml").read_text())
     doc["version"] = new
-    if texts is not None:
-        doc["tasks"]["local-smollm2"]["gates"]["target_fidelity"] = {"texts": texts}
-    if warmup_waves is not None:
-        doc["warmup_waves"] = warmup_waves
+    task = doc["tasks"]["local-smollm2"]
+    for k, v in task_values.items():
+        task[k] = {**task[k], **v} if k == "gates" else v
     (d / f"v{new}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return new

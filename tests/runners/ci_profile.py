@@ -30,9 +30,12 @@ CI_MAX_STEAL_SHARE = 0.5  # the steal the staged test versions allow (see stage_
 ENGINE_THREADS = "2"
 
 CI_OVERRIDES = {
-    # three short passes per workload whatever the shipped version gives the task (v3 gives it two
-    # long ones): the suite's checks of pass order, medians and stored rows count on three
+    # three short passes per workload, one start per engine, whatever the shipped version gives
+    # the task (v4: two long ones, mirrored): the suite's checks of pass order, medians and stored
+    # rows count on three, and sequential is what every public task runs; the mirrored pairing
+    # has its own real evaluation (tests/runners/test_mirrored.py)
     "passes_per_workload": 3,
+    "pairing": "sequential",
     "workloads": {
         "solo": {"interleave": 1, "pass_seconds": 4, "speed": "request_time"},
         "team": {"interleave": 2, "pass_seconds": 4, "speed": "busy_window"},
@@ -71,8 +74,12 @@ ATTACK_OVERRIDES = {
 }
 
 
-def stage_ci_protocol(directory: Path, task_id: str = "local-smollm2", **extra) -> int:
-    """Write v<latest+1>.yaml into `directory` from the latest shipped version; return its number."""
+def stage_ci_protocol(
+    directory: Path, task_id: str = "local-smollm2", *, warmup_waves: int | None = None, **extra
+) -> int:
+    """Write v<latest+1>.yaml into `directory` from the latest shipped version; return its number.
+    `extra` overrides the task's values; `warmup_waves` (a protocol-wide value) the warm-up waves,
+    which evaluations that measure no speed skip (a quarter of an evaluation of the real model)."""
     shipped = resources.files("speculator_arena.protocol") / "versions"
     latest = max(int(f.name[1:-5]) for f in shipped.iterdir() if f.name.startswith("v") and f.name.endswith(".yaml"))
     doc = yaml.safe_load((shipped / f"v{latest}.yaml").read_text())
@@ -82,6 +89,8 @@ def stage_ci_protocol(directory: Path, task_id: str = "local-smollm2", **extra) 
     task = doc["tasks"][task_id]
     for k, v in {**CI_OVERRIDES, **extra}.items():
         task[k] = v
+    if warmup_waves is not None:
+        doc["warmup_waves"] = warmup_waves
     # CI's machine is a VM whose hypervisor steals 5% or more of its CPU time in a short pass
     # (CI at 5b49bd8: "steal 5.3%" voided three attack runs and the test-split run), which no test
     # controls; the staged test version allows it (CI_MAX_STEAL_SHARE). The foreign-CPU limit stays

@@ -183,7 +183,8 @@ def main():
             print(f"PROBE_READ {probe}: denied ({exc.__class__.__name__})", flush=True)
     print(
         f"uid={os.getuid()} TARGET={os.environ.get('TARGET')} MAX_NUM_SEQS={os.environ.get('MAX_NUM_SEQS')} "
-        f"GPU_MEMORY_UTILIZATION={os.environ.get('GPU_MEMORY_UTILIZATION')}",
+        f"GPU_MEMORY_UTILIZATION={os.environ.get('GPU_MEMORY_UTILIZATION')} "
+        f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}",
         flush=True,
     )
     if "offload" in MODE:

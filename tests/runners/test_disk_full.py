@@ -52,11 +52,12 @@ class SmallHome:
         if not self.mounted:
             (self.home / "filler").write_text("full")  # the trigger: os.replace fails from now on
             return
-        with open(self.home / "filler", "wb") as fh:
+        # Unbuffered: a buffered file keeps the bytes the full disk refused and raises ENOSPC
+        # again when it is closed (CI at 5a9f4fb), which is the test's setup failing, not the runner.
+        with open(self.home / "filler", "wb", buffering=0) as fh:
             try:
-                while True:
-                    fh.write(b"\0" * 65536)
-                    fh.flush()
+                while fh.write(b"\0" * 65536):
+                    pass
             except OSError:
                 pass
         assert shutil.disk_usage(self.home).free < 65536

@@ -8,6 +8,7 @@ from real_evaluation import ACCOUNT, LABEL
 from stand_in import FAST
 
 from speculator_arena.cli import main
+from speculator_arena.protocol import load_protocol
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.schema import TABLES
@@ -20,7 +21,9 @@ def test_arena_evaluate_materializes_the_partition(real_evaluation):
     home, eid, out = real_evaluation.home, real_evaluation.evaluation_id, real_evaluation.cli_output
     wh = Warehouse(home)
     assert out["status"] == "measured", (out["void_reason"], out["failure_reason"])
-    assert out["rows"]["passes"] == 18
+    task = load_protocol(current_row(wh, eid)["protocol_version"]).task("local-smollm2")
+    timed_passes = 2 * 3 * task.passes_per_workload  # engines x workloads x passes
+    assert out["rows"]["passes"] == timed_passes
     for table in TABLES:  # every table the evaluation fills has its rows, as the CLI said
         if table not in out["rows"]:  # an ARENA_REAL_HOME reused from before the table existed
             assert wh.read_table(table, eid).num_rows == 0, table
@@ -35,7 +38,7 @@ def test_arena_evaluate_materializes_the_partition(real_evaluation):
     ev = instance.get_latest_materialization_event(dg.AssetKey("evaluation"))
     meta = ev.asset_materialization.metadata
     assert ev.asset_materialization.partition == eid
-    assert meta["status"].value == "measured" and meta["rows_passes"].value == 18
+    assert meta["status"].value == "measured" and meta["rows_passes"].value == timed_passes
     runs = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.SUCCESS]))
     assert any(r.tags.get("dagster/partition") == eid for r in runs)
 
@@ -59,3 +62,26 @@ def test_evaluate_rejects_bad_input_without_storing(built_home, profile, capsys)
     assert current_row(Warehouse(built_home["home"]), "cli-bad") is None
     rc = main(["evaluate", "--resume", "no-such-eval", "--home", str(built_home["home"])])
     assert rc == 2
+
+
+def test_a_vllm_task_without_vllm_is_refused_before_anything_is_stored(built_home, monkeypatch, capsys, tmp_path):
+    """local-smollm2-vllm's stock engine runs vLLM's CPU build: where ARENA_VLLM_VENV holds none,
+    `arena evaluate` says so (and how to install it) and stores nothing, instead of starting the
+    evaluation and voiding it minutes later."""
+    monkeypatch.setenv("ARENA_VLLM_VENV", str(tmp_path / "no-vllm"))
+    rc = main(
+        [
+            "evaluate",
+            "--task",
+            "local-smollm2-vllm",
+            "--engine",
+            "engines/vllm-cpu-ngram",
+            "--home",
+            str(built_home["home"]),
+            "--evaluation-id",
+            "cli-no-vllm",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert rc == 2 and "vllm-cpu-stock needs vLLM's CPU build" in err and "scripts/setup_vllm_cpu.sh" in err
+    assert current_row(Warehouse(built_home["home"]), "cli-no-vllm") is None

@@ -46,15 +46,20 @@ def _scores(home, eid):
 def test_real_paired_evaluation_is_measured(real_evaluation, smollm2_target):
     """The session's real evaluation (tests/real_evaluation.py: the dev n-gram engine against the
     stock engine, both serving SmolLM2 on CPU) is whole: every timed pass of both engines, the same
-    sessions and seeds on both sides, warm-ups, counters, probes, one timed and one probe start per
-    engine stopped by SIGTERM, and a measured evaluation that scores to a number."""
+    sessions and seeds on both sides, warm-ups, counters, probes, the timed starts its version's
+    pairing asks and one probe start per engine, each stopped by SIGTERM, and a measured evaluation
+    that scores to a number."""
     home, eid = real_evaluation.home, real_evaluation.evaluation_id
     wh = Warehouse(home)
     row = current_row(wh, eid)
     assert row["status"] == "measured", (row["void_reason"], row["failure_reason"])
+    task = load_protocol(row["protocol_version"]).task(row["task_id"])
     passes = wh.read_table("passes", eid).to_pylist()
     assert sorted((p["engine"], p["pass_id"]) for p in passes) == sorted(
-        (e, f"{w}-{i}") for e in ("candidate", "stock") for w in ("solo", "team", "busy") for i in range(3)
+        (e, f"{w}-{i}")
+        for e in ("candidate", "stock")
+        for w in ("solo", "team", "busy")
+        for i in range(task.passes_per_workload)
     )
     assert all(p["status"] == "complete" for p in passes)
     device = json.loads(row["provenance"])["device"]
@@ -64,10 +69,9 @@ def test_real_paired_evaluation_is_measured(real_evaluation, smollm2_target):
         assert all(p["memory_note"] for p in passes)
     reqs = wh.read_table("requests", eid).to_pylist()
     # The same sessions, seeds and order for both engines: each lane's first request matches.
-    task = load_protocol(row["protocol_version"]).task(row["task_id"])
     assert all(p["lanes"] == task.lanes[p["workload"]] for p in passes)
     lanes_of = {p["pass_id"]: p["lanes"] for p in passes}
-    for pid in ("solo-0", "team-1", "busy-2"):
+    for pid in ("solo-0", "team-1", f"busy-{task.passes_per_workload - 1}"):
         for lane in range(lanes_of[pid]):
             firsts = {
                 e: min(
@@ -97,12 +101,9 @@ def test_real_paired_evaluation_is_measured(real_evaluation, smollm2_target):
         probes = wh.read_table(table, eid).to_pylist()
         assert {p[engine_col] for p in probes if p["answered"]} == {"candidate", "stock"}, table
     starts = wh.read_table("engine_starts", eid).to_pylist()
-    assert sorted((s["engine"], s["purpose"]) for s in starts) == [
-        ("candidate", "probe"),
-        ("candidate", "timed"),
-        ("stock", "probe"),
-        ("stock", "timed"),
-    ]
+    assert sorted((s["engine"], s["purpose"]) for s in starts) == sorted(
+        [(engine, "timed") for engine, _ in task.pass_halves()] + [("candidate", "probe"), ("stock", "probe")]
+    )
     assert all(s["stop_signal"] == "SIGTERM" and s["healthy_at"] and not s["died"] for s in starts)
     scored = _scores(home, eid).evaluations.iloc[0]
     assert scored["specscore"] == scored["specscore"], scored["specscore_reason"]  # a number, never blank

@@ -15,14 +15,7 @@ from __future__ import annotations
 import pytest
 from ci_profile import stage_ci_protocol
 from sse_engine import MALFORMED
-from stand_in import FAST, MALFORMED_REASONS, make_engine, stand_in_spec
-
-from speculator_arena.runners.harness import Evaluation
-from speculator_arena.scoring import score_warehouse
-from speculator_arena.warehouse import Warehouse
-from speculator_arena.warehouse.evaluations import current_row
-
-EID = "fx-malformed"
+from stand_in import FAST, MALFORMED_REASONS, make_engine, run_stand_in
 
 
 @pytest.fixture(scope="module")
@@ -33,26 +26,20 @@ def malformed(built_home, tmp_path_factory):
         stage_ci_protocol(root / "protocol", **FAST)
         cand = make_engine(root / "engines", "garbled", "malformed=mixed")
         stock = make_engine(root / "engines", "ok")
-        status = Evaluation(
-            stand_in_spec(EID, cand, stock, built_home), home=built_home["home"], progress=lambda m: None
-        ).run()
-        wh = Warehouse(built_home["home"])
-        scored = score_warehouse(wh, evaluation_ids=[EID]).evaluations.iloc[0]
-        yield {"status": status, "wh": wh, "scored": scored}
+        yield run_stand_in("fx-malformed", cand, stock, built_home)
 
 
 def test_a_candidate_streaming_malformed_output_scores_zero_not_void(malformed):
-    wh, scored = malformed["wh"], malformed["scored"]
-    row = current_row(wh, EID)
-    assert malformed["status"] == "measured" and row["void_reason"] is None and row["failure_reason"] is None
+    wh, scored, row = malformed["wh"], malformed["scored"], malformed["row"]
+    assert malformed["status"] == "measured" and row["void_reason"] is None and row["failure_reason"] is None, row
     assert scored["specscore"] == 0 and not scored["void"]
     assert isinstance(scored["specscore_reason"], str) and not scored["specscore_reason"].startswith("void")
-    reqs = wh.read_table("requests", EID).to_pylist()
+    reqs = wh.read_table("requests", malformed["eid"]).to_pylist()
     cand = [r for r in reqs if r["engine"] == "candidate"]
     stock = [r for r in reqs if r["engine"] == "stock"]
     assert cand and all(not r["done"] and r["error"] for r in cand)  # every one its failure, with the reason
     assert stock and all(r["done"] and r["error"] is None for r in stock)  # nothing charged to the stock engine
-    passes = wh.read_table("passes", EID).to_pylist()
+    passes = wh.read_table("passes", malformed["eid"]).to_pylist()
     assert len(passes) == 18 and all(p["status"] == "complete" for p in passes)
     for w in ("solo", "team", "busy"):
         assert scored[f"r_{w}"] == 0
@@ -62,9 +49,9 @@ def test_the_candidates_probe_answers_it_cannot_read_are_unanswered(malformed):
     """Its greedy replies are malformed streams, its prompt_logprobs hold a string, a NaN and a
     rank of 2**70: each item is unanswered with the reason (scored as the worst value), while the
     stock engine answered all; its /metrics that is not Prometheus text gives no rows."""
-    wh = malformed["wh"]
-    greedy = wh.read_table("probe_greedy", EID).to_pylist()
-    fidelity = wh.read_table("probe_fidelity", EID).to_pylist()
+    wh, eid = malformed["wh"], malformed["eid"]
+    greedy = wh.read_table("probe_greedy", eid).to_pylist()
+    fidelity = wh.read_table("probe_fidelity", eid).to_pylist()
     for rows in (greedy, fidelity):
         assert all(r["answered"] for r in rows if r["engine"] == "stock")
         assert [r for r in rows if r["engine"] == "candidate"]
@@ -72,7 +59,7 @@ def test_the_candidates_probe_answers_it_cannot_read_are_unanswered(malformed):
     reasons = {r["error"].split(" at reply position")[0] for r in fidelity if r["engine"] == "candidate"}
     prefix = "unreadable prompt_logprobs: prompt_logprobs'"
     assert reasons == {f"{prefix} logprob", f"{prefix} rank"}, reasons
-    metrics = wh.read_table("metrics", EID).to_pylist()
+    metrics = wh.read_table("metrics", eid).to_pylist()
     assert {m["engine"] for m in metrics} == {"stock"}
 
 
@@ -80,7 +67,9 @@ def test_the_candidates_probe_answers_it_cannot_read_are_unanswered(malformed):
 def test_each_malformed_shape_is_the_candidates_failure(malformed, shape):
     """The requests whose stream carried `shape` (the stand-in deals them out in turn) are there,
     each failed with that shape's reason, in an evaluation that scored 0 and is not void."""
-    cand = [r for r in malformed["wh"].read_table("requests", EID).to_pylist() if r["engine"] == "candidate"]
+    cand = [
+        r for r in malformed["wh"].read_table("requests", malformed["eid"]).to_pylist() if r["engine"] == "candidate"
+    ]
     mine = [r for r in cand if r["error"].startswith(MALFORMED_REASONS[shape])]
     assert mine and all(not r["done"] for r in mine)
-    assert malformed["scored"]["specscore"] == 0 and not malformed["scored"]["void"]
+    assert malformed["scored"]["specscore"] == 0 and not malformed["scored"]["void"], malformed["row"]

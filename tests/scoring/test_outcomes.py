@@ -125,15 +125,15 @@ def test_stock_without_tokens_on_a_pass_is_void_never_blank(wh):
 
 
 def test_unanswered_greedy_prompts_count_zero_from_v2(wh):
-    """The candidate leaves 2 of 6 greedy prompts unanswered: v1 dropped them (mean over 4), v2
-    counts them a = 0 (mean over 6), so skipping never raises the agreement."""
+    """The candidate leaves 1 of 6 greedy prompts unanswered: v1 dropped it (mean over 5), v2
+    counts it a = 0 (mean over 6), so skipping never raises the agreement."""
     write_synthetic_evaluation(wh, "u", attack="candidate_unanswered", protocol_version=1)
     g1, g2 = (
         gate(score_warehouse(wh, 1), "u", "greedy_agreement"),
         gate(score_warehouse(wh, 2), "u", "greedy_agreement"),
     )
-    assert g2.statistic == pytest.approx(g1.statistic * 4 / 6)
-    assert "2 left unanswered by the candidate, counted as 0" in g2.detail
+    assert g2.statistic == pytest.approx(g1.statistic * 5 / 6)
+    assert "1 left unanswered by the candidate, counted as 0" in g2.detail
 
 
 def test_a_skipped_fidelity_text_scores_its_worst_value(wh):

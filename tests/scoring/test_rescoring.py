@@ -82,3 +82,26 @@ def test_arena_score_command_json_and_board(arena_home, capsys):
     assert "== local-smollm2 (test) ==" in text and "fast" in text and "incomplete" in text
     assert main(["score"]) == 0
     assert f"scored 2 evaluations under protocol v{SHIPPED}" in capsys.readouterr().out
+
+
+def test_each_version_scores_the_passes_the_run_made(arena_home):
+    """v3 runs three passes per workload on the embedded task, v4 on two: re-scored under the other
+    version, each evaluation keeps every pass it ran (none dropped, none waited for), and its
+    SpecScore is the same number under both (v3's and v5's rules differ in limits only, which an
+    honest synthetic run passes under both)."""
+    wh = Warehouse(arena_home)
+    speedups = {"solo": 1.6, "team": 1.3, "busy": 1.1}
+    write_synthetic_evaluation(wh, "ran-v3", protocol_version=3, speedups=speedups, seed=3)
+    write_synthetic_evaluation(wh, "ran-v4", protocol_version=4, speedups=speedups, seed=4)
+    runs = {"ran-v3": 3, "ran-v4": 2}
+    assert [load_protocol(v).task("local-smollm2").passes_per_workload for v in (3, 4)] == [3, 2]
+    by_version = {}
+    for version in (3, 5):
+        s = score_warehouse(wh, version)
+        for eid, n in runs.items():
+            passes = s.passes[s.passes.evaluation_id == eid]
+            assert sorted(passes.pass_id) == sorted(f"{w}-{i}" for w in ("solo", "team", "busy") for i in range(n))
+            assert passes.ratio.notna().all(), (version, eid)
+        by_version[version] = s.evaluations.set_index("evaluation_id").specscore
+    for eid in runs:
+        assert by_version[3][eid] == pytest.approx(by_version[5][eid]) and by_version[3][eid] > 1

@@ -8,6 +8,8 @@ from synthetic import write_synthetic_evaluation
 
 from speculator_arena.board.ranking import board_rows
 from speculator_arena.board.text import board_text
+from speculator_arena.protocol import load_protocol
+from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.scoring import score_warehouse
 
 
@@ -81,7 +83,11 @@ def test_memory_not_measured_blocks_a_gpu_task_but_not_the_local_task(wh):
 
 
 def test_failure_rule_zeroes_one_pass_and_the_median_keeps_the_workload(wh):
-    write_synthetic_evaluation(wh, "f", attack="failures", speedups={"solo": 1.5, "team": 1.3, "busy": 1.1})
+    # run under v3 (three passes per workload: the median of one zeroed pass and two good ones is a
+    # good one) and scored under the version in force, which counts the passes the run made
+    write_synthetic_evaluation(
+        wh, "f", attack="failures", speedups={"solo": 1.5, "team": 1.3, "busy": 1.1}, protocol_version=3
+    )
     s = score_warehouse(wh)
     p = s.passes[s.passes.evaluation_id == "f"].set_index("pass_id")
     assert p.loc["team-0", "ratio"] == 0 and bool(p.loc["team-0", "zeroed_by_failure_rule"])
@@ -117,14 +123,16 @@ def test_void_conditions(wh):
 
 
 def test_answering_limit_both_sides(wh):
-    # 6 greedy prompts, limit 10%: the attack leaves 2 (33%) unanswered -> fail; a clean run leaves 0
+    # 6 greedy prompts, limit 10%: the attack leaves 1 (17%) unanswered -> fail; a clean run leaves 0
     write_synthetic_evaluation(wh, "a", attack="candidate_unanswered")
     s = score_warehouse(wh)
     g = gate(s, "a", "answering")
-    assert g.statistic == pytest.approx(2 / 6) and g.limit == 0.10 and g.verdict == "fail"
+    assert g.statistic == pytest.approx(1 / 6) and g.limit == 0.10 and g.verdict == "fail"
 
 
 def test_greedy_and_fidelity_hand_rows_both_sides_of_the_limit(wh):
+    """Hand rows on either side of v3's hand-set limits (greedy floor 0.5, fidelity ceiling 1e-3),
+    scored under v3; the calibrated limits of later versions are met by the real evaluations."""
     write_synthetic_evaluation(wh, "g")
     rows = []
     for pid, cand, stock in (("p1", [1, 2, 3, 4], [1, 2, 9]), ("p2", [5, 6], [5, 6]), ("p3", [], [])):
@@ -143,7 +151,7 @@ def test_greedy_and_fidelity_hand_rows_both_sides_of_the_limit(wh):
         ],
         replace=True,
     )
-    s = score_warehouse(wh)
+    s = score_warehouse(wh, 3)
     g = gate(s, "g", "greedy_agreement")
     assert g.statistic == pytest.approx((2 / 4 + 1.0) / 2) and g.verdict == "pass"  # empty pair left out
     f = gate(s, "g", "target_fidelity")
@@ -166,7 +174,7 @@ def test_greedy_and_fidelity_hand_rows_both_sides_of_the_limit(wh):
         ],
         replace=True,
     )
-    s = score_warehouse(wh)
+    s = score_warehouse(wh, 3)
     assert gate(s, "g", "greedy_agreement").statistic == pytest.approx(0.25)
     assert gate(s, "g", "greedy_agreement").verdict == "fail"
     assert gate(s, "g", "target_fidelity").statistic == pytest.approx(0.0015)
@@ -231,21 +239,30 @@ def test_acceptance_reads_the_totals_by_name_beside_per_position_counters(wh):
 
 
 def test_gap_flag_both_sides(wh):
-    write_synthetic_evaluation(
-        wh, "d1", account_id="A", split="dev", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}, created_at=1.8e9
-    )
-    write_synthetic_evaluation(
-        wh, "t1", account_id="A", split="test", speedups={"solo": 1.3, "team": 1.3, "busy": 1.3}, created_at=1.8e9 + 1
-    )  # 1.3 < 0.9 x 1.5 = 1.35: flagged
-    write_synthetic_evaluation(
-        wh, "d2", account_id="B", split="dev", speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}, created_at=1.8e9
-    )
-    write_synthetic_evaluation(
-        wh, "t2", account_id="B", split="test", speedups={"solo": 1.4, "team": 1.4, "busy": 1.4}, created_at=1.8e9 + 1
-    )  # 1.4 >= 1.35: not flagged
+    """Flagged when the last test SpecScore < (1 - gap) x the last dev one; the gap is the version's
+    (v5: 0.398, five times the embedded task's calibrated A/A noise)."""
+    gap = load_protocol().task("local-smollm2").dev_test_gap
+    below, above = (1 - gap) * 1.5 - 0.05, (1 - gap) * 1.5 + 0.05
+    for account, test_speed in (("A", below), ("B", above)):
+        write_synthetic_evaluation(
+            wh,
+            f"d-{account}",
+            account_id=account,
+            split="dev",
+            speedups=dict.fromkeys(WORKLOADS, 1.5),
+            created_at=1.8e9,
+        )
+        write_synthetic_evaluation(
+            wh,
+            f"t-{account}",
+            account_id=account,
+            split="test",
+            speedups=dict.fromkeys(WORKLOADS, test_speed),
+            created_at=1.8e9 + 1,
+        )
     s = score_warehouse(wh)
-    assert bool(one(s, "t1").gap_flag) is True
-    assert bool(one(s, "t2").gap_flag) is False
+    assert bool(one(s, "t-A").gap_flag) is True
+    assert bool(one(s, "t-B").gap_flag) is False
 
 
 def test_board_ranking_gated_below_and_references_apart(wh):

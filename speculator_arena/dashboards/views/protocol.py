@@ -65,20 +65,24 @@ def main() -> None:
 
 
 def calibration_section(v: int) -> None:
-    """The evidence published with a calibrated version (section 10): who published it and when,
-    the table of values with the honest runs' range and each control, and the plots."""
-    from speculator_arena.calibration.evidence import value_table
-    from speculator_arena.calibration.publish import publication, published_evidence
+    """Per task of version `v`, the evidence of its calibration in force (section 10), published
+    with `v` or an earlier version: who published it and when, the table of values with the honest
+    runs' range and each control, and the plots."""
+    from speculator_arena.calibration.publish import task_calibrations
 
-    found = published_evidence(v)
-    if found is None:
-        return
-    evidence, plots = found
+    for published, evidence, plots in task_calibrations(v):
+        _calibration(published, evidence, plots)
+
+
+def _calibration(v: int, evidence: dict, plots) -> None:
+    from speculator_arena.calibration.evidence import value_table
+    from speculator_arena.calibration.publish import publication
+
     rec = publication(v) or {}
     st.subheader(f"Calibration of {evidence['task_id']} (evidence)")
     st.markdown(
-        f"Published by **{rec.get('published_by', '?')}** at {rec.get('published_at', '?')}, from runs made "
-        f"under v{evidence['base_version']} ({len(evidence['runs'])} runs)."
+        f"Published as v{v} by **{rec.get('published_by', '?')}** at {rec.get('published_at', '?')}, from runs "
+        f"made under v{evidence['base_version']} ({len(evidence['runs'])} runs)."
     )
     if evidence["problems"]:
         st.error(

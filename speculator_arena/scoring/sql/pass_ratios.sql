@@ -1,9 +1,10 @@
 -- Every pass the protocol expects of each evaluation, with both engines' speeds, the failure
 -- rule and the pass ratio. Parameters: $ids (VARCHAR[] or NULL for all). Registered relations
 -- from the protocol document: protocol_limits (task_id, failure_min_excess, failure_share, ...)
--- and protocol_workloads (task_id, workload, speed_kind, passes); and busy_windows
--- (evaluation_id, pass_id, engine, busy_seconds, busy_tokens) from scoring/busy.py, the same
--- numbers as the view pass_busy.
+-- and protocol_workloads (task_id, workload, speed_kind, passes); evaluation_passes
+-- (evaluation_id, passes_run: the passes per workload it was run with, scoring/limits.py's
+-- passes_run); and busy_windows (evaluation_id, pass_id, engine, busy_seconds, busy_tokens) from
+-- scoring/busy.py, the same numbers as the view pass_busy.
 WITH ev AS (
     SELECT evaluation_id, task_id FROM raw_evaluations
     WHERE $ids IS NULL OR list_contains($ids, evaluation_id)
@@ -11,7 +12,9 @@ WITH ev AS (
 expected AS (
     SELECT ev.evaluation_id, ev.task_id, w.workload, w.speed_kind, g.pass_index,
            w.workload || '-' || g.pass_index AS pass_id
-    FROM ev JOIN protocol_workloads AS w USING (task_id), range(w.passes) AS g(pass_index)
+    FROM ev JOIN protocol_workloads AS w USING (task_id)
+    JOIN evaluation_passes AS n USING (evaluation_id),
+    range(coalesce(CAST(n.passes_run AS BIGINT), w.passes)) AS g(pass_index)
 ),
 speeds AS MATERIALIZED (
     SELECT r.*, CASE WHEN b.busy_seconds > 0 THEN b.busy_tokens / b.busy_seconds END AS busy_window_speed
