@@ -16,11 +16,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import time
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from script_server import HEAD_CHUNKED, ScriptServer, chunk, chunked_reply, delta
 
@@ -239,8 +240,22 @@ def test_decoder_reads_well_formed_chunks_whole(tok, lines):
 
 
 # ---- framing, over a real socket ------------------------------------------------------------
+def _dechunked(pieces: list[bytes]) -> bytes:
+    """The body of a response whose head says chunked, its framing taken off (RFC 9112 section 7.1,
+    read here on its own rather than with the reader under test); what precedes bad framing."""
+    head, _, body = b"".join(pieces).partition(b"\r\n\r\n")
+    out = b""
+    while b"transfer-encoding: chunked" in head.lower():
+        size, sep, rest = body.partition(b"\r\n")
+        if not sep or not re.fullmatch(rb"[0-9a-fA-F]+", size) or int(size, 16) == 0:
+            break
+        out, body = out + rest[: int(size, 16)], rest[int(size, 16) + 2 :]
+    return out
+
+
 @settings(max_examples=150, **FAST)
 @given(responses())
+@example(([HEAD_CHUNKED + chunk(b"data: [") + chunk(b"DONE]\n\n") + b"0\r\n\r\n"], True))  # counted: the marker split
 def test_any_response_bytes_end_counted_or_failed(tok, server, response):
     pieces, close = response
     server.play(pieces, close=close)
@@ -251,8 +266,8 @@ def test_any_response_bytes_end_counted_or_failed(tok, server, response):
 
     res = asyncio.run(read())
     row = _ends_with_a_reason(res, tok)
-    if res.done:
-        assert res.status_code == 200 and b"[DONE]" in b"".join(pieces)
+    if res.done:  # the marker was sent: whole, or split by the chunk framing (hypothesis found that)
+        assert res.status_code == 200 and (b"[DONE]" in b"".join(pieces) or b"[DONE]" in _dechunked(pieces))
     assert row["ended_at"] - row["sent_at"] < 5  # the close ended it; nothing waited for the deadline
 
 
