@@ -29,6 +29,16 @@ CI_MAX_STEAL_SHARE = 0.5  # the steal the staged test versions allow (see stage_
 # 126 s (prefill and prompt_logprobs scoring are the engine's heavy part).
 ENGINE_THREADS = "2"
 
+# The engine starts of a mirrored evaluation, in order (engine, purpose): C S S C timed, then the probes.
+MIRRORED_STARTS = [
+    ("candidate", "timed"),
+    ("stock", "timed"),
+    ("stock", "timed"),
+    ("candidate", "timed"),
+    ("candidate", "probe"),
+    ("stock", "probe"),
+]
+
 CI_OVERRIDES = {
     # three short passes per workload, one start per engine, whatever the shipped version gives
     # the task (v4: two long ones, mirrored): the suite's checks of pass order, medians and stored

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ci_profile import stage_ci_protocol
+from ci_profile import MIRRORED_STARTS, stage_ci_protocol
 from stand_in import FAST, make_engine, run_stand_in
 
 from speculator_arena.protocol import load_protocol
@@ -40,14 +40,7 @@ def test_engines_start_candidate_stock_stock_candidate(mirrored):
     wh, eid = mirrored["wh"], mirrored["eid"]
     assert mirrored["status"] == "measured", mirrored["row"]
     starts = sorted(wh.read_table("engine_starts", eid).to_pylist(), key=lambda r: r["start_index"])
-    assert [(s["engine"], s["purpose"]) for s in starts] == [
-        ("candidate", "timed"),
-        ("stock", "timed"),
-        ("stock", "timed"),
-        ("candidate", "timed"),
-        ("candidate", "probe"),
-        ("stock", "probe"),
-    ]
+    assert [(s["engine"], s["purpose"]) for s in starts] == MIRRORED_STARTS
     # one engine at a time: each start stopped before the next began
     for a, b in zip(starts, starts[1:]):
         assert a["stopped_at"] <= b["started_at"]

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ci_profile import stage_ci_protocol
+from ci_profile import CI_OVERRIDES, MIRRORED_STARTS, stage_ci_protocol
 
 from speculator_arena import settings
 from speculator_arena.cli import main
@@ -34,15 +34,7 @@ from test_independent_recompute import both, disagreements  # noqa: E402
 pytestmark = pytest.mark.full
 TASK = "local-smollm2-vllm"
 EID = "vllm-ngram-short"
-SHORT = {
-    "passes_per_workload": 2,
-    "pairing": "mirrored",
-    "workloads": {
-        "solo": {"interleave": 1, "pass_seconds": 4, "speed": "request_time"},
-        "team": {"interleave": 2, "pass_seconds": 4, "speed": "busy_window"},
-        "busy": {"interleave": 2, "pass_seconds": 4, "speed": "busy_window"},
-    },
-}
+SHORT = {"passes_per_workload": 2, "pairing": "mirrored", "workloads": CI_OVERRIDES["workloads"]}  # 4-s passes
 
 
 @pytest.fixture(scope="module")
@@ -83,14 +75,7 @@ def test_vllm_ngram_against_vllm_stock_is_measured_in_the_mirrored_order(vllm_ru
     assert vllm_run["rc"] == 0 and row["status"] == "measured", (row["void_reason"], row["failure_reason"])
     assert row["protocol_version"] == vllm_run["version"] and row["task_id"] == TASK
     starts = sorted(wh.read_table("engine_starts", EID).to_pylist(), key=lambda s: s["started_at"])
-    assert [(s["engine"], s["purpose"]) for s in starts] == [
-        ("candidate", "timed"),
-        ("stock", "timed"),
-        ("stock", "timed"),
-        ("candidate", "timed"),
-        ("candidate", "probe"),
-        ("stock", "probe"),
-    ]
+    assert [(s["engine"], s["purpose"]) for s in starts] == MIRRORED_STARTS
     assert all(s["stop_signal"] == "SIGTERM" and not s["died"] for s in starts)
 
 
