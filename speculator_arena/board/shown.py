@@ -89,7 +89,7 @@ def expected_passes(rows: ShownRows) -> dict[str, int | None]:
     index = rows.index
     counts = passes_run(index, proto) if len(index) else []
     return {
-        e: (int(n) if t in proto.tasks and n == n else None)
+        e: (int(n) if t in proto.tasks and pd.notna(n) else None)
         for e, t, n in zip(index["evaluation_id"], index["task_id"], counts)
     }
 

@@ -85,9 +85,9 @@ def passes_run(evaluations: pd.DataFrame, proto: Protocol) -> pd.Series:
     def one(task_id, run_version) -> float:
         key = (task_id, run_version)
         if key not in cache:
-            run = int(run_version) if pd.notna(run_version) and int(run_version) in known else None
-            tasks = load_protocol(run).tasks if run is not None else {}
-            cache[key] = load_protocol(run).task(task_id).passes_per_workload if task_id in tasks else own.get(task_id)
+            run = load_protocol(int(run_version)) if pd.notna(run_version) and int(run_version) in known else None
+            in_run = run is not None and task_id in run.tasks
+            cache[key] = run.task(task_id).passes_per_workload if in_run else own.get(task_id)
         value = cache[key]
         return float("nan") if value is None else float(value)
 
