@@ -31,8 +31,12 @@ WORKLOADS = ("solo", "team", "busy")
 # - mirrored: candidate, stock, stock, candidate; each engine's first start serves the first
 #   half of every workload's passes and its second start the other half, so each pass pair has
 #   the candidate first in one half and the stock first in the other, and whatever favours an
-#   engine for being started first, or later, falls on both alike (docs/benchmarks/aa_noise.md).
-PAIRINGS = ("sequential", "mirrored")
+#   engine for being started first, or later, falls on both alike (docs/benchmarks/aa_noise.md);
+# - interleaved (v8 on, CPU tasks): both engines started once and resident, each as a user and in
+#   control groups of its own; every pass is served by one, then the other, the idle one frozen,
+#   in the order A B, B A, B A, A B, ... (A drawn per evaluation), so the machine's drift over
+#   minutes falls on both engines alike (runners/interleaved.py, docs/scoring.md "Pairing").
+PAIRINGS = ("sequential", "mirrored", "interleaved")
 # The engine variables a task may fix for both engines alike (the CPU allocator's huge pages,
 # the CPU threads): the runner's placement variables (runners/engines.py) that a version may set.
 TASK_PLACEMENT_VARIABLES = ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS")
@@ -73,6 +77,22 @@ class Workload(_Strict):
     interleave: int = Field(ge=1)
     pass_seconds: float = Field(gt=0)
     speed: Literal["request_time", "busy_window"]
+    # v8 on (the interleaved CPU tasks): each lane sends this many requests, and the pass ends
+    # when they are answered (or at pass_seconds, whichever comes first), so both engines serve
+    # exactly the same turns of a pass; none: the pass is time-boxed only
+    requests_per_lane: int | None = Field(default=None, ge=1)
+
+
+class Interleaving(_Strict):
+    """The interleaved pairing's own values (v8 on; docs/scoring.md "Pairing")."""
+
+    # CPU seconds the frozen engine's control group may use during the other engine's pass (the
+    # freezer stops it at once; more than this is the idle engine working while the other is
+    # measured: the candidate's failure, the stock engine's a void)
+    max_idle_cpu_seconds: float = Field(gt=0)
+    # the gate probes are served by the timed starts (frozen in turn) instead of two restarts:
+    # a CPU task has no device memory for the probe utilization to protect
+    probes_on_timed_start: bool = True
 
 
 class GreedyProbe(_Strict):
@@ -231,6 +251,7 @@ class Task(_Strict):
     dev_test_gap: float | None = Field(default=None, ge=0, lt=1)
     goodput: dict[str, GoodputObjective] | None = None  # this task's objectives, over the protocol's
     pairing: Literal[PAIRINGS] | None = None  # sequential when absent
+    interleaving: Interleaving | None = None  # required by the interleaved pairing
     placement: dict[str, str] | None = None  # engine variables fixed for both engines (v4 on)
     # another task of the version whose sealed target, tokenizer and session pools this task uses
     # (v6 on: local-smollm2-vllm serves local-smollm2's model and sessions with another stock engine)
@@ -244,6 +265,8 @@ class Task(_Strict):
         unknown = sorted(set(self.placement or {}) - set(TASK_PLACEMENT_VARIABLES))
         if unknown:
             raise ValueError(f"placement may set only {TASK_PLACEMENT_VARIABLES}, got {unknown}")
+        if (self.pairing == "interleaved") != (self.interleaving is not None):
+            raise ValueError("the interleaved pairing and its `interleaving` values go together")
         return self
 
 
@@ -334,6 +357,7 @@ class TaskProtocol(_Strict):
     contention: Contention | None
     goodput: dict[str, GoodputObjective] | None = None  # the task's, else the protocol's, else none
     pairing: Literal[PAIRINGS] = "sequential"
+    interleaving: Interleaving | None = None
     placement: dict[str, str] = {}
 
     @model_validator(mode="after")
@@ -348,6 +372,8 @@ class TaskProtocol(_Strict):
     def pass_halves(self) -> list[tuple[str, range]]:
         """The timed starts in order, each (engine, the pass indices it serves in every workload)."""
         n = self.passes_per_workload
+        if self.pairing == "interleaved":
+            raise ValueError(f"{self.task_id}: the interleaved pairing has no halves (runners/interleaved.py)")
         if self.pairing == "sequential":
             return [("candidate", range(n)), ("stock", range(n))]
         first, second = range(n // 2), range(n // 2, n)
@@ -391,6 +417,7 @@ class TaskProtocol(_Strict):
             contention=p.contention,
             goodput=t.goodput if t.goodput is not None else p.goodput,
             pairing=t.pairing or "sequential",
+            interleaving=t.interleaving,
             placement=t.placement or {},
         )
 

@@ -121,7 +121,11 @@ class EngineSteps:
             paths.append(vllm_venv)
         return paths
 
-    def start_engine(self, name: str, src: Path, purpose: str, gpu_util: float) -> EngineRun:
+    def start_engine(
+        self, name: str, src: Path, purpose: str, gpu_util: float, *, run_user: str | None = None, cgroup=None
+    ) -> EngineRun:
+        """Start `name` and wait for its /health. `run_user` and `cgroup`: the user and the control
+        groups of its own that the interleaved pairing gives each engine (interleaved.py)."""
         self.start_counter += 1
         run = dict(
             engine=name,
@@ -132,6 +136,8 @@ class EngineSteps:
             port=free_port(),
             private_root=runs_dir(self.wh, self.eid),
             drop_privileges=not settings.flag("ARENA_NO_PRIVILEGE_DROP"),
+            **({"run_user": run_user} if run_user else {}),
+            cgroup=cgroup,
         )
         try:
             sup = sidecar_engine.supervisor(self.task.start_stop.health_timeout_seconds)

@@ -24,3 +24,15 @@ class EngineFailure(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class IdleFault(Exception):
+    """Under the interleaved pairing, the idle engine worked while the other was measured (CPU
+    while frozen, or connections to the other's port): the candidate's failure, the stock
+    engine's a void (runners/interleaved.py). Not an EngineFailure: it names the engine at
+    fault, which is not the one the step was serving."""
+
+    def __init__(self, engine: str, reason: str):
+        super().__init__(reason)
+        self.engine = engine
+        self.reason = reason

@@ -32,7 +32,8 @@ from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.status import FINAL
 from speculator_arena.runners import sidecar_engine
 from speculator_arena.runners.engines import EngineSteps
-from speculator_arena.runners.failures import ArenaVoid, EngineFailure, RunnerInterrupted
+from speculator_arena.runners.failures import ArenaVoid, EngineFailure, IdleFault, RunnerInterrupted
+from speculator_arena.runners.interleaved import InterleavedPasses
 from speculator_arena.runners.lifecycle import EngineRun
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.passes import TimedPasses
@@ -54,7 +55,7 @@ from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.store import Warehouse
 
 
-class Evaluation(EngineSteps, TimedPasses, ProbePhase):
+class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, ProbePhase):
     """The harness for one evaluation. `run()` returns the final status.
 
     The steps are mixins over this object's state (engines.py, passes.py, probe_phase.py); what
@@ -145,8 +146,11 @@ class Evaluation(EngineSteps, TimedPasses, ProbePhase):
             self._restore_signals(old)
 
     def _stop_current(self) -> None:
-        """Stop the engine that is running, recording its stop when the disk lets us (a full disk
-        must not leave an engine behind)."""
+        """Stop the engine that is running (both, when the interleaved pairing keeps two), recording
+        its stop when the disk lets us (a full disk must not leave an engine behind)."""
+        for other in list(getattr(self, "resident", {}).values()):
+            if other is not self.current_engine and other.stopped_at is None:
+                other.stop(self.task.start_stop.sigterm_grace_seconds)
         er = self.current_engine
         if er is not None and er.stopped_at is None and er.proc is not None:
             phase = self.phase
@@ -215,6 +219,8 @@ class Evaluation(EngineSteps, TimedPasses, ProbePhase):
         stock_src = resolve_engine_path(stock_engine_of(s))
 
         src = {"candidate": cand_src, "stock": stock_src}
+        if self.task.pairing == "interleaved":
+            return self._run_interleaved(src)
         started: set[str] = set()
         for engine, indices in self.task.pass_halves():  # C S, or C S S C (protocol model: PAIRINGS)
             try:
@@ -233,6 +239,38 @@ class Evaluation(EngineSteps, TimedPasses, ProbePhase):
         ok, reason = self._probes(cand_src, stock_src)
         if not ok:
             return self.finish("void", void_reason=reason)
+        return self.finish("measured")
+
+    def _run_interleaved(self, src: dict[str, Path]) -> str:
+        """The interleaved pairing's run (interleaved.py): both engines resident through the timed
+        passes and, when the version says so, the probes; the same outcomes as `_run`, and the
+        idle engine's fault charged to that engine (the candidate's: failed; the stock's: void)."""
+        on_timed = self.task.interleaving.probes_on_timed_start
+        try:
+            try:
+                self._interleaved(src)
+                if not on_timed:
+                    self.stop_resident()
+                    if not self._idle_ok:
+                        return self.finish("void", void_reason=self._idle_reason)
+                self.set_phase("probes")
+                ok, reason = self._probes(src["candidate"], src["stock"])
+            finally:
+                self.stop_resident()
+        except IdleFault as exc:
+            if exc.engine == "candidate":
+                return self.finish("failed", failure_reason=exc.reason)
+            return self.finish("void", void_reason=f"stock engine: {exc.reason}")
+        except EngineFailure as exc:
+            if exc.reason.startswith("candidate"):
+                return self.finish("failed", failure_reason=exc.reason)
+            return self.finish("void", void_reason=f"stock engine: {exc.reason}")
+        except ArenaVoid as exc:
+            return self.finish("void", void_reason=exc.reason)
+        if not ok:
+            return self.finish("void", void_reason=reason)
+        if not self._idle_ok:
+            return self.finish("void", void_reason=self._idle_reason)
         return self.finish("measured")
 
     def _load_inputs(self) -> None:
@@ -281,7 +319,7 @@ def resume_dead(wh: Warehouse, evaluation_id: str, progress=None) -> str:
         raise EvaluationStateError(f"evaluation {evaluation_id} is still running under pid {state.get('pid')}")
     if row["status"] == "queued":
         raise EvaluationStateError(f"evaluation {evaluation_id} is queued, not started: run it instead of resuming")
-    _kill_leftovers(state)
+    _kill_leftovers(state, evaluation_id)
     phase = state.get("phase") or "an unknown phase"
     write_status(wh, row, "void", void_reason=f"runner died during {phase}", provenance={"resumed_by": own_identity()})
     write_state(wh, evaluation_id, phase="finished: void (runner died)", engine_pgid=None, engine_workspace=None)
@@ -289,7 +327,7 @@ def resume_dead(wh: Warehouse, evaluation_id: str, progress=None) -> str:
     return "void"
 
 
-def _kill_leftovers(state: dict) -> None:
+def _kill_leftovers(state: dict, evaluation_id: str) -> None:
     from speculator_arena.runners.lifecycle import kill_user_processes, remove_shm
 
     pgid = state.get("engine_pgid")
@@ -303,6 +341,11 @@ def _kill_leftovers(state: dict) -> None:
         import shutil
 
         shutil.rmtree(ws, ignore_errors=True)
+    if os.geteuid() == 0:  # the interleaved pairing's engines, each in control groups of its own
+        from speculator_arena.runners.interleaved import leftover_cgroups
+
+        for group in leftover_cgroups(evaluation_id):
+            group.remove()
     uid = state.get("engine_uid")
     if uid is not None and os.geteuid() == 0:
         import pwd

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 
+from speculator_arena.runners.freezer import EngineCgroup
 from speculator_arena.sealed.archive import check_tree, engine_root, extract_archive
 from speculator_arena.sealed.plugins import PluginInstallError, install_plugins, with_plugin_path
 from speculator_arena.sealed.refusal import Refused
@@ -180,6 +181,10 @@ class EngineRun:
     # Set by a stop that could not make sure the engine is gone (sidecar_engine.py): the
     # evaluation is void, as after a stop that leaves the device held.
     stop_problem: str | None = None
+    # The interleaved pairing runs both engines at once, each as a user of its own and inside
+    # control groups of its own (freezer.py: frozen while the other is measured).
+    run_user: str = ENGINE_USER
+    cgroup: EngineCgroup | None = None
 
     @property
     def base_url(self) -> str:
@@ -207,7 +212,7 @@ class EngineRun:
             raise EngineStartError(str(exc)) from exc
         kwargs: dict = {}
         if root_mode:
-            pw = ensure_engine_user()
+            pw = ensure_engine_user(self.run_user)
             self.user, self.uid = pw.pw_name, pw.pw_uid
             staged: dict[str, str] = {}
             for key in ("TARGET", "SPECULATOR"):
@@ -239,11 +244,17 @@ class EngineRun:
         self.log_path = self.private_root / f"engine-{self.engine}-{self.purpose}-{self.start_index}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+        argv = ["/bin/bash", str(engine_dir / "launch.sh"), "serve"]
+        if self.cgroup is not None:
+            uid = kwargs.pop("user", None)
+            gid = kwargs.pop("group", None)
+            kwargs.pop("extra_groups", None)
+            argv = self.cgroup.create().wrap(argv, uid, gid)
         log_fh = open(self.log_path, "wb")
         self.started_at = time.time()
         try:
             self.proc = subprocess.Popen(
-                ["/bin/bash", str(engine_dir / "launch.sh"), "serve"],
+                argv,
                 cwd=str(engine_dir),
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -280,13 +291,18 @@ class EngineRun:
     def pids(self) -> list[int]:
         if self.proc is None:
             return []
-        return _proc_pids(pgid=self.proc.pid, uid=self.uid if self.unprivileged else None)
+        own = _proc_pids(pgid=self.proc.pid, uid=self.uid if self.unprivileged else None)
+        if self.cgroup is not None:
+            return sorted(set(own) | set(self.cgroup.pids()))
+        return own
 
     # ---- stop --------------------------------------------------------------------------
     def stop(self, sigterm_grace_s: float) -> None:
         """SIGTERM to the process group, SIGKILL after the grace; then clean up after the user."""
         if self.proc is None:
             return
+        if self.cgroup is not None:
+            self.cgroup.thaw()  # a frozen engine cannot act on its SIGTERM
         pgid = self.proc.pid
         if self.proc.poll() is not None and not _proc_pids(pgid=pgid):
             self.stop_signal = "exited"
@@ -317,7 +333,10 @@ class EngineRun:
         self.cleanup()
 
     def cleanup(self) -> None:
-        """Kill every process of the engine's user, remove its shared memory and workspace."""
+        """Kill every process of the engine's user (and of its control groups), remove its shared
+        memory and workspace."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
         if self.unprivileged and self.uid is not None:
             kill_user_processes(self.user, self.uid)
             remove_shm(owner_uid=self.uid)

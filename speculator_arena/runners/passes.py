@@ -22,9 +22,10 @@ from pathlib import Path
 from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.rules.contention import pass_rows_contended
 from speculator_arena.rules.counted import counted_row
+from speculator_arena.rules.idle import idle_cpu_fault
 from speculator_arena.rules.window import WindowRule
 from speculator_arena.runners.contention import ContentionSampler, busiest
-from speculator_arena.runners.failures import ArenaVoid, EngineFailure
+from speculator_arena.runners.failures import ArenaVoid, EngineFailure, IdleFault
 from speculator_arena.runners.lifecycle import EngineRun
 from speculator_arena.runners.memory import MemorySampler
 from speculator_arena.runners.metrics import scrape
@@ -122,30 +123,48 @@ class TimedPasses:
             n = min(n, end - start)
         return n
 
-    def _pass(self, engine: str, er: EngineRun, cfg: ClientConfig, w: str, i: int) -> None:
+    def _pass(
+        self, engine: str, er: EngineRun, cfg: ClientConfig, w: str, i: int, idle: EngineRun | None = None
+    ) -> None:
+        """One timed pass of `engine`. `idle`: the other engine, resident and frozen meanwhile (the
+        interleaved pairing): the CPU its control group used during the pass is recorded, and
+        judged (rules/idle.py); its processes are the evaluation's own, never foreign CPU."""
         t = self.task
         L, wl = t.lanes[w], t.workloads[w]
         pass_id = f"{w}-{i}"
         self.set_phase(f"{engine} {pass_id}")
         sessions = self.pool.passes(self.eid, w, i, self._pass_size(w, i, L, wl))
         metrics_before = scrape(er.base_url, evaluation_id=self.eid, pass_id=pass_id, engine=engine, phase="before")
+        own_pids = er.pids if idle is None else (lambda: er.pids() + idle.pids())
         sampler = MemorySampler(self.device, t.device_idle.memory_sample_interval_seconds, er.pids).start()
         contention = (
-            ContentionSampler(t.contention.sample_interval_seconds, er.pids, self.device).start()
+            ContentionSampler(t.contention.sample_interval_seconds, own_pids, self.device).start()
             if t.contention is not None
             else None
         )
+        cpu_before = _group_cpu(er, idle)
         started = time.time()
         ends, grace_ends = started + wl.pass_seconds, started + wl.pass_seconds + t.grace_seconds
         error = None
         try:
             records = asyncio.run(
-                run_lanes(cfg, sessions, L, wl.interleave, pass_id, ends, grace_ends, stop_check=lambda: not er.alive())
+                run_lanes(
+                    cfg,
+                    sessions,
+                    L,
+                    wl.interleave,
+                    pass_id,
+                    ends,
+                    grace_ends,
+                    max_requests_per_lane=wl.requests_per_lane,
+                    stop_check=lambda: not er.alive(),
+                )
             )
         finally:
             samples = sampler.stop()
             host = contention.stop() if contention is not None else []
         finished = time.time()
+        cpu_used = [b - a if a is not None else None for a, b in zip(cpu_before, _group_cpu(er, idle))]
         died = not er.alive()
         if died:
             er.died = True
@@ -203,6 +222,8 @@ class TimedPasses:
                     "memory_note": None if self.device.available else self.device.reason,
                     "device_total_bytes": self.device.total_bytes,
                     "gpu_memory_utilization": t.engine_environment.gpu_memory_utilization,
+                    "engine_cpu_seconds": cpu_used[0],
+                    "idle_engine_cpu_seconds": cpu_used[1],
                 }
             ],
         )
@@ -222,3 +243,15 @@ class TimedPasses:
             self.stop_engine(er, record=True)
             busy = busiest(host)
             raise ArenaVoid(f"host contended ({engine} {pass_id}: {why}{'; ' + busy if busy else ''})")
+        if idle is not None:
+            fault = idle_cpu_fault(cpu_used[1], t.interleaving.max_idle_cpu_seconds)
+            if fault:
+                raise IdleFault(
+                    idle.engine, f"{idle.engine} engine {fault} during the {engine} engine's pass {pass_id}"
+                )
+
+
+def _group_cpu(er: EngineRun, idle: EngineRun | None) -> list[float | None]:
+    """CPU seconds so far of the serving engine's and the idle engine's control groups (None
+    without them: the pairings that run one engine at a time)."""
+    return [e.cgroup.cpu_seconds() if e is not None and e.cgroup is not None else None for e in (er, idle)]

@@ -34,7 +34,7 @@ class ProbePhase:
 
         # Candidate: its greedy replies and fidelity scores.
         try:
-            er = self.start_engine("candidate", cand_src, "probe", util)
+            er = self._probe_engine("candidate", cand_src, util)
         except EngineFailure as exc:
             self.write("probe_greedy", runner.unanswered_greedy("candidate", greedy, exc.reason))
             self.write("probe_fidelity", runner.unanswered_fidelity("candidate", texts, exc.reason))
@@ -42,13 +42,13 @@ class ProbePhase:
             self.set_phase("candidate probes")
             self.write("probe_greedy", runner.greedy("candidate", er.base_url, greedy, alive=er.alive))
             self.write("probe_fidelity", runner.fidelity("candidate", er.base_url, texts, alive=er.alive))
-            self.stop_engine(er, record=True)
+            self._probe_done(er)
         if not self._idle_ok:
             return False, self._idle_reason
 
         # Stock: its greedy replies, fidelity scores, and the scoring of both engines' replies.
         try:
-            er = self.start_engine("stock", stock_src, "probe", util)
+            er = self._probe_engine("stock", stock_src, util)
         except EngineFailure as exc:
             return False, f"stock engine (probes): {exc.reason}"
         self.set_phase("stock probes")
@@ -60,7 +60,7 @@ class ProbePhase:
         self.write("probe_greedy", rows_g)
         self.write("probe_fidelity", rows_f)
         self.write("probe_scored", rows_s)
-        self.stop_engine(er, record=True)
+        self._probe_done(er)
         limit = self.task.gates.answering.max_unanswered_share
         # The likelihood scoring of the candidate's replies is the candidate's (its text is what
         # differs: an empty or unscorable reply is its failure, scored by the scorer's answering
@@ -72,3 +72,22 @@ class ProbePhase:
         if not self._idle_ok:
             return False, self._idle_reason
         return True, None
+
+    def _probe_engine(self, engine: str, src: Path, util: float):
+        """The engine that answers `engine`'s probes: a fresh start at the probe utilization, or,
+        when the interleaved pairing keeps the timed starts for the probes, the resident one
+        thawed (the other frozen: runners/interleaved.py)."""
+        resident = getattr(self, "resident", None)
+        if not resident:
+            return self.start_engine(engine, src, "probe", util)
+        er = resident[engine]
+        if not er.alive():
+            raise EngineFailure(f"{engine} engine is no longer running for its probes")
+        self.thaw_alone(engine)
+        return er
+
+    def _probe_done(self, er) -> None:
+        if getattr(self, "resident", None):
+            er.cgroup.freeze()
+        else:
+            self.stop_engine(er, record=True)

@@ -78,9 +78,23 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device, task=None) -> d
         **(
             {
                 "pairing": task.pairing,
-                "timed_starts": [{"engine": e, "passes": list(ix)} for e, ix in task.pass_halves()],
+                **timed_starts(task, spec.evaluation_id),
             }
             if task is not None
             else {}
         ),
+    }
+
+
+def timed_starts(task, evaluation_id: str) -> dict:
+    """What the pairing makes of the timed starts: each start with the passes it serves, and
+    under the interleaved pairing who serves each pass first (`engine_order`: interleaved.pass_order)."""
+    if task.pairing != "interleaved":
+        return {"timed_starts": [{"engine": e, "passes": list(ix)} for e, ix in task.pass_halves()]}
+    from speculator_arena.runners.interleaved import pass_order
+
+    order = pass_order(evaluation_id, task.passes_per_workload)
+    return {
+        "timed_starts": [{"engine": e, "passes": list(range(task.passes_per_workload))} for e in order[0]],
+        "engine_order": [list(pair) for pair in order],  # per pass: who serves it first, then second
     }

@@ -57,6 +57,11 @@ PASSES = pa.schema(
         ("memory_note", STR),  # e.g. "no NVIDIA device (NVML: ...)" when unavailable
         ("device_total_bytes", I64),  # null when unavailable
         ("gpu_memory_utilization", F64),
+        # The interleaved pairing (v8 on): CPU seconds the serving engine's control group used
+        # during the pass, and the other engine's, frozen meanwhile (rules/idle.py); null under
+        # the pairings that run one engine at a time.
+        ("engine_cpu_seconds", F64),
+        ("idle_engine_cpu_seconds", F64),
     ]
 )
 

@@ -17,6 +17,15 @@ set by ENGINE_MODE (the test writes it into launch.sh):
   are not numbers and serves a `/metrics` that is not Prometheus text.
 It also records, in its log, whether it could read a path given in PROBE_READ (the arena's
 private warehouse must not be readable by the engine's user).
+
+Attacks on the interleaved pairing (modes may be combined, comma-separated):
+- idle_spin: at start, a detached daemon (double fork, setsid) spins the CPU forever and tries
+  to move itself out of the engine's control groups;
+- reach_other: on every chat request, opens connections to every other listening port on
+  127.0.0.1 (the other engine's, found in /proc/net/tcp) and sends a request line, kept open;
+- touch_other: on every chat request, tries to signal (SIGSTOP) and read (/proc/PID/environ)
+  every process of another user whose command line names `speculator_arena` or `sse_engine`, and
+  logs `TOUCH pid signal=... environ=...` with what happened.
 """
 
 import json
@@ -90,6 +99,10 @@ class H(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         COUNT["chat"] += 1
+        if "reach_other" in MODE:
+            reach_other()
+        if "touch_other" in MODE:
+            touch_other()
         if MODE.startswith("die_after=") and COUNT["chat"] > int(MODE.split("=")[1]):
             os._exit(3)
         if body.get("prompt_logprobs") is not None:
@@ -173,6 +186,65 @@ class H(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+HELD = []  # connections reach_other keeps open
+
+
+def reach_other():
+    own = int(os.environ["PORT"])
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        f = line.split()
+        port = int(f[1].rsplit(":", 1)[1], 16)
+        if f[3] == "0A" and f[1].startswith("0100007F") and port != own:
+            import socket
+
+            try:
+                c = socket.create_connection(("127.0.0.1", port), timeout=1)
+                c.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{")
+                HELD.append(c)
+            except OSError:
+                pass
+
+
+def touch_other():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat(f"/proc/{pid}").st_uid == os.getuid():
+                continue
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if b"speculator_arena" not in cmd and b"sse_engine" not in cmd:
+            continue
+        try:
+            os.kill(int(pid), signal.SIGSTOP)
+            sig = "sent"
+        except OSError as exc:
+            sig = exc.__class__.__name__
+        try:
+            open(f"/proc/{pid}/environ", "rb").read()
+            env = "read"
+        except OSError as exc:
+            env = exc.__class__.__name__
+        print(f"TOUCH {pid} signal={sig} environ={env}", flush=True)
+
+
+def idle_spin():
+    if os.fork():
+        return
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    for ctl in ("freezer", "cpuacct"):
+        try:
+            with open(f"/sys/fs/cgroup/{ctl}/cgroup.procs", "w") as fh:
+                fh.write(str(os.getpid()))
+            print(f"SPIN escaped {ctl}", flush=True)
+        except OSError as exc:
+            print(f"SPIN stays in {ctl} ({exc.__class__.__name__})", flush=True)
+    while True:
+        pass
+
+
 def main():
     probe = os.environ.get("PROBE_READ")
     if probe:
@@ -194,6 +266,8 @@ def main():
             fh.write(b"x" * 1024)
     if "ignore_term" in MODE:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if "idle_spin" in MODE:
+        idle_spin()
     srv = ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H)
     srv.daemon_threads = True
     srv.serve_forever()

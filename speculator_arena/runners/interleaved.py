@@ -1,0 +1,127 @@
+"""The interleaved pairing (protocol v8 on the CPU tasks): both engines started once and resident,
+each pass served by one engine and then the other while the idle one is frozen.
+
+Why: on a shared 2-core host the machine's own speed drifts by 5-15% over minutes, and two starts
+of the same engine serve the same requests at different speeds (docs/benchmarks/aa_noise.md).
+A pairing with whole starts in turn (sequential, or mirrored C S S C) puts minutes between the two
+halves of a pass pair; here the two halves of every pair follow each other within seconds, in the
+order A B, B A, B A, A B, ... with A drawn per evaluation (`pass_order`), so drift falls on both
+engines alike and a block's ratio is what the engines did, not when.
+
+What keeps it fair (the candidate must gain nothing by what it does while the other is measured):
+- each engine is a user of its own (`arena-engine`, `arena-stock`): neither can signal, trace or
+  read the other's processes or workspace;
+- each engine is in control groups of its own (freezer.py): the idle one is frozen by the kernel,
+  every task of it, daemonized or not, and its CPU time is counted from the group, so CPU used
+  while frozen cannot hide; more than `interleaving.max_idle_cpu_seconds` during the other's pass
+  (rules/idle.py) is the candidate's failure (0, never a void) or, for the stock engine, a void;
+- before an engine is thawed, every connection to its port that the runner did not open
+  (reach.py) is the other engine's: requests queued to the frozen stock engine would be served
+  beside the arena's once it thaws, so a candidate found doing it fails.
+
+A mixin of `Evaluation` (harness.py), as the other steps: it reads `task`, `eid`, `say` and the
+steps of engines.py, passes.py and probe_phase.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.runners import freezer, reach, sidecar_engine
+from speculator_arena.runners.failures import ArenaVoid, IdleFault
+from speculator_arena.runners.lifecycle import ENGINE_USER, EngineRun
+
+# The stock engine's own user under the interleaved pairing (the candidate keeps ENGINE_USER).
+STOCK_USER = "arena-stock"
+USERS = {"candidate": ENGINE_USER, "stock": STOCK_USER}
+OTHER = {"candidate": "stock", "stock": "candidate"}
+
+
+def pass_order(evaluation_id: str, passes: int) -> list[tuple[str, str]]:
+    """Who serves each pass first: A B, B A, B A, A B, repeated (an ABBA design: a linear drift
+    over four passes cancels), A the candidate or the stock engine by the evaluation id's digest,
+    so a participant cannot choose it and a re-run of the same id repeats it."""
+    a = "candidate" if hashlib.sha256(evaluation_id.encode()).digest()[0] & 1 else "stock"
+    b = OTHER[a]
+    return [(a, b) if i % 4 in (0, 3) else (b, a) for i in range(passes)]
+
+
+def engine_cgroup(evaluation_id: str, engine: str) -> freezer.EngineCgroup:
+    return freezer.EngineCgroup(re.sub(r"[^A-Za-z0-9_.-]", "_", f"{evaluation_id}-{engine}"))
+
+
+def leftover_cgroups(evaluation_id: str) -> list[freezer.EngineCgroup]:
+    """The control groups an evaluation's runner left behind (it died): `--resume` removes them."""
+    groups = [engine_cgroup(evaluation_id, e) for e in USERS]
+    return [g for g in groups if g.freezer.exists() or g.cpuacct.exists()]
+
+
+class InterleavedPasses:
+    def _interleaved(self, src: dict[str, Path]) -> None:
+        """Both engines' timed passes, interleaved; then their probes on the same starts when the
+        version says so (else the probe phase restarts them, as the other pairings do)."""
+        why = freezer.unavailable() or (
+            "the engine runs in another container (kubernetes backend)" if sidecar_engine.address() else None
+        )
+        if why:
+            raise ArenaVoid(f"interleaved pairing not possible here: {why}")
+        order = pass_order(self.eid, self.task.passes_per_workload)
+        self.resident: dict[str, EngineRun] = {}
+        util = self.task.engine_environment.gpu_memory_utilization
+        for engine in order[0]:  # the engine served first starts first
+            er = self.start_engine(
+                engine, src[engine], "timed", util, run_user=USERS[engine], cgroup=self._cgroup(engine)
+            )
+            self.resident[engine] = er
+            er.cgroup.freeze()
+        cfgs = {e: self.client_config(e, er) for e, er in self.resident.items()}
+        for w in WORKLOADS:
+            for engine in order[0]:
+                self._turn(engine, lambda e=engine, w=w: self._warmup(e, self.resident[e], cfgs[e], w))
+            for i, pair in enumerate(order):
+                for engine in pair:
+                    self._turn(
+                        engine,
+                        lambda e=engine, w=w, i=i: self._pass(
+                            e, self.resident[e], cfgs[e], w, i, idle=self.resident[OTHER[e]]
+                        ),
+                    )
+
+    def _cgroup(self, engine: str) -> freezer.EngineCgroup:
+        return engine_cgroup(self.eid, engine)
+
+    def thaw_alone(self, engine: str) -> EngineRun:
+        """Thaw `engine` with the other frozen. Before the thaw, connections to its port that the
+        runner did not open are the other engine's fault (reach.py)."""
+        er, other = self.resident[engine], self.resident[OTHER[engine]]
+        strangers = reach.foreign_connections(er.port)
+        if strangers:
+            raise IdleFault(
+                OTHER[engine],
+                f"{OTHER[engine]} engine connected to the {engine} engine's port while it was frozen "
+                f"({'; '.join(strangers[:3])})",
+            )
+        if other.stopped_at is None:
+            other.cgroup.freeze()  # already frozen; made sure of before this one runs
+        er.cgroup.thaw()
+        return er
+
+    def _turn(self, engine: str, step) -> None:
+        """Thaw `engine` alone, run `step`, freeze it again."""
+        er = self.thaw_alone(engine)
+        try:
+            step()
+        finally:
+            if er.stopped_at is None:
+                er.cgroup.freeze()
+
+    def stop_resident(self) -> None:
+        """Stop both resident engines (each stop records its start row); the device-idle wait
+        after the last."""
+        for er in list(getattr(self, "resident", {}).values()):
+            if er.stopped_at is None:
+                self.stop_engine(er, record=True)
+        self.resident = {}

@@ -1,0 +1,90 @@
+"""Who else talks to an engine's port: connections the runner did not open (interleaved pairing).
+
+Why: under the interleaved pairing both engines stay started, and while one is measured the other
+is frozen. A frozen engine's listening socket still completes TCP handshakes in the kernel, so a
+candidate could, during its own turn, open connections to the stock engine and queue requests
+that the stock engine would serve once thawed, beside the arena's: the stock engine would look
+slower and the candidate's ratio higher. Before an engine is thawed the runner lists every
+connection to its port whose client end is not a socket of the runner's own process; any such
+connection is the other engine's doing (nothing else on the machine knows the port), and it is
+charged to the candidate (scored 0, never a void: rules/idle.py).
+
+Read from /proc/net/tcp and tcp6 (what `ss` reads), each socket with its state, receive queue,
+owner uid and inode; the runner's own sockets are the inodes of its file descriptors.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# The server-side states in which a connection can still bring the engine work: open, half-open
+# in the accept queue, or closed by its client with a request the engine has not read. In every
+# other state the engine's side is closing or closed.
+ESTABLISHED, SYN_RECV, CLOSE_WAIT = "01", "03", "08"
+STATES = {ESTABLISHED: "established", SYN_RECV: "syn-received", CLOSE_WAIT: "close-wait"}
+
+
+@dataclass(frozen=True)
+class Socket:
+    local: str  # hex address:port as the kernel writes it
+    remote: str
+    state: str
+    rx_queue: int
+    uid: int
+    inode: int
+
+    @property
+    def local_port(self) -> int:
+        return int(self.local.rsplit(":", 1)[1], 16)
+
+
+def sockets() -> list[Socket]:
+    out = []
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) < 10:
+                continue
+            out.append(Socket(f[1], f[2], f[3], int(f[4].split(":")[1], 16), int(f[7]), int(f[9])))
+    return out
+
+
+def own_socket_inodes(pid: int | None = None) -> set[int]:
+    fd_dir = Path(f"/proc/{pid or os.getpid()}/fd")
+    inodes = set()
+    for fd in os.listdir(fd_dir):
+        try:
+            target = os.readlink(fd_dir / fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def foreign_connections(port: int) -> list[str]:
+    """Connections to `port` that the runner did not open and that could still bring the engine
+    work: open (established, or half-open in the accept queue) or closed by their client with
+    data the engine has not read. The runner's own closed connections (close-wait, nothing
+    unread) are not work. Each as a line naming the client's uid and the state."""
+    all_sockets = sockets()
+    own = own_socket_inodes()
+    by_local = {s.local: s for s in all_sockets}
+    found = []
+    for s in all_sockets:
+        if s.local_port != port or s.state not in STATES:
+            continue
+        if s.state == CLOSE_WAIT and s.rx_queue == 0:
+            continue
+        client = by_local.get(s.remote)
+        if client is not None and client.inode in own:
+            continue
+        who = f"uid {client.uid}" if client is not None and client.inode else "a closed client"
+        found.append(f"{who}, {STATES[s.state]}, {s.rx_queue} bytes unread")
+    return found
