@@ -6,10 +6,6 @@ as the fetch worker honours it, and the URL kept normalized: the submission that
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import time
-
 import pytest
 
 from speculator_arena.frontdoor.urls import ip_literal, parse_repository_url
@@ -81,40 +77,12 @@ def test_kept_normalized():
         parse_repository_url("HTTPS://u:p@example.org/e.git", ("https",))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def git_daemon(public_dir):
-    """`git daemon` on 127.0.0.1 serving `public_dir` (read-only, every repository exported)."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={public_dir}", "--listen=127.0.0.1",
-         f"--port={port}", str(public_dir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.time() + 20
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert time.time() < deadline and proc.poll() is None, "git daemon did not start"
-            time.sleep(0.1)
-    yield port
-    proc.terminate()
-    proc.wait(10)
-
-
 def test_allowed_literal_is_fetched_from_its_normalized_url(front, public_dir, git_daemon, monkeypatch):
     """With loopback admitted (ARENA_FETCH_ALLOW, as for an operator's internal mirror), the request
     takes the literal the fetch worker would take, keeps it normalized, and the worker fetches it."""
     repo = _git_repo(public_dir / "engine", {"launch.sh": b"#!/bin/bash\necho serve\n"})
     monkeypatch.setenv("ARENA_ENGINE_REPO_SCHEMES", "GIT")
-    url = f"GIT://0X7F.1:{git_daemon}/engine"
+    url = f"GIT://0X7F.1:{git_daemon.port}/engine"
     front.assert_refused(front.post(_doc(url, _head(repo))), 400, PUBLIC_ONLY)  # not admitted yet
     monkeypatch.setenv("ARENA_FETCH_ALLOW", "127.0.0.0/8")
     r = front.post(_doc(url, _head(repo)))
@@ -124,6 +92,6 @@ def test_allowed_literal_is_fetched_from_its_normalized_url(front, public_dir, g
     from speculator_arena.frontdoor.state import connect
 
     row = connect(front.home).execute("SELECT engine_source, fetch_spec FROM submissions").fetchone()
-    assert row["engine_source"] == f"git://127.0.0.1:{git_daemon}/engine@{_head(repo)}"
-    assert f"git://127.0.0.1:{git_daemon}/engine" in row["fetch_spec"]
+    assert row["engine_source"] == f"{git_daemon.url}/engine@{_head(repo)}"
+    assert f"{git_daemon.url}/engine" in row["fetch_spec"]
     assert front.quota()["used"] == 1
