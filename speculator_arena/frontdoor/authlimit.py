@@ -12,6 +12,9 @@ out: the owner's requests from any other address are not counted against. A toke
 authenticated from an address before (within `KNOWN_S`) is still checked from that address while
 it is limited, so an owner who shares the guesser's address (a NAT, a proxy) keeps working;
 entering that set needs a valid token, so it gives a guesser nothing. Successes never count.
+A failure is counted when its answer is known, so requests already in flight when an address
+reaches its limit are still answered 401 (at most the API's thread pool more than the limit):
+reserving a slot before the lookup would count an owner's concurrent valid requests as failures.
 
 Why in memory, per API process, and not in the front door's SQLite (where the per-account fetch
 limit and the registration rate are shared by every process): this runs before every
