@@ -137,6 +137,19 @@ VARIABLES: dict[str, Variable] = {
             "ARENA_REGISTER_PER_HOUR", "5", "accounts `POST /register` makes per client address and hour", "front door"
         ),
         Variable("ARENA_REGISTER_MAX", "1000", "accounts `POST /register` may make in all", "front door"),
+        Variable(
+            "ARENA_AUTH_FAILURES",
+            "20",
+            "failed authentications one client address (an IPv6 /64) may make per window before it is answered "
+            "`429` (per API process)",
+            "front door",
+        ),
+        Variable(
+            "ARENA_AUTH_WINDOW",
+            "60",
+            "seconds of that window (`Retry-After`: when its oldest failure leaves it)",
+            "front door",
+        ),
         # kubernetes
         Variable(
             "ARENA_K8S_<FIELD>",

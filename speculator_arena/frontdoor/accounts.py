@@ -104,12 +104,24 @@ def revoke(con: sqlite3.Connection, name: str) -> int:
     return n
 
 
+def _bearer(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header, None without one."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def token_id(authorization: str | None) -> str | None:
+    """The id part of a well-formed bearer token (whether or not it is valid), else None."""
+    m = TOKEN_RE.fullmatch(_bearer(authorization) or "")
+    return m.group(1) if m else None
+
+
 def authenticate(con: sqlite3.Connection, authorization: str | None) -> Account:
     """The account of an `Authorization: Bearer <token>` header, or Unauthorized."""
-    scheme, _, token = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = _bearer(authorization)
+    if token is None:
         raise Unauthorized("missing bearer token: send `Authorization: Bearer <token>`")
-    m = TOKEN_RE.fullmatch(token.strip())
+    m = TOKEN_RE.fullmatch(token)
     row = con.execute(sql("token_lookup"), (m.group(1),)).fetchone() if m else None
     # The secret's hash is compared even without a row, so both answers take the same time.
     stored = row["secret_hash"] if row else _hash("")

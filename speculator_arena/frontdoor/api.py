@@ -7,6 +7,7 @@
 - `GET /api/board?task=&split=`: the public ranking as JSON.
 - `GET /api/evaluations/{id}/requests.parquet[?protocol=N]`: a dev evaluation's per-request rows (403 for test).
 - `POST /register`: a participant token, only while the operators have opened registration.
+Failed authentications are limited per client address (`authlimit.py`: 429 with Retry-After).
 Errors are JSON `{"error": reason}` with the status code (4xx, a short reason without the
 server's paths); OpenAPI docs are at `/docs`.
 
@@ -29,6 +30,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from speculator_arena.frontdoor import accounts
+from speculator_arena.frontdoor.authlimit import FailedAuthLimit
 from speculator_arena.frontdoor.bounded import DEFAULT_BODY_BYTES, BodyLimit, load_json
 from speculator_arena.frontdoor.errors import NotFound, scrub, server_paths
 from speculator_arena.frontdoor.state import connect
@@ -55,6 +57,7 @@ def create_app(home=None) -> FastAPI:
     state: dict = {}  # the board's memo (made at the first board request) and the fetch worker
     intake_slots = anyio.CapacityLimiter(INTAKES_AT_ONCE)
     paths = server_paths(home)
+    auth_limit = FailedAuthLimit.from_settings()
 
     @asynccontextmanager
     async def lifespan(_app):
@@ -88,7 +91,8 @@ def create_app(home=None) -> FastAPI:
 
     @app.exception_handler(Refused)
     async def refused(_req, exc: Refused):
-        return JSONResponse({"error": scrub(exc.reason, paths)}, status_code=exc.status)
+        headers = getattr(exc, "headers", None)
+        return JSONResponse({"error": scrub(exc.reason, paths)}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_req, exc: RequestValidationError):
@@ -101,6 +105,10 @@ def create_app(home=None) -> FastAPI:
             return fn(con, *args)
         finally:
             con.close()
+
+    def _account(con, request: Request, authorization: str | None) -> accounts.Account:
+        """The caller's account, its failures counted against its address (`authlimit.py`)."""
+        return auth_limit.authenticate(con, authorization, request.client.host if request.client else None)
 
     @app.get("/api/protocol", summary="The protocol version in force (or any published one)")
     def protocol(request: Request, version: int | None = Query(None)):
@@ -118,7 +126,7 @@ def create_app(home=None) -> FastAPI:
     async def submit(request: Request, authorization: str | None = Header(None)):
         from speculator_arena.frontdoor.intake import submit as intake
 
-        account = await run_in_threadpool(_with_db, accounts.authenticate, authorization)
+        account = await run_in_threadpool(_with_db, _account, request, authorization)
         body = await request.body()  # bounded by BodyLimit as it streams
         row = await anyio.to_thread.run_sync(
             _with_db, lambda con: intake(con, Warehouse(home), account, body), limiter=intake_slots
@@ -134,11 +142,11 @@ def create_app(home=None) -> FastAPI:
         }
 
     @app.get("/api/submissions/{submission_id}", summary="The owner's view of a submission")
-    def submission(submission_id: str, authorization: str | None = Header(None)):
+    def submission(submission_id: str, request: Request, authorization: str | None = Header(None)):
         from speculator_arena.frontdoor.queue import submission_status
 
         def look(con):
-            account = accounts.authenticate(con, authorization)
+            account = _account(con, request, authorization)
             found = submission_status(con, Warehouse(home), submission_id, account.account_id)
             if found is None:
                 raise NotFound(f"no submission {submission_id[:40]!r} of this account")
@@ -147,12 +155,17 @@ def create_app(home=None) -> FastAPI:
         return _with_db(look)
 
     @app.get("/api/quota", summary="The caller's quota use on a task and split")
-    def quota(task: str, split: str = Query("dev", pattern=SPLIT), authorization: str | None = Header(None)):
+    def quota(
+        task: str,
+        request: Request,
+        split: str = Query("dev", pattern=SPLIT),
+        authorization: str | None = Header(None),
+    ):
         from speculator_arena.frontdoor.quotas import summary
         from speculator_arena.protocol import load_protocol
 
         def look(con):
-            account = accounts.authenticate(con, authorization)
+            account = _account(con, request, authorization)
             if task not in load_protocol().tasks:
                 raise NotFound(f"unknown task {task[:64]!r}")
             return summary(con, Warehouse(home), account.account_id, account.kind, task, split)

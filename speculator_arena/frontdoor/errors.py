@@ -20,6 +20,16 @@ class NotFound(Refused):
     status = 404
 
 
+class TooManyFailures(Refused):
+    """Too many failed authentications from the client's address (`authlimit.py`): `Retry-After`."""
+
+    status = 429
+
+    def __init__(self, retry_after_s: int):
+        super().__init__(f"too many failed authentications from your address: retry after {retry_after_s} s")
+        self.headers = {"Retry-After": str(retry_after_s)}
+
+
 def server_paths(home) -> list[tuple[str, str]]:
     """The server's own folders an error must not show, with the names shown instead."""
     import sys

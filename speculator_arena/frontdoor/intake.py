@@ -2,8 +2,9 @@
 
 Order, so that a refusal stores nothing and uses no quota:
 1. the JSON, bounded (`bounded.load_json`), against section 2 (task, split, `solution.kind`,
-   exactly one engine source, exact commits, a repository URL without credentials, bounded free
-   text), and the account's quota (a cheap early refusal);
+   exactly one engine source, exact commits, a repository URL without credentials and not an
+   internal address literal (`urls.py`; kept normalized), bounded free text), and the account's
+   quota (a cheap early refusal);
 2. what is local is staged in a sandbox (`sandbox.py`: a child process, a fresh directory, OS
    limits, the intake's own user): an inline engine extracted and sealed there, a workspace
    speculator copied there (links not followed) and sealed;
@@ -51,7 +52,7 @@ from speculator_arena.frontdoor.sources import (
     workspace_path,
 )
 from speculator_arena.frontdoor.state import sql, staging_dir, transaction
-from speculator_arena.frontdoor.urls import parse_repository_url
+from speculator_arena.frontdoor.urls import fetch_allow, parse_repository_url, refuse_internal_literal
 from speculator_arena.protocol import load_protocol
 from speculator_arena.sealed import archive
 from speculator_arena.sealed.refusal import Refused, echo
@@ -112,7 +113,7 @@ class SubmissionRequest(_Strict):
 
 def repo_schemes() -> tuple[str, ...]:
     """URL schemes an engine repository may use; operators may add some (tests add `file`)."""
-    return ("https", *settings.listed("ARENA_ENGINE_REPO_SCHEMES", ","))
+    return ("https", *(s.lower() for s in settings.listed("ARENA_ENGINE_REPO_SCHEMES", ",")))
 
 
 def parse(body: bytes) -> SubmissionRequest:
@@ -143,8 +144,10 @@ def parse(body: bytes) -> SubmissionRequest:
         )
     if req.engine.commit is not None:
         exact_commit(req.engine.commit, "engine.commit")
-    if req.engine.repository is not None:
-        parse_repository_url(req.engine.repository, repo_schemes())
+    if req.engine.repository is not None:  # kept normalized; an internal address literal refused now
+        repo = parse_repository_url(req.engine.repository, repo_schemes())
+        refuse_internal_literal(repo, fetch_allow())
+        req.engine.repository = repo.url
     if req.from_hub:
         hub_repository(req.speculator.uri)
         exact_commit(req.speculator.revision, "speculator.revision")
@@ -291,7 +294,7 @@ def _fetch_job(row, spec: dict, home, deadline: float) -> tuple[dict, int]:
                 "url": spec["engine"]["repository"],
                 "commit": spec["engine"]["commit"],
                 "schemes": list(repo_schemes()),
-                "allow": settings.listed("ARENA_FETCH_ALLOW", ","),
+                "allow": fetch_allow(),
                 "deadline_s": deadline,
             },
         }

@@ -98,7 +98,7 @@ def fetch_engine_repository(
     deadline = time.monotonic() + deadline_s
     what = f"engine repository {echo(url)}@{commit[:12]}"
     _git(["git", "init", "-q"], dest, deadline, what, max_bytes, global_config)
-    fetch = [*git, "fetch", "-q", "--depth", "1", "--no-tags", "--no-recurse-submodules", url, commit]
+    fetch = [*git, "fetch", "-q", "--depth", "1", "--no-tags", "--no-recurse-submodules", repo.url, commit]
     _git(fetch, dest, deadline, what, max_bytes, global_config)
     _check_listing(dest, deadline, what, max_bytes, max_entries, max_depth)
     _git([*git, "checkout", "-q", "FETCH_HEAD"], dest, deadline, what, max_bytes, global_config)

@@ -195,6 +195,44 @@ def hub(monkeypatch, tmp_path):
         yield server
 
 
+class GitDaemon:
+    """`git daemon` on 127.0.0.1 serving the repositories under `base` (read-only, all exported):
+    repositories reached over the network as a participant's would be."""
+
+    def __init__(self, base: Path):
+        import socket
+        import subprocess
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"git://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            ["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={base}", "--listen=127.0.0.1",
+             f"--port={self.port}", str(base)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.time() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                assert time.time() < deadline and self.proc.poll() is None, "git daemon did not start"
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def git_daemon(public_dir):
+    daemon = GitDaemon(public_dir)
+    yield daemon
+    daemon.stop()
+
+
 def finish_evaluation(home, evaluation_id: str, status: str) -> None:
     """The evaluation's row as the runner writes it (runners.status), with a final status."""
     import time

@@ -1,7 +1,8 @@
 """A hub-shaped HTTP server on 127.0.0.1 (stdlib), so that the real `huggingface_hub` client is
 tested against the Hugging Face hub's own routes: repository metadata
 (`/api/models/<repo>/revision/<rev>`), its file tree (`/api/models/<repo>/tree/<rev>`) and file downloads (`/<repo>/resolve/<rev>/<file>`). It
-records every path asked for, so a test can assert that a Python file was never fetched.
+records every path asked for, so a test can assert that a Python file was never fetched, and
+answers only while its `gate` is set, so a test can hold a fetch midway.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ class HubServer:
     def __init__(self):
         self.repos: dict[tuple[str, str], dict[str, bytes]] = {}
         self.requests: list[str] = []
+        self.gate = threading.Event()
+        self.gate.set()
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -33,6 +36,7 @@ class HubServer:
                     self.wfile.write(body)
 
             def _route(self, head: bool):
+                hub.gate.wait(60)
                 path = unquote(urlparse(self.path).path)
                 hub.requests.append(path)
                 parts = path.strip("/").split("/")

@@ -319,12 +319,17 @@ def test_repository_urls_refused_in_the_request(front, guard, url, words):
     "host", ["127.0.0.1", "localhost", "169.254.169.254", "10.1.2.3", "[::1]", "[::ffff:127.0.0.1]", "100.64.0.1"]
 )
 def test_internal_hosts_are_refused_before_any_connection(front, host):
-    """Loopback, link-local (metadata), private, shared and mapped addresses: no connection made."""
+    """Loopback, link-local (metadata), private, shared and mapped addresses: no connection made.
+    An address literal is refused in the request (nothing stored); a name, once resolved by the
+    fetch worker (the more forms of literals: test_repository_urls.py)."""
     with Stall() as stall:
         doc = submission()
         port = stall.port if host in ("127.0.0.1", "localhost") else 443
         doc["engine"] = {"repository": f"https://{host}:{port}/engine.git", "commit": "a" * 40}
-        front.assert_fetch_refused(front.post(doc), 400, "the arena fetches from public hosts only")
+        if host == "localhost":
+            front.assert_fetch_refused(front.post(doc), 400, "the arena fetches from public hosts only")
+        else:
+            front.assert_refused(front.post(doc), 400, "the arena fetches from public hosts only")
         assert stall.accepted == 0
 
 
