@@ -71,8 +71,8 @@ def own_socket_inodes(pid: int | None = None) -> set[int]:
 def foreign_connections(port: int) -> list[str]:
     """Connections to `port` that the runner did not open and that could still bring the engine
     work: open (established, or half-open in the accept queue) or closed by their client with
-    data the engine has not read. The runner's own closed connections (close-wait, nothing
-    unread) are not work. Each as a line naming the client's uid and the state."""
+    data the engine has not read (the kernel counts the client's FIN as one byte unread). A
+    connection closed with nothing to read is not work. Each as a line naming the client's uid and the state."""
     all_sockets = sockets()
     own = own_socket_inodes()
     by_local = {s.local: s for s in all_sockets}
@@ -80,7 +80,7 @@ def foreign_connections(port: int) -> list[str]:
     for s in all_sockets:
         if s.local_port != port or s.state not in STATES:
             continue
-        if s.state == CLOSE_WAIT and s.rx_queue == 0:
+        if s.state == CLOSE_WAIT and s.rx_queue <= 1:  # the client's FIN counts one: nothing to read
             continue
         client = by_local.get(s.remote)
         if client is not None and client.inode in own:

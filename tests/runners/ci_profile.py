@@ -46,6 +46,7 @@ CI_OVERRIDES = {
     # has its own real evaluation (tests/runners/test_mirrored.py)
     "passes_per_workload": 3,
     "pairing": "sequential",
+    "interleaving": None,
     "workloads": {
         "solo": {"interleave": 1, "pass_seconds": 4, "speed": "request_time"},
         "team": {"interleave": 2, "pass_seconds": 4, "speed": "busy_window"},

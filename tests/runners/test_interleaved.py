@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from ci_profile import stage_ci_protocol
@@ -27,6 +28,9 @@ from speculator_arena.runners import freezer
 from speculator_arena.runners.interleaved import STOCK_USER, engine_cgroup, pass_order
 from speculator_arena.runners.lifecycle import ENGINE_USER
 from speculator_arena.warehouse.evaluations import current_row
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scoring"))
+import independent  # noqa: E402
 
 pytestmark = pytest.mark.skipif(freezer.unavailable() is not None, reason=f"{freezer.unavailable()}")
 
@@ -145,9 +149,10 @@ def test_a_candidate_reaching_the_frozen_stock_engine_scores_0(interleaved):
     assert "candidate failed" in r["scored"]["specscore_reason"]
 
 
-def test_cpu_the_candidates_group_uses_while_frozen_scores_0(interleaved):
+@pytest.fixture(scope="module")
+def escaped(interleaved):
     """A task that escaped the freezer (here: a spinner the test puts into the candidate's CPU
-    accounting group only, which no engine can do itself) is charged to the candidate."""
+    accounting group only, which no engine can do itself)."""
     eid = "fx-interleaved-escape"
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     done = threading.Event()
@@ -171,6 +176,12 @@ def test_cpu_the_candidates_group_uses_while_frozen_scores_0(interleaved):
         done.set()
         spinner.kill()
         spinner.wait()
+    return r
+
+
+def test_cpu_the_candidates_group_uses_while_frozen_scores_0(escaped):
+    """What the escaped task used while the candidate was frozen is charged to the candidate."""
+    r, eid = escaped, escaped["eid"]
     assert r["status"] == "failed", (r["row"]["void_reason"], r["row"]["failure_reason"])
     assert "candidate engine used" in r["row"]["failure_reason"]
     assert "CPU seconds while frozen" in r["row"]["failure_reason"]
@@ -181,9 +192,20 @@ def test_cpu_the_candidates_group_uses_while_frozen_scores_0(interleaved):
     assert not engine_cgroup(eid, "candidate").freezer.exists()
 
 
+def test_the_independent_recomputation_follows_the_pairing(hostile_but_harmless, escaped, built_home):
+    """The same outcome from the raw rows by docs/scoring.md's words (tests/scoring/independent.py):
+    the pass ratios of the interleaved passes, and the idle-engine rule."""
+    tokenizer = independent.load_tokenizer(built_home["target"])
+    for r, outcome in ((hostile_but_harmless, "score"), (escaped, "zero")):
+        ind = independent.recompute(r["wh"].home, r["eid"], tokenizer)
+        assert ind.outcome == outcome, ind.reasons
+        assert ind.specscore == pytest.approx(float(r["scored"]["specscore"]), rel=1e-9)
+    assert any("candidate engine used CPU while frozen" in x for x in ind.reasons), ind.reasons
+
+
 def test_the_interleaved_pairing_needs_its_values(tmp_path, monkeypatch):
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path))
-    version = stage_ci_protocol(tmp_path, pairing="interleaved")
+    version = stage_ci_protocol(tmp_path, pairing="interleaved", interleaving=None)
     with pytest.raises(ValueError, match="interleaved pairing and its `interleaving` values go together"):
         load_protocol(version)
 

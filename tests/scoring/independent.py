@@ -248,6 +248,9 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
             void.append("device did not fall idle")
     if ev["status"] == "failed":
         zero.append(f"candidate failed: {ev['failure_reason']}")
+    idle_void, idle_zero = _idle_engine(raw["passes"], rules)
+    void += idle_void
+    zero += idle_zero
     cand_starts = starts[starts.engine == "candidate"] if len(starts) else starts
     if len(cand_starts) and (cand_starts["died"].fillna(False).astype(bool).any()):
         zero.append("candidate engine died")
@@ -270,6 +273,23 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
         outcome, reasons = "score", []
         score = float(np.cbrt(r["solo"] * r["team"] * r["busy"]))
     return Recomputed(evaluation_id, version, req, eng, paired, r, gates, outcome, reasons, score, findings)
+
+
+def _idle_engine(passes: pd.DataFrame, rules) -> tuple[list[str], list[str]]:
+    """The interleaved pairing's idle-engine rule (docs/scoring.md "Pairing", item 6): the CPU the
+    frozen engine's group used during the other engine's pass, above the version's limit, is the
+    idle engine's fault: the candidate's a 0, the stock engine's a void. (void, zero) reasons."""
+    limit = (rules.get("interleaving") or {}).get("max_idle_cpu_seconds")
+    if limit is None or "idle_engine_cpu_seconds" not in passes:
+        return [], []
+    void, zero = [], []
+    for _, p in passes.iterrows():
+        used = p["idle_engine_cpu_seconds"]
+        if pd.isna(used) or used <= limit:
+            continue
+        idle = "candidate" if p["engine"] == "stock" else "stock"
+        (zero if idle == "candidate" else void).append(f"{idle} engine used CPU while frozen ({p['pass_id']})")
+    return void, zero
 
 
 def _requests(raw, passes, rules, tokenizer, findings) -> tuple[pd.DataFrame, pd.DataFrame]:
