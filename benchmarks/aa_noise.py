@@ -221,6 +221,50 @@ def held_out(specscores: list[float], n: int) -> dict:
     }
 
 
+def stage_speed_noise(task_id: str, variant: str, v: dict, home: Path, folder: Path) -> Path:
+    """vN.yaml = the latest version with `task_id`'s speed noise (mean and max |1 - S| of the
+    derivation runs) and dev/test gap (5 x the max, SCORING.md), and vN.speed_noise.json: every
+    run's id and SpecScore, which were held out, and whether each held-out run fell within the
+    max. Its gate limits stay the latest's, whose evidence stays with the version that derived
+    them (a pairing changes the speeds, not the probes)."""
+    import yaml
+
+    from speculator_arena.protocol import load_protocol
+    from speculator_arena.protocol.model import version_path
+
+    base = load_protocol().version
+    held = v["held_out"]
+    if not held["all_within"]:
+        raise SystemExit(f"a held-out A/A run lies beyond the derived max {held['max_abs_error']}: not staged")
+    doc = yaml.safe_load(version_path(base).read_text())
+    version = base + 1
+    doc["version"], doc["published"] = version, time.strftime("%Y-%m-%d")
+    doc["notes"] = (
+        f"v{base} with {task_id}'s speed noise and dev/test gap calibrated under its pairing from "
+        f"{held['derived_from']} A/A runs and checked on {len(held['held_out_errors'])} held-out ones "
+        f"(benchmarks/aa_noise.py; evidence in v{version}.speed_noise.json); every other value as v{base}"
+    )
+    task = doc["tasks"][task_id]
+    task["speed_noise"] = {"mean_abs_error": held["mean_abs_error"], "max_abs_error": held["max_abs_error"]}
+    task["dev_test_gap"] = round(5 * held["max_abs_error"], 4)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"v{version}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=110))
+    evidence = {
+        "task_id": task_id,
+        "version": version,
+        "base_version": base,
+        "variant": variant,
+        "evaluations": v["evaluations"],
+        "specscores": v["specscores"],
+        **held,
+        "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "command": f"python benchmarks/aa_noise.py --home {home} --variants {variant} --runs "
+        f"{len(v['specscores'])} --check {len(held['held_out_errors'])} --stage-version DIR",
+    }
+    (folder / f"v{version}.speed_noise.json").write_text(json.dumps(evidence, indent=1))
+    return folder / f"v{version}.yaml"
+
+
 def plot(fig: dict, path: Path) -> None:
     import matplotlib
 
@@ -247,6 +291,13 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=6)
     ap.add_argument("--variants", default="v3-small-pages,v4")
     ap.add_argument("--report-only", action="store_true", help="print the figures of the stored runs")
+    ap.add_argument(
+        "--stage-version",
+        type=Path,
+        help="with --check: write the next protocol version into this folder: the latest with the task's "
+        "speed noise and dev/test gap derived from the last variant's runs (held-out ones excepted), "
+        "and vN.speed_noise.json, its evidence",
+    )
     ap.add_argument(
         "--check",
         type=int,
@@ -312,6 +363,9 @@ def main() -> int:
                 f"{'all within the max' if held['all_within'] else 'NOT all within the max'}"
             )
         (home / "aa_noise.json").write_text(json.dumps(fig, indent=1))
+        if args.stage_version:
+            out = stage_speed_noise(args.task, variants[-1], fig[variants[-1]], home, args.stage_version)
+            print(f"staged {out} with its evidence beside it")
     print(f"figures: {home / 'aa_noise.json'}; plot: {home / 'aa_noise.png'}")
     return 0
 
