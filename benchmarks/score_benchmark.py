@@ -1,13 +1,20 @@
-"""Benchmark: score N synthetic protocol-scale evaluations with score_warehouse, and compare
-with a plain Python per-row loop computing the same per-pass speeds, ratios and SpecScore.
+"""Benchmark: score N synthetic protocol-scale evaluations with score_warehouse, against a bare
+scan of the same requests measured in the same run, and check the scores against a plain Python
+per-row loop computing the same per-pass speeds, ratios and SpecScore.
 
-    python benchmarks/score_benchmark.py --n 1000 [--home /tmp/arena-bench] [--reuse]
+    python benchmarks/score_benchmark.py --n 1000 [--home /tmp/arena-bench] [--reuse] [--repeat 3]
 
-The warehouse is written once (reused with --reuse when it already holds N evaluations).
-The plain loop reads each evaluation's rows with pyarrow into Python lists (one evaluation at
-a time, so memory stays bounded) and does everything else in Python: counted requests, the
-solo speed, the busy-window sweep, the failure rule, medians and the geometric mean. Both
-must agree to 1e-9 on every workload ratio and SpecScore. Results: docs/benchmarks/scoring.md.
+The warehouse is written once (reused with --reuse when it already holds N evaluations). Then,
+first on the raw parts (ARENA_PACKS=0) and again after packing them (`packs.pack`, what
+`arena warehouse pack` runs), the bare scan (sql/bare_scan.sql: DuckDB reading the request
+columns the scorer reads, chunk lists included, aggregated per evaluation, pass and engine) and
+`score_warehouse` alternate `--repeat` times; the script prints each one's median and the ratio
+scorer / bare scan, the issue's measure (issue 36: at most 4 on parts, 3 packed). Both reads
+must give identical frames. The plain loop (`--no-plain` skips it) reads each evaluation's rows
+with pyarrow into Python lists (one evaluation at a time, so memory stays bounded) and does
+everything else in Python: counted requests, the solo speed, the busy-window sweep, the failure
+rule, medians and the geometric mean. Both must agree to 1e-9 on every workload ratio and
+SpecScore. Results: docs/benchmarks/scoring.md.
 """
 
 from __future__ import annotations
