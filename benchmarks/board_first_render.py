@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,7 @@ def build(home: Path, n: int, accounts: int, templates: int, seed: int = 0) -> d
     import numpy as np
     from synthetic import write_synthetic_evaluation
 
+    from speculator_arena.protocol import load_protocol
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.schema import TABLES
 
@@ -70,6 +72,11 @@ def build(home: Path, n: int, accounts: int, templates: int, seed: int = 0) -> d
     print(f"  {templates} template evaluations written in {t_tpl:.1f} s", file=sys.stderr, flush=True)
 
     tables = [t for t in TABLES if t != "evaluations"]
+    # the version the templates were run under (write_synthetic_evaluation's): the scorer counts
+    # the passes an evaluation was run with by it, so a copy stamped with another version whose
+    # task made more passes would be scored incomplete (void) and the board would reach back
+    # through every earlier evaluation of its account for a scored one
+    run_version = load_protocol().version
     per_account = sum(QUOTA)
     for i in range(n):
         eid = f"ev-{i:05d}"
@@ -95,7 +102,7 @@ def build(home: Path, n: int, accounts: int, templates: int, seed: int = 0) -> d
                 {
                     "task_id": TASK,
                     "split": split,
-                    "protocol_version": 1,
+                    "protocol_version": run_version,
                     "submission_id": eid,
                     "account_id": f"acct-{acct:04d}",
                     "is_reference": False,
@@ -292,6 +299,8 @@ def main() -> int:
             result["browser"] = browser_first_render(home, expect)
         first = result["board"]["first_render_s"]
         b0 = result["baseline_empty"]["first_render_s"]
+        ttl = statistics.median(r["after_ttl_expiry_s"] for r in runs)
+        ttl0 = statistics.median(r["after_ttl_expiry_s"] for r in base)
         result["verdict"] = {
             "first_render_s_median": round(first, 3),
             "budget_s": args.budget,
@@ -299,7 +308,18 @@ def main() -> int:
             "baseline_s_median": round(b0, 3),
             "over_baseline_s": round(first - b0, 3),
             "ratio_to_baseline": round(first / b0, 2),
+            "after_ttl_s_median": round(ttl, 3),
+            "baseline_after_ttl_s_median": round(ttl0, 3),
+            "after_ttl_ratio_to_baseline_after_ttl": round(ttl / ttl0, 2),
+            "after_ttl_ratio_to_baseline_first_render": round(ttl / b0, 2),
         }
+        print(
+            f"first render {first:.2f} s, empty board {b0:.2f} s: ratio {first / b0:.2f}; after the TTL "
+            f"{ttl:.3f} s, empty board after the TTL {ttl0:.3f} s: ratio {ttl / ttl0:.2f} "
+            f"({ttl / b0:.2f} of the empty board's first render)",
+            file=sys.stderr,
+            flush=True,
+        )
         print(json.dumps(result, indent=1))
         return 0 if first < args.budget else 1
     finally:

@@ -1,24 +1,33 @@
-"""Benchmark: score N synthetic protocol-scale evaluations with score_warehouse, and compare
-with a plain Python per-row loop computing the same per-pass speeds, ratios and SpecScore.
+"""Benchmark: score N synthetic protocol-scale evaluations with score_warehouse, against a bare
+scan of the same requests measured in the same run, and check the scores against a plain Python
+per-row loop computing the same per-pass speeds, ratios and SpecScore.
 
-    python benchmarks/score_benchmark.py --n 1000 [--home /tmp/arena-bench] [--reuse]
+    python benchmarks/score_benchmark.py --n 1000 [--home /tmp/arena-bench] [--reuse] [--repeat 3]
 
-The warehouse is written once (reused with --reuse when it already holds N evaluations).
-The plain loop reads each evaluation's rows with pyarrow into Python lists (one evaluation at
-a time, so memory stays bounded) and does everything else in Python: counted requests, the
-solo speed, the busy-window sweep, the failure rule, medians and the geometric mean. Both
-must agree to 1e-9 on every workload ratio and SpecScore. Results: docs/benchmarks/scoring.md.
+The warehouse is written once (reused with --reuse when it already holds N evaluations). Then,
+first on the raw parts (ARENA_PACKS=0) and again after packing them (`packs.pack`, what
+`arena warehouse pack` runs), the bare scan (sql/bare_scan.sql: DuckDB reading the request
+columns the scorer reads, chunk lists included, aggregated per evaluation, pass and engine) and
+`score_warehouse` alternate `--repeat` times; the script prints each one's median and the ratio
+scorer / bare scan, the issue's measure (issue 36: at most 4 on parts, 3 packed). Both reads
+must give identical frames. The plain loop (`--no-plain` skips it) reads each evaluation's rows
+with pyarrow into Python lists (one evaluation at a time, so memory stays bounded) and does
+everything else in Python: counted requests, the solo speed, the busy-window sweep, the failure
+rule, medians and the geometric mean. Both must agree to 1e-9 on every workload ratio and
+SpecScore. Results: docs/benchmarks/scoring.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 
 from speculator_arena.protocol import load_protocol
@@ -28,6 +37,8 @@ from speculator_arena.warehouse import Warehouse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic warehouses
 from synthetic import busy_window, write_synthetic_warehouse  # noqa: E402
+
+BARE_SCAN = Path(__file__).resolve().parent / "sql" / "bare_scan.sql"
 
 
 def _rows(wh: Warehouse, table: str, eid: str, columns) -> list[dict]:
@@ -117,12 +128,47 @@ def plain_python(wh: Warehouse, version: int | None = None) -> dict[str, dict]:
     return out
 
 
+def bare_scan(wh: Warehouse) -> float:
+    """Seconds of the baseline (sql/bare_scan.sql): DuckDB reading the requests the scorer reads
+    (the packs where current, the parts otherwise: ARENA_PACKS decides, as for the scorer) and
+    aggregating them per evaluation, pass and engine."""
+    import duckdb
+
+    from speculator_arena.scoring.connection import evaluation_ids
+    from speculator_arena.warehouse import packs
+
+    t = time.perf_counter()
+    con = duckdb.connect(":memory:")
+    try:
+        resolved = packs.resolve(wh.home, evaluation_ids(wh, None))
+        con.sql(packs.duck_select(con, wh.home, "requests", resolved)).create_view("bare_requests")
+        con.execute(BARE_SCAN.read_text()).fetchall()
+    finally:
+        con.close()
+    return time.perf_counter() - t
+
+
+def timed_pair(wh: Warehouse, packed: bool, repeat: int):
+    """(bare scan seconds, score_warehouse seconds, Scores) with the packs used or ignored,
+    alternating the two `repeat` times so both see the same machine load (medians)."""
+    os.environ["ARENA_PACKS"] = "1" if packed else "0"
+    bare, scored, scores = [], [], None
+    for _ in range(repeat):
+        bare.append(bare_scan(wh))
+        t = time.perf_counter()
+        scores = score_warehouse(wh)
+        scored.append(time.perf_counter() - t)
+    return statistics.median(bare), statistics.median(scored), scores, bare, scored
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--home", default="/tmp/arena-score-benchmark")
     ap.add_argument("--reuse", action="store_true", help="reuse the warehouse at --home when it holds N evaluations")
     ap.add_argument("--task", default="qwen3-8b")
+    ap.add_argument("--repeat", type=int, default=1, help="bare scan and scoring, alternated, this many times")
+    ap.add_argument("--no-plain", action="store_true", help="skip the plain Python loop (minutes at 1,000)")
     args = ap.parse_args(argv)
     wh = Warehouse(Path(args.home))
     have = len(list((wh.raw / "evaluations").glob("evaluation_id=*"))) if (wh.raw / "evaluations").exists() else 0
@@ -135,10 +181,28 @@ def main(argv=None) -> int:
     req_rows = pq.ParquetDataset(str(wh.raw / "requests")).read(columns=["engine"]).num_rows
     print(f"warehouse: {args.n} evaluations, {req_rows} timed requests", flush=True)
 
-    t = time.perf_counter()
-    scores = score_warehouse(wh)
-    t_scorer = time.perf_counter() - t
-    print(f"score_warehouse: {t_scorer:.2f} s (speeds, ratios, every gate, figures, board inputs)", flush=True)
+    from speculator_arena.warehouse import packs
+
+    results = {}
+    for packed in (False, True):
+        if packed:
+            r = packs.pack(wh.home)
+            print(f"packed {r.packed} evaluations in {r.seconds:.1f} s (0: the pack was current)", flush=True)
+        bare, scored, scores, bare_all, scored_all = timed_pair(wh, packed, args.repeat)
+        where = "packed" if packed else "raw parts"
+        results[where] = scores
+        print(
+            f"{where}: score_warehouse {scored:.2f} s, bare scan {bare:.2f} s, ratio {scored / bare:.2f} "
+            f"(runs: scorer {', '.join(f'{x:.2f}' for x in scored_all)}; bare {', '.join(f'{x:.2f}' for x in bare_all)})",
+            flush=True,
+        )
+    # the packed and the unpacked read must score every evaluation the same, to the last bit
+    for name in ("evaluations", "passes", "gates", "figures"):
+        pd.testing.assert_frame_equal(getattr(results["raw parts"], name), getattr(results["packed"], name))
+    print("agreement: packed and raw parts give identical evaluations, passes, gates and figures", flush=True)
+    if args.no_plain:
+        return 0
+    scores = results["packed"]
 
     t = time.perf_counter()
     plain = plain_python(wh)
@@ -156,7 +220,6 @@ def main(argv=None) -> int:
     if worst > 1e-9:
         raise SystemExit(f"scorer and plain loop disagree by {worst}")
     print(f"agreement: every r_w and SpecScore of {len(plain)} evaluations within {worst:.1e}")
-    print(f"ratio plain / scorer: {t_plain / t_scorer:.1f}x")
     return 0
 
 

@@ -262,28 +262,42 @@ def score_board_candidates(index: pd.DataFrame, task_id: str, score):
     runner's status cannot show, such as host contention), its earlier ones too, until it has a
     scored one or none is left (SCORING.md "Ranking": the last *scored* evaluation). What the
     text board over every evaluation would pick, at the cost of the latest ones alone when none
-    is void. Returns the last `score` result (None when there is nothing to score)."""
-    keep, scores = 1, None
-    while True:
-        ids = board_candidates(index, task_id, keep)
-        if not ids:
-            return None
+    is void. Only the groups still without a score reach further back: the earlier evaluations
+    of a group that has its last scored one change nothing the board shows (its ranking and the
+    gap flag read each group's last scored evaluation), and scoring them for every group cost
+    the scorer most of the warehouse at 10,000 evaluations. Returns the last `score` result
+    (None when there is nothing to score)."""
+    task_rows = index[index["task_id"] == task_id]
+    keep, ids, scores = 1, board_candidates(task_rows, task_id), None
+    while ids:
         scores = score(ids)
         ev = getattr(scores, "evaluations", None)
         if ev is None or ev.empty:
             return scores
-        ref = ev["is_reference"].fillna(False).astype(bool)
-        group = (
-            ev["split"].astype(str)
-            + "\x00"
-            + ref.astype(str)
-            + "\x00"
-            + ev["account_id"].where(~ref, ev["label"]).fillna("").astype(str)
-        )
-        per = pd.DataFrame({"g": group, "scored": ev["specscore"].notna()}).groupby("g")["scored"].agg(["any", "size"])
-        if not ((~per["any"]) & (per["size"] >= keep)).any():
+        per = pd.DataFrame({"g": _ranking_group(ev), "scored": ev["specscore"].notna()}).groupby("g")["scored"]
+        per = per.agg(["any", "size"])
+        open_groups = per.index[(~per["any"]) & (per["size"] >= keep)]
+        if not len(open_groups):
             return scores
         keep *= 2
+        more = board_candidates(task_rows[_ranking_group(task_rows).isin(open_groups)], task_id, keep)
+        if set(more) <= set(ids):
+            return scores
+        ids = sorted(set(ids) | set(more))
+    return scores
+
+
+def _ranking_group(ev: pd.DataFrame) -> pd.Series:
+    """The board's group of each row (of the index or the scorer's evaluations): split, and the
+    account, or the label of a reference (board/ranking.py ranks each group's last scored one)."""
+    ref = ev["is_reference"].fillna(False).astype(bool)
+    return (
+        ev["split"].astype(str)
+        + "\x00"
+        + ref.astype(str)
+        + "\x00"
+        + ev["account_id"].where(~ref, ev["label"]).fillna("").astype(str)
+    )
 
 
 def board_frames(scores, task_id: str, protocol_version: int | None) -> ScoreFrames:

@@ -44,14 +44,19 @@ def _fingerprint(home: str, evaluation_id: str, now_ns: int) -> tuple:
 class BoardMemo:
     """One warehouse's memo (Streamlit keeps one per ARENA_HOME with `st.cache_resource`)."""
 
+    COMBINED = 8  # requests whose answer is kept whole (a board asks for a few id sets in turn)
+
     def __init__(self, home: str | os.PathLike):
         self.wh = Warehouse(home)
         self._lock = threading.Lock()
         self._index_table = None  # the catalog's rows as last read (pyarrow Table)
         self.last_refresh_racy = 0
-        self._scores: dict[tuple[str, int | None], tuple[tuple, dict[str, pd.DataFrame]]] = {}
-        self._combined: dict[tuple, object] = {}  # (ids, version) -> (prints, Scores) of the last request
-        self._whole = None  # (version, prints, frames, Scores) of a first render, not yet cut per evaluation
+        self._prints: dict[tuple[str, int | None], tuple] = {}  # (evaluation, version) -> fingerprint
+        # per version: the scorer's rows of every evaluation kept, one frame per name (FRAMES),
+        # and the digest and version it reported; a request takes its rows with one mask per frame
+        self._kept: dict[int | None, tuple[dict[str, pd.DataFrame], str, int]] = {}
+        self._combined: dict[tuple, object] = {}  # (ids, version) -> (prints, Scores) of recent requests
+        self._boards: dict[tuple, tuple] = {}  # (task, version) -> (the Scores ranked, its ScoreFrames)
         self.last_refresh: dict[str, int] = {}
 
     # ---- the evaluations index ----------------------------------------------------------
@@ -85,68 +90,38 @@ class BoardMemo:
             if last is not None and last[0] == signature:
                 self.last_refresh["evaluations_scored"] = 0
                 return last[1]  # nothing changed since this exact request: nothing to score or stitch
-            self._split_whole()
-            stale = [
-                eid
-                for eid in ids
-                if (eid, protocol_version) not in self._scores
-                or self._scores[(eid, protocol_version)][0] != prints[eid]
-            ]
+            stale = [eid for eid in ids if self._prints.get((eid, protocol_version)) != prints[eid]]
             self.last_refresh["evaluations_scored"] = len(stale)
+            fresh = None
             if stale:
                 frames, fresh = data.score_frames(self.wh.home, stale, protocol_version)
-                stamped = {eid: prints[eid] for eid in stale}
-                if len(stale) == len(ids):
-                    # everything was scored together just now (a first render): the scorer's own
-                    # result, gap flag included, is the answer. It is cut per evaluation only if a
-                    # later request needs part of it (0.4 s at 870 evaluations, off the first render).
-                    self._whole = (protocol_version, stamped, frames, fresh)
-                    self._combined = {key: (signature, fresh)}
-                    return fresh
-                self._store_split(protocol_version, stamped, frames, fresh)
-            kept = [self._scores[(eid, protocol_version)][1] for eid in ids]
-        if not kept:
-            return None
-        meta = kept[0]["_meta"].iloc[0]
-        cat = {
-            name: pd.concat([k[name] for k in kept], ignore_index=True)
-            for name in ("evaluations", "passes", "gates", "figures")
-        }
-        _gap_flags(cat["evaluations"], protocol_version)
-        scores = Scores(
-            int(meta["version"]), str(meta["digest"]), cat["evaluations"], cat["passes"], cat["gates"], cat["figures"]
-        )
-        with self._lock:
-            self._combined = {key: (signature, scores)}  # the last one only: memory stays bounded
+                self._keep(protocol_version, stale, frames, fresh)
+                self._prints.update({(eid, protocol_version): prints[eid] for eid in stale})
+            if not ids:
+                return None
+            if len(stale) == len(ids):
+                # everything was scored together just now (a first render): the scorer's own
+                # result, gap flag included, is the answer
+                scores = fresh
+            else:
+                kept, digest, version = self._kept[protocol_version]
+                cat = {name: _rows_of(df, ids) for name, df in kept.items()}
+                _gap_flags(cat["evaluations"], protocol_version)
+                scores = Scores(version, digest, cat["evaluations"], cat["passes"], cat["gates"], cat["figures"])
+            self._combined[key] = (signature, scores)
+            while len(self._combined) > self.COMBINED:  # the oldest first: memory stays bounded
+                del self._combined[next(iter(self._combined))]
         return scores
 
-    def _split_whole(self) -> None:
-        """Cut the result kept whole by a first render into per-evaluation parts (under the lock)."""
-        if self._whole is not None:
-            version, stamped, frames, fresh = self._whole
-            self._whole = None
-            self._store_split(version, stamped, frames, fresh)
-
-    def _store_split(self, version, stamped: dict, frames, fresh) -> None:
-        """Keep the scorer's rows of each evaluation in `stamped` with its fingerprint."""
-        meta = pd.DataFrame({"digest": [fresh.protocol_digest], "version": [fresh.protocol_version]})
-        # one group-by per frame, not one boolean mask per evaluation (870 evaluations x 4
-        # frames of masks over every figure row took seconds)
-        by_eval = {}
-        for name, df in (
-            ("evaluations", frames.evaluations),
-            ("passes", frames.passes),
-            ("gates", frames.gates),
-            ("figures", frames.figures),
-        ):
-            groups = (
-                dict(iter(df.groupby("evaluation_id", sort=False))) if "evaluation_id" in df.columns and len(df) else {}
-            )
-            by_eval[name] = (groups, df.iloc[:0])
-        for eid, stamp in stamped.items():
-            parts = {name: groups.get(eid, empty) for name, (groups, empty) in by_eval.items()}
-            parts["_meta"] = meta
-            self._scores[(eid, version)] = (stamp, parts)
+    def _keep(self, version, stale: list[str], frames, fresh) -> None:
+        """Keep the scorer's rows of the evaluations `stale` (just scored), replacing what was
+        kept of them: one concatenation per frame, not one frame per evaluation (the per-
+        evaluation frames of thousands of evaluations cost seconds to cut and minutes to join)."""
+        old = self._kept.get(version)
+        new = {name: getattr(frames, name) for name in FRAMES}
+        if old is not None:
+            new = {name: _joined(_without(old[0][name], stale), df) for name, df in new.items()}
+        self._kept[version] = (new, str(fresh.protocol_digest), int(fresh.protocol_version))
 
     def board(self, task_id: str, protocol_version: int | None, index: pd.DataFrame | None = None) -> data.ScoreFrames:
         """One task's board: what every board reads (the Streamlit pages, `arena board --text`,
@@ -155,7 +130,44 @@ class BoardMemo:
         scores = data.score_board_candidates(
             self.index() if index is None else index, task_id, lambda ids: self.scores(ids, protocol_version)
         )
-        return data.board_frames(scores, task_id, protocol_version)
+        # the same Scores object as last time (nothing changed): its ranking is the same too; the
+        # bootstrap intervals of every ranked evaluation cost about a second at 870 evaluations
+        with self._lock:
+            last = self._boards.get((task_id, protocol_version))
+        if scores is not None and last is not None and last[0] is scores:
+            return last[1]
+        frames = data.board_frames(scores, task_id, protocol_version)
+        with self._lock:
+            self._boards[(task_id, protocol_version)] = (scores, frames)
+        return frames
+
+
+FRAMES = ("evaluations", "passes", "gates", "figures")
+
+
+def _rows_of(df: pd.DataFrame, ids: list[str]) -> pd.DataFrame:
+    """The rows of the evaluations `ids` in evaluation order, each evaluation's rows in the
+    scorer's order (what joining one kept frame per evaluation gave): one mask and one sort."""
+    if "evaluation_id" not in df.columns or not len(df):
+        return df.iloc[:0].reset_index(drop=True)
+    out = df[df["evaluation_id"].isin(ids)]
+    return out.sort_values("evaluation_id", kind="stable").reset_index(drop=True)
+
+
+def _without(df: pd.DataFrame, ids: list[str]) -> pd.DataFrame:
+    """`df` less the rows of the evaluations `ids`."""
+    if "evaluation_id" not in df.columns:
+        return df
+    return df[~df["evaluation_id"].isin(ids)]
+
+
+def _joined(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """`a`'s rows then `b`'s (an empty side is left out, so it never decides a column's type)."""
+    if not len(a):
+        return b
+    if not len(b):
+        return a.reset_index(drop=True)
+    return pd.concat([a, b], ignore_index=True)
 
 
 def _gap_flags(ev: pd.DataFrame, protocol_version: int | None) -> None:

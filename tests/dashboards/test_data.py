@@ -225,3 +225,39 @@ def test_memo_rereads_and_rescores_only_what_changed(tmp_path):
     after = memo.board(TASK, None)
     assert memo.last_refresh["index_parts_read"] == 1
     assert "ev-beta" not in set(after.boards["dev"]["evaluation_id"])  # void: no longer a candidate
+
+
+def test_only_groups_without_a_score_reach_further_back():
+    """`score_board_candidates` extends only the groups whose candidates are all unscored, and
+    what it scores holds, for every group, its evaluations down to its last scored one (all of
+    them when none is scored): what the ranking and the gap flag read."""
+    rows = []
+    for acct, void_latest in (("a", 0), ("b", 3), ("c", 9)):  # c: every evaluation void
+        for k in range(6):
+            rows.append(
+                {
+                    "evaluation_id": f"{acct}-{k}",
+                    "task_id": TASK,
+                    "split": "dev",
+                    "account_id": acct,
+                    "is_reference": False,
+                    "label": f"{acct}-{k}",
+                    "status": "measured",
+                    "created_at": float(100 - k),  # k = 0 is the latest
+                    "void": k < void_latest,
+                }
+            )
+    index = pd.DataFrame(rows)
+    asked = []
+
+    def score(ids):
+        asked.append(list(ids))
+        ev = index[index["evaluation_id"].isin(ids)].copy()
+        ev["specscore"] = ev["void"].map({True: float("nan"), False: 1.0})
+        return type("S", (), {"evaluations": ev})()
+
+    data.score_board_candidates(index, TASK, score)
+    last = set(asked[-1])
+    assert {f"a-{k}" for k in range(6)} & last == {"a-0"}  # scored at once: never reaches back
+    assert {f"b-{k}" for k in range(6)} & last == {f"b-{k}" for k in range(4)}  # down to b-3, its last scored
+    assert {f"c-{k}" for k in range(6)} <= last  # none scored: every one
