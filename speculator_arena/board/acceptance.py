@@ -32,6 +32,7 @@ from speculator_arena.protocol.model import WORKLOADS
 PER_POS = "accepted_tokens_per_pos"
 NO_COUNTER = {
     "drafts": "the engine reports no vllm:spec_decode_num_drafts counter",
+    "draft_tokens": "the engine reports no vllm:spec_decode_num_draft_tokens counter",
     "accepted_tokens": "the engine reports no vllm:spec_decode_num_accepted_tokens counter",
     PER_POS: "the engine reports no per-position counters (vllm:spec_decode_num_accepted_tokens_per_pos)",
 }

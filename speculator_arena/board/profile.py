@@ -44,6 +44,7 @@ import pandas as pd
 
 from speculator_arena.board.acceptance import PER_POS, counter_deltas, positions, step_counts
 from speculator_arena.board.context import SOURCE, WHY_NOT_COUNTERS, by_context
+from speculator_arena.board.data import evaluations_index
 from speculator_arena.board.export import check_exportable
 from speculator_arena.board.shown import ALL, ShownRows, read_shown
 from speculator_arena.protocol import load_protocol
@@ -276,8 +277,6 @@ def speculation_profile(
     index: pd.DataFrame | None = None,
 ) -> dict:
     """A dev evaluation's profile, or ExportRefused (404 unknown, 403 a test evaluation)."""
-    from speculator_arena.board.data import evaluations_index
-
     index = evaluations_index(home) if index is None else index
     check_exportable(index, evaluation_id, REFUSED)
     return profile_document(read_shown(home, [evaluation_id], protocol_version, index=index), evaluation_id)

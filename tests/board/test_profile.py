@@ -41,6 +41,12 @@ def home(tmp_path_factory):
     wh.write_rows(
         "metrics", "notprefix", pa.Table.from_pandas(m, schema=TABLES["metrics"], preserve_index=False), replace=True
     )
+    write_synthetic_evaluation(wh, "nodraft", account_id="acct-o", label="o", seed=84, per_position=True)
+    m = wh.read_table("metrics", "nodraft").to_pandas()
+    m = m[~m["name"].str.contains("num_draft_tokens")]
+    wh.write_rows(
+        "metrics", "nodraft", pa.Table.from_pandas(m, schema=TABLES["metrics"], preserve_index=False), replace=True
+    )
     return wh.home
 
 
@@ -107,6 +113,9 @@ def test_an_engine_without_per_position_counters_is_unmeasured_with_the_reason(h
     doc = profile.speculation_profile(home, "plain")
     assert doc["measured"] is False and "no per-position counters" in doc["reason"]
     assert doc["marginal_accept_rates"] == [] and doc["mean_accept_length"] is None
+    assert profile.validate_profile(doc) == []
+    doc = profile.speculation_profile(home, "nodraft")
+    assert doc["measured"] is False and "no vllm:spec_decode_num_draft_tokens counter" in doc["reason"]
     assert profile.validate_profile(doc) == []
 
 
