@@ -153,8 +153,15 @@ def acceptance_section(ev: pd.Series, rows: ShownRows) -> None:
     )
 
 
-def context_section(rows: ShownRows) -> None:
+def context_section(ev: pd.Series, rows: ShownRows) -> None:
     st.subheader("Acceptance as the context grows")
+    if fmt.text(ev.get("split")) != "dev":
+        st.caption(
+            "Not shown for test evaluations: requests binned by prompt length and turn describe the hidden pool "
+            "(as their per-request rows and speculation profile are withheld). The board shows their mean "
+            "acceptance length and draft acceptance rate."
+        )
+        return
     st.caption(
         f"Acceptance length against the prompt's length (the arena's count, in bins [2^k, 2^(k+1))) and against "
         f"the turn within the session, agent and chat sessions apart, over all three workloads. Source: "

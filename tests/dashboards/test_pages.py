@@ -361,6 +361,7 @@ def test_evaluation_page_shows_the_figures_shown_beside_the_score(app, synthetic
     text = page_text(at)
     assert not at.get("download_button") and "Not exported for test evaluations" in text
     assert "Not published for test evaluations" in text
+    assert "Not shown for test evaluations: requests binned by prompt length and turn" in text
 
 
 def test_task_page_draws_the_references_and_the_chosen_entry(app, synthetic_home):

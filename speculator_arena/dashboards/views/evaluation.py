@@ -365,7 +365,7 @@ def main() -> None:
     shown_rows = cached.shown_rows(sel.home, (eid,), version)
     shown.interactivity_section(shown_rows)
     shown.acceptance_section(ev, shown_rows)
-    shown.context_section(shown_rows)
+    shown.context_section(ev, shown_rows)
     shown.goodput_section(shown_rows)
     figures_section(frames.figures)
     shown.export_section(ev, sel.home, version)
