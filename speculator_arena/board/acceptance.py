@@ -32,6 +32,7 @@ from speculator_arena.protocol.model import WORKLOADS
 PER_POS = "accepted_tokens_per_pos"
 NO_COUNTER = {
     "drafts": "the engine reports no vllm:spec_decode_num_drafts counter",
+    "draft_tokens": "the engine reports no vllm:spec_decode_num_draft_tokens counter",
     "accepted_tokens": "the engine reports no vllm:spec_decode_num_accepted_tokens counter",
     PER_POS: "the engine reports no per-position counters (vllm:spec_decode_num_accepted_tokens_per_pos)",
 }
@@ -115,7 +116,14 @@ def _with_all(rows: ShownRows, per: dict) -> dict:
     return out
 
 
-def _positions(deltas: dict) -> tuple[list[float], str | None]:
+def counter_deltas(rows: ShownRows, needed: tuple[str, ...]) -> dict[tuple, tuple[dict, str | None]]:
+    """Per (evaluation, engine, workload and 'all'): the `needed` counters' deltas,
+    {(counter, position): delta}, or why they cannot be read. The one reading of the counters that
+    this module's figures and the speculation profile (profile.py) share, so they cannot differ."""
+    return _with_all(rows, _counters(rows, needed))
+
+
+def positions(deltas: dict) -> tuple[list[float], str | None]:
     """acc[0..γ-1] from the per-position deltas, or why they are not positions 0..γ-1."""
     have = sorted(p for (n, p) in deltas if n == PER_POS)
     if have != list(range(len(have))):
@@ -127,12 +135,12 @@ def _positions(deltas: dict) -> tuple[list[float], str | None]:
 def by_position(rows: ShownRows) -> pd.DataFrame:
     """Acceptance by draft position, per evaluation, engine and workload (and 'all'): one row per
     position, or one blank row with the reason."""
-    per = _with_all(rows, _counters(rows, (PER_POS, "drafts")))
+    per = counter_deltas(rows, (PER_POS, "drafts"))
     out = []
     for key, (deltas, why) in per.items():
         acc = []
         if why is None:
-            acc, why = _positions(deltas)
+            acc, why = positions(deltas)
         if why is not None:
             out.append((*key, np.nan, np.nan, np.nan, np.nan, np.nan, why))
             continue
@@ -143,9 +151,9 @@ def by_position(rows: ShownRows) -> pd.DataFrame:
     return pd.DataFrame(out, columns=POSITION_COLUMNS)
 
 
-def _step_counts(deltas: dict) -> tuple[list[float], str | None]:
+def step_counts(deltas: dict) -> tuple[list[float], str | None]:
     """Verification steps that accepted exactly k = 0..γ draft tokens, from acc[] and d."""
-    acc, why = _positions(deltas)
+    acc, why = positions(deltas)
     if why is not None:
         return [], why
     chain = [deltas[("drafts", None)], *acc, 0.0]
@@ -177,12 +185,12 @@ def step_histogram(rows: ShownRows) -> pd.DataFrame:
     verification step from the engine's counters where it reports them (source STEPS), else of
     tokens per chunk from the arena's own count (source CHUNKS, with `note` saying why the counters
     were not used); `share` sums to 1. A blank histogram is one row with the reason."""
-    per = _with_all(rows, _counters(rows, (PER_POS, "drafts")))
+    per = counter_deltas(rows, (PER_POS, "drafts"))
     blank = Blanks(rows)
     out = []
     for key, (deltas, note) in per.items():
         if note is None:
-            counts, note = _step_counts(deltas)
+            counts, note = step_counts(deltas)
             if note is None:
                 total = sum(counts)
                 out += [(*key, STEPS, k, n, n / total, None, None) for k, n in enumerate(counts)]
@@ -197,6 +205,15 @@ def step_histogram(rows: ShownRows) -> pd.DataFrame:
     return pd.DataFrame(out, columns=STEP_COLUMNS)
 
 
+def family_blank(rows: ShownRows, blank: Blanks, key: tuple) -> str | None:
+    """Why a figure split by the session's family cannot be shown for one evaluation, engine and
+    workload (or 'all'): the blank rule, or a counted request without chunk times or without its
+    session's sessions row (the family unknown); None: it can."""
+    return _chunk_blank(rows, blank, key, "timing_missing", "lack chunk times") or _chunk_blank(
+        rows, blank, key, "session_missing", "have no sessions row (family and app unknown)"
+    )
+
+
 def by_family(rows: ShownRows) -> pd.DataFrame:
     """Tokens per chunk (the arena's count) per evaluation, engine and workload (and 'all'), split
     by the session's family and app; each family also as app 'all'. Blank when a counted request
@@ -204,9 +221,7 @@ def by_family(rows: ShownRows) -> pd.DataFrame:
     blank = Blanks(rows)
     out = []
     for key in keys(rows, (*WORKLOADS, ALL)):
-        why = _chunk_blank(rows, blank, key, "timing_missing", "lack chunk times") or _chunk_blank(
-            rows, blank, key, "session_missing", "have no sessions row (family and app unknown)"
-        )
+        why = family_blank(rows, blank, key)
         c = sub(rows.chunks, *key)
         if why is None and c.empty:
             why = "no streamed chunks"

@@ -32,20 +32,22 @@ class ExportRefused(Exception):
         self.reason, self.status = reason, status
 
 
-def file_name(evaluation_id: str) -> str:
-    """The download's name: the id with anything but letters, digits, `.`, `_` and `-` replaced."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", evaluation_id) + "-requests.parquet"
+def file_name(evaluation_id: str, suffix: str = "requests.parquet") -> str:
+    """The download's name: the id with anything but letters, digits, `.`, `_` and `-` replaced,
+    then `-` and the suffix."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", evaluation_id) + "-" + suffix
 
 
-def check_exportable(index: pd.DataFrame, evaluation_id: str) -> None:
-    """Raise ExportRefused unless the evaluation exists and every one of its rows says `dev`."""
+def check_exportable(index: pd.DataFrame, evaluation_id: str, what: str = "per-request rows are") -> None:
+    """Raise ExportRefused unless the evaluation exists and every one of its rows says `dev`
+    (`what` names the refused download: the per-request rows here, the speculation profile in
+    profile.py)."""
     rows = index[index["evaluation_id"] == evaluation_id]
     if rows.empty:
         raise ExportRefused(f"no evaluation {evaluation_id!r}", 404)
     if not (rows["split"] == "dev").all():
         raise ExportRefused(
-            "per-request rows are exported for dev evaluations only: a test evaluation's requests "
-            "come from the hidden pool",
+            f"{what} exported for dev evaluations only: a test evaluation's requests come from the hidden pool",
             403,
         )
 

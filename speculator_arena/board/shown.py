@@ -7,7 +7,8 @@ file of `board/sql/` over the warehouse's own views (`pass_busy`, `staged_reques
 `spec_decode_counters`, the `sessions` rows), never from the scorer's internals, and the few
 lines of arithmetic on top live in the module named for the figure: `curves.py` (throughput
 against interactivity), `acceptance.py` (by draft position, per verification step, per chunk,
-by family and app; SPEED-Bench's speedup proxy), `goodput.py`. ADR-0009: a figure lacking any
+by family and app; SPEED-Bench's speedup proxy), `context.py` (acceptance against prompt length
+and turn), `profile.py` (the speculation profile), `goodput.py`. ADR-0009: a figure lacking any
 row it needs is blank (NaN) with the reason, never a figure over fewer rows. Every figure can be
 redone from the analysts' database by the queries in docs/warehouse.md.
 """
@@ -41,6 +42,7 @@ class ShownRows:
     counters: pd.DataFrame  # shown_counters.sql
     chunks: pd.DataFrame  # shown_chunks.sql
     requests: pd.DataFrame  # shown_requests.sql
+    context: pd.DataFrame  # shown_context.sql
     objectives: pd.DataFrame  # evaluation_id, workload, ttft_seconds, tpot_seconds, source
     protocol_version: int
 
@@ -75,6 +77,7 @@ def read_shown(
             counters=q("shown_counters.sql"),
             chunks=q("shown_chunks.sql"),
             requests=q("shown_requests.sql"),
+            context=q("shown_context.sql"),
             objectives=objectives,
             protocol_version=proto.version,
         )

@@ -89,7 +89,25 @@ def requests_parquet(home: str, evaluation_id: str, protocol_version: int | None
     return export.requests_parquet(home, evaluation_id, protocol_version, index=index(home))
 
 
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=8)
+def speculation_profile(home: str, evaluation_id: str, protocol_version: int | None) -> bytes:
+    """The speculation profile's bytes (board/profile.py), made when the viewer clicks the download."""
+    from speculator_arena.board import profile
+
+    doc = profile.speculation_profile(home, evaluation_id, protocol_version, index=index(home))
+    return profile.profile_json(doc)
+
+
 def clear() -> None:
     """The sidebar's refresh button: read again now (the memo still skips unchanged files)."""
-    for fn in (state, index, board, evaluation_scores, evaluation_raw, shown_rows, requests_parquet):
+    for fn in (
+        state,
+        index,
+        board,
+        evaluation_scores,
+        evaluation_raw,
+        shown_rows,
+        requests_parquet,
+        speculation_profile,
+    ):
         fn.clear()

@@ -163,3 +163,29 @@ def histogram(bins: pd.DataFrame, x_title: str) -> alt.Chart:
         )
         .properties(height=200, width=360)
     )
+
+
+def acceptance_by_context(bins: pd.DataFrame, axis: str, x_title: str) -> alt.Chart:
+    """Acceptance length (tokens per chunk) against one axis of the context, candidate solid and
+    stock dashed, one colour per session family (board/context.py)."""
+    df = bins[(bins["axis"] == axis)].dropna(subset=["acceptance_length"]).copy()
+    return (
+        alt.Chart(df)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("bin_low:Q", title=x_title, scale=alt.Scale(type="log" if axis == "prompt_tokens" else "linear")),
+            y=alt.Y("acceptance_length:Q", title="tokens per chunk"),
+            color=alt.Color("family:N"),
+            strokeDash=alt.StrokeDash("engine:N", sort=["candidate", "stock"]),
+            tooltip=[
+                "engine",
+                "family",
+                "bin_low",
+                "bin_high",
+                "requests",
+                alt.Tooltip("acceptance_length:Q", format=".3f"),
+                alt.Tooltip("acceptance_length_per_request:Q", format=".3f"),
+            ],
+        )
+        .properties(height=220, width=420)
+    )

@@ -1,9 +1,11 @@
 """The evaluation page's sections of figures shown, never scored: throughput against
-interactivity, acceptance in detail, goodput, and the per-request export.
+interactivity, acceptance in detail, acceptance as the context grows, goodput, the per-request
+export and the speculation profile.
 
 Every number is computed by the board's read model from raw rows (`board/curves.py`,
-`board/acceptance.py`, `board/goodput.py`, `board/export.py`); these functions only lay them
-out, and write each blank figure with its reason (ADR-0009).
+`board/acceptance.py`, `board/context.py`, `board/goodput.py`, `board/export.py`,
+`board/profile.py`); these functions only lay them out, and write each blank figure with its
+reason (ADR-0009).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from speculator_arena.board import acceptance, curves, goodput
+from speculator_arena.board import acceptance, context, curves, goodput, profile
 from speculator_arena.board.export import MEDIA_TYPE, file_name
 from speculator_arena.board.shown import ALL, ShownRows
 from speculator_arena.dashboards import cached, charts
@@ -151,6 +153,49 @@ def acceptance_section(ev: pd.Series, rows: ShownRows) -> None:
     )
 
 
+def context_section(ev: pd.Series, rows: ShownRows) -> None:
+    st.subheader("Acceptance as the context grows")
+    if fmt.text(ev.get("split")) != "dev":
+        st.caption(
+            "Not shown for test evaluations: requests binned by prompt length and turn describe the hidden pool "
+            "(as their per-request rows and speculation profile are withheld). The board shows their mean "
+            "acceptance length and draft acceptance rate."
+        )
+        return
+    st.caption(
+        f"Acceptance length against the prompt's length (the arena's count, in bins [2^k, 2^(k+1))) and against "
+        f"the turn within the session, agent and chat sessions apart, over all three workloads. Source: "
+        f"{context.SOURCE}; {context.WHY_NOT_COUNTERS}. Per chunk: Σ tokens / Σ chunks over the bin's requests; "
+        "per request: the mean of each request's tokens per chunk. Candidate solid, stock dashed. Shown, never "
+        "scored."
+    )
+    c = context.by_context(rows)
+    pooled = c[c["workload"] == ALL]
+    for axis, title in (("prompt_tokens", "prompt tokens (bin's low end)"), ("turn", "turn within the session")):
+        if pooled.loc[pooled["axis"] == axis, "acceptance_length"].notna().any():
+            st.altair_chart(charts.acceptance_by_context(pooled, axis, title), width="content")
+    shown = pooled.dropna(subset=["axis"])
+    st.table(
+        pd.DataFrame(
+            {
+                "engine": shown["engine"],
+                "family": shown["family"],
+                "axis": shown["axis"],
+                "bin": [
+                    f"{int(lo)}–{int(hi) - 1}" if a == "prompt_tokens" else str(int(lo))
+                    for a, lo, hi in zip(shown["axis"], shown["bin_low"], shown["bin_high"])
+                ],
+                "requests": shown["requests"].map(lambda x: fmt.num(x, 0)),
+                "tokens per chunk": shown["acceptance_length"].map(fmt.ratio),
+                "per request": shown["acceptance_length_per_request"].map(fmt.ratio),
+            }
+        ),
+        hide_index=True,
+    )
+    for why in sorted({f"{r.engine}, {r.workload}: {r.reason}" for r in c.itertuples() if fmt.text(r.reason)}):
+        st.caption(f"Blank: {why}")
+
+
 def goodput_section(rows: ShownRows) -> None:
     st.subheader("Goodput")
     sources = sorted(set(rows.objectives["source"]))
@@ -203,4 +248,31 @@ def export_section(ev: pd.Series, home: str, version: int) -> None:
     st.caption(
         f"Also from the API: `GET /api/evaluations/{eid}/requests.parquet`. The columns are documented in "
         "docs/warehouse.md (table requests, plus counted, family and app)."
+    )
+
+
+def profile_section(ev: pd.Series, home: str, version: int) -> None:
+    st.subheader("Speculation profile")
+    eid = str(ev["evaluation_id"])
+    if fmt.text(ev.get("split")) != "dev":
+        st.caption(
+            "Not published for test evaluations: the acceptance of their traffic by position, workload, prompt "
+            f"length and turn describes the hidden pool (GET /api/evaluations/{eid}/speculation_profile.json "
+            "answers 403). The board shows their mean acceptance length and draft acceptance rate."
+        )
+        return
+    st.download_button(
+        "Download speculation_profile.json",
+        data=lambda: cached.speculation_profile(home, eid, version),  # made when the viewer clicks
+        file_name=file_name(eid, profile.FILE_SUFFIX),
+        mime=profile.MEDIA_TYPE,
+        on_click="ignore",
+        help="NVIDIA Model-Optimizer's speculation profile (schema 1.0) of the candidate, measured on the arena's "
+        "traffic: conditional and marginal acceptance per draft position, the acceptance-length histogram and "
+        "the mean per step, per workload and over all three, with its consistency checks.",
+    )
+    st.caption(
+        f"Also from the API: `GET /api/evaluations/{eid}/speculation_profile.json`. Its numbers are the counters "
+        "above (acceptance by draft position, the histogram per verification step, the mean acceptance length); "
+        "docs/participants.md says which field comes from what."
     )

@@ -6,6 +6,7 @@
 - `GET /api/quota?task=&split=`: the caller's quota.
 - `GET /api/board?task=&split=`: the public ranking as JSON.
 - `GET /api/evaluations/{id}/requests.parquet[?protocol=N]`: a dev evaluation's per-request rows (403 for test).
+- `GET /api/evaluations/{id}/speculation_profile.json[?protocol=N]`: a dev evaluation's speculation profile (403 for test).
 - `POST /register`: a participant token, only while the operators have opened registration.
 Failed authentications are limited per client address (`authlimit.py`: 429 with Retry-After).
 Errors are JSON `{"error": reason}` with the status code (4xx, a short reason without the
@@ -219,6 +220,26 @@ def create_app(home=None) -> FastAPI:
             raise Refused(exc.reason, status=exc.status) from None
         disposition = f'attachment; filename="{file_name(evaluation_id)}"'
         return Response(body, media_type=MEDIA_TYPE, headers={"Content-Disposition": disposition})
+
+    # ---- the speculation profile (issue 35): the board's read model, dev evaluations only ----
+    @app.get(
+        "/api/evaluations/{evaluation_id}/speculation_profile.json",
+        summary="A dev evaluation's speculation profile (Model-Optimizer schema 1.0; test evaluations: 403)",
+        response_class=Response,
+    )
+    def speculation_profile(evaluation_id: str, protocol: int | None = Query(None)):
+        from speculator_arena.board import profile
+        from speculator_arena.board.export import ExportRefused, file_name
+        from speculator_arena.protocol import available_versions
+
+        if protocol is not None and protocol not in available_versions():
+            raise NotFound(f"no protocol version {protocol}; published: {available_versions()}")
+        try:
+            body = profile.profile_json(profile.speculation_profile(home, evaluation_id, protocol))
+        except ExportRefused as exc:
+            raise Refused(exc.reason, status=exc.status) from None
+        disposition = f'attachment; filename="{file_name(evaluation_id, profile.FILE_SUFFIX)}"'
+        return Response(body, media_type=profile.MEDIA_TYPE, headers={"Content-Disposition": disposition})
 
     return app
 

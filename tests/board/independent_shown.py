@@ -141,3 +141,23 @@ def goodput(home: Path, evaluation_id: str, engine: str, workload: str, slack: i
             continue
         good += 1
     return good / len(r)
+
+
+def acceptance_by_context(home: Path, evaluation_id: str, engine: str, slack: int) -> dict:
+    """{(family, axis, bin_low): (Σ tokens / Σ chunks, mean of each request's tokens / chunks)} over
+    every workload's counted requests that streamed a chunk; prompt lengths binned in powers of
+    two (the bin [2^k, 2^(k+1)) by its low end), turns as they are."""
+    r = timed_requests(home, evaluation_id, slack)
+    s = raw(home, "sessions", evaluation_id)[["pass_id", "engine", "session_id", "family"]].drop_duplicates()
+    r = r[(r["engine"] == engine) & r["counted"]].merge(s, on=["pass_id", "engine", "session_id"])
+    r = r[r["chunk_tokens"].map(len) > 0]
+    r = r.assign(
+        tokens=r["chunk_tokens"].map(sum),
+        chunks=r["chunk_tokens"].map(len),
+        prompt_bin=[0 if p < 1 else 2 ** (int(p).bit_length() - 1) for p in r["prompt_tokens"]],
+    )
+    out = {}
+    for axis, column in (("prompt_tokens", "prompt_bin"), ("turn", "turn")):
+        for (family, low), g in r.groupby(["family", column]):
+            out[(family, axis, int(low))] = (g["tokens"].sum() / g["chunks"].sum(), (g["tokens"] / g["chunks"]).mean())
+    return out

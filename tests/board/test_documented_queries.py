@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from synthetic import write_synthetic_evaluation
 
-from speculator_arena.board import acceptance, curves, goodput, shown
+from speculator_arena.board import acceptance, context, curves, goodput, shown
 from speculator_arena.warehouse import Warehouse, analysts
 from speculator_arena.warehouse.schema import TABLES
 
@@ -69,6 +69,7 @@ def test_every_documented_figure_has_a_query():
         "verification_steps",
         "tokens_per_chunk",
         "tokens_per_chunk_by_family",
+        "acceptance_by_context",
         "speedup_proxy",
         "goodput",
     }
@@ -108,6 +109,18 @@ def test_chunk_proxy_and_goodput_queries_give_the_board_s_numbers(con, rows):
     for r in board.itertuples():
         key = (r.evaluation_id, r.engine, r.workload, r.family, r.app)
         assert got.loc[key, "tokens_per_chunk"] == pytest.approx(r.tokens_per_chunk, rel=1e-12)
+
+    got = _q(con, "acceptance_by_context").set_index(
+        ["evaluation_id", "engine", "workload", "family", "axis", "bin_low"]
+    )
+    board = context.by_context(rows)
+    board = board[board["workload"] != "all"]
+    assert len(got) == len(board) > 0 and set(board["evaluation_id"]) == set(IDS)
+    for r in board.itertuples():
+        key = (r.evaluation_id, r.engine, r.workload, r.family, r.axis, r.bin_low)
+        assert got.loc[key, ["acceptance_length", "acceptance_length_per_request"]].tolist() == pytest.approx(
+            [r.acceptance_length, r.acceptance_length_per_request], rel=1e-12
+        )
 
     got = _q(con, "speedup_proxy").set_index(["evaluation_id", "workload"])
     for r in acceptance.speedup_proxy(rows).itertuples():

@@ -20,7 +20,7 @@ from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.analysts import ALLOWLIST
 
 SLACK = load_protocol().count_slack_tokens
-ADDED = {"counted", "family", "app"}  # beside the request columns: derived, or the sessions rows'
+ADDED = {"counted", "family", "app", "tokens_per_chunk"}  # beside the request columns: derived, or the sessions rows'
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,9 @@ def test_a_dev_export_is_its_timed_requests_as_stored(home):
         assert np.array_equal(got.at[rid, "chunk_times"], want.at[rid, "chunk_times"])
         assert np.array_equal(got.at[rid, "chunk_tokens"], want.at[rid, "chunk_tokens"])
     assert set(got["family"]) == {"agent", "chat"}  # joined from the sessions rows
+    for rid in got.index[:50]:  # acceptance per request as the stream shows it (board/context.py)
+        toks = want.at[rid, "chunk_tokens"]
+        assert got.at[rid, "tokens_per_chunk"] == pytest.approx(sum(toks) / len(toks), rel=1e-12)
     allowed = set(ALLOWLIST["requests"]) | ADDED
     assert set(got.reset_index().columns) <= allowed and "text" not in got.columns
 

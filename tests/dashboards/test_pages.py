@@ -151,11 +151,11 @@ def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
         & (scores.figures["figure"] == "output_tokens_per_second")
     ]["value"].iloc[0]
     assert fmt.general(tps) in set(figures["candidate"])
-    # one throughput and one host-contention chart per workload, then the shown figures' three
+    # one throughput and one host-contention chart per workload, then the shown figures' five
     # (throughput against interactivity, each engine's tokens-per-chunk histogram: the synthetic
-    # engines report no per-position counters); memory not measured on the CPU task, with the
-    # runner's note
-    assert len(at.get("vega_lite_chart")) == 6 + 3
+    # engines report no per-position counters; acceptance against prompt length and against the
+    # turn); memory not measured on the CPU task, with the runner's note
+    assert len(at.get("vega_lite_chart")) == 6 + 5
     assert "Host contention" in text
     assert "Not measured: no NVIDIA device (synthetic)" in text
     assert f"Run under protocol **v{LATEST}**" in text
@@ -178,7 +178,7 @@ def test_evaluation_page_plots_memory_against_the_budget(app, synthetic_home):
     total = passes["device_total_bytes"].dropna().iloc[0]
     budget = tp.engine_environment.gpu_memory_utilization * total + tp.gates.memory.slack_gib * (1 << 30)
     assert f"= {fmt.gib(budget)} (protocol section 7)" in text
-    assert len(at.get("vega_lite_chart")) == 9 + 3  # throughput, memory, host contention per workload; shown figures
+    assert len(at.get("vega_lite_chart")) == 9 + 5  # throughput, memory, host contention per workload; shown figures
 
 
 def test_evaluation_page_explains_a_partial_evaluation(app, synthetic_home):
@@ -318,8 +318,9 @@ def test_a_link_to_an_evaluation_opens_its_task(app, synthetic_home):
 
 
 def test_evaluation_page_shows_the_figures_shown_beside_the_score(app, synthetic_home):
-    """Throughput against interactivity, acceptance, goodput and the export, as board/ computes them."""
-    from speculator_arena.board import acceptance, curves, goodput, shown
+    """Throughput against interactivity, acceptance (in detail, as the context grows), goodput, the export
+    and the speculation profile's download, as board/ computes them."""
+    from speculator_arena.board import acceptance, context, curves, goodput, shown
 
     at = app(synthetic_home, "evaluation", evaluation="ev-alpha")
     _no_exception(at)
@@ -343,12 +344,24 @@ def test_evaluation_page_shows_the_figures_shown_beside_the_score(app, synthetic
     )
     assert family.at[("chat", "all"), "team"] == cell
     assert f"protocol v{LATEST} sets no goodput objectives" in text
-    (button,) = at.get("download_button")
-    assert "per-request rows (Parquet)" in str(button.proto)
-    # a test evaluation's page offers no export and says why
+    parquet, profile = at.get("download_button")
+    assert "per-request rows (Parquet)" in str(parquet.proto)
+    assert "speculation_profile.json" in str(profile.proto)
+    # acceptance as the context grows: the read model's numbers, families apart, its source said
+    assert "Acceptance as the context grows" in text and "exact only for engines that stream one chunk per step" in text
+    ctx = next(v for k, v in tables.items() if "tokens per chunk" in k and "axis" in k)
+    want = context.by_context(rows)
+    want = want[(want["engine"] == "candidate") & (want["workload"] == "all") & (want["axis"] == "turn")]
+    got = ctx[(ctx["engine"] == "candidate") & (ctx["axis"] == "turn")]
+    assert set(got["family"]) == {"agent", "chat"}
+    assert sorted(got["tokens per chunk"]) == sorted(want["acceptance_length"].map(fmt.ratio))
+    # a test evaluation's page offers no export and no profile, and says why
     at = app(synthetic_home, "evaluation", evaluation="ev-alpha-test")
     _no_exception(at)
-    assert not at.get("download_button") and "Not exported for test evaluations" in page_text(at)
+    text = page_text(at)
+    assert not at.get("download_button") and "Not exported for test evaluations" in text
+    assert "Not published for test evaluations" in text
+    assert "Not shown for test evaluations: requests binned by prompt length and turn" in text
 
 
 def test_task_page_draws_the_references_and_the_chosen_entry(app, synthetic_home):

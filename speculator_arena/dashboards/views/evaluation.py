@@ -1,6 +1,7 @@
 """One evaluation: how its SpecScore was computed from its own numbers, its plots, the figures
-shown beside it (throughput against interactivity, acceptance in detail, goodput: sections of
-dashboards/shown_sections.py), its per-request export and provenance.
+shown beside it (throughput against interactivity, acceptance in detail and as the context grows,
+goodput: sections of dashboards/shown_sections.py), its per-request export, its speculation
+profile and provenance.
 
 Chosen by `?evaluation=<id>` or the select box. A queued, running, void or failed evaluation is
 explained with what it holds so far; a test evaluation's engine logs and error texts are not
@@ -364,9 +365,11 @@ def main() -> None:
     shown_rows = cached.shown_rows(sel.home, (eid,), version)
     shown.interactivity_section(shown_rows)
     shown.acceptance_section(ev, shown_rows)
+    shown.context_section(ev, shown_rows)
     shown.goodput_section(shown_rows)
     figures_section(frames.figures)
     shown.export_section(ev, sel.home, version)
+    shown.profile_section(ev, sel.home, version)
     provenance_section(ev, raw, version, frames.protocol_digest, split)
     if fmt.text(ev.get("gap_detail")):
         st.markdown(f"**Dev/test gap:** {fmt.flag(ev.get('gap_flag'))}: {fmt.md_escape(ev.get('gap_detail'))}")
