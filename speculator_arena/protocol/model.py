@@ -93,6 +93,10 @@ class Interleaving(_Strict):
     # the gate probes are served by the timed starts (frozen in turn) instead of two restarts:
     # a CPU task has no device memory for the probe utilization to protect
     probes_on_timed_start: bool = True
+    # host contention judged over each workload's passes of both engines pooled, not pass by pass:
+    # a pass is a few seconds of work here, in which one burst of the hypervisor's steal is over
+    # 5%, and one disturbed pass of eight moves a workload's median ratio little
+    contention_per_workload: bool = True
 
 
 class GreedyProbe(_Strict):

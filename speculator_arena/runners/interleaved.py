@@ -30,7 +30,9 @@ import re
 from pathlib import Path
 
 from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.rules.contention import pass_rows_contended
 from speculator_arena.runners import freezer, reach, sidecar_engine
+from speculator_arena.runners.contention import busiest
 from speculator_arena.runners.failures import ArenaVoid, IdleFault
 from speculator_arena.runners.lifecycle import ENGINE_USER, EngineRun
 
@@ -79,6 +81,7 @@ class InterleavedPasses:
             er.cgroup.freeze()
         cfgs = {e: self.client_config(e, er) for e, er in self.resident.items()}
         for w in WORKLOADS:
+            self.workload_host: list[dict] = []
             for engine in order[0]:
                 self._turn(engine, lambda e=engine, w=w: self._warmup(e, self.resident[e], cfgs[e], w))
             for i, pair in enumerate(order):
@@ -89,6 +92,20 @@ class InterleavedPasses:
                             e, self.resident[e], cfgs[e], w, i, idle=self.resident[OTHER[e]]
                         ),
                     )
+            self._judge_workload(w)
+
+    def _judge_workload(self, w: str) -> None:
+        """Host contention over the workload's passes of both engines pooled (the version's
+        `interleaving.contention_per_workload`; else passes.py judged each pass): void when the
+        rule of rules/contention.py says so."""
+        t = self.task
+        if t.contention is None or not t.interleaving.contention_per_workload:
+            return
+        rows = self.workload_host
+        why = pass_rows_contended(rows, t.contention)
+        if why:
+            busy = busiest(rows)
+            raise ArenaVoid(f"host contended ({w}, every pass: {why}{'; ' + busy if busy else ''})")
 
     def _cgroup(self, engine: str) -> freezer.EngineCgroup:
         return engine_cgroup(self.eid, engine)

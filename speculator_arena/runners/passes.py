@@ -238,7 +238,10 @@ class TimedPasses:
         if died:
             self.stop_engine(er, record=True)
             raise EngineFailure(f"{engine} engine died during {pass_id}")
-        why = pass_rows_contended(host, t.contention) if t.contention is not None else None
+        per_workload = idle is not None and t.interleaving.contention_per_workload
+        if per_workload:
+            self.workload_host.extend(host)  # judged over the workload's passes (interleaved.py)
+        why = pass_rows_contended(host, t.contention) if t.contention is not None and not per_workload else None
         if why:
             self.stop_engine(er, record=True)
             busy = busiest(host)

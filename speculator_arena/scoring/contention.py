@@ -40,15 +40,37 @@ def _judged_passes(contention: pd.DataFrame, lim: pd.DataFrame) -> pd.DataFrame:
     return c
 
 
+def pooled_per_workload(contention: pd.DataFrame, ids) -> pd.DataFrame:
+    """The rows of the evaluations `ids` summed over each workload's passes of both engines (the
+    interleaved pairing's `contention_per_workload`: docs/scoring.md "Pairing"), as rows of
+    (evaluation, workload as pass_id, engine "both"); every other evaluation's rows as they are."""
+    pooled = contention["evaluation_id"].isin(set(ids))
+    if not pooled.any():
+        return contention
+    p = contention[pooled].assign(pass_id=contention.loc[pooled, "pass_id"].str.rsplit("-", n=1).str[0], engine="both")
+    sums = ["intervals", "failed_reads", "seconds", "foreign_cpu_seconds", "steal_seconds", "total_cpu_seconds"]
+    maxes = ["foreign_gpu_processes", "foreign_gpu_bytes"]
+    p = p.groupby(["evaluation_id", "pass_id", "engine"], as_index=False).agg(
+        {**dict.fromkeys(sums, "sum"), **dict.fromkeys(maxes, "max")}
+    )
+    return pd.concat([contention[~pooled], p], ignore_index=True)
+
+
 def contention_void_reasons(
-    ev: pd.DataFrame, contention: pd.DataFrame, timed_passes: pd.DataFrame, lim_e: pd.DataFrame, run_records: np.ndarray
+    ev: pd.DataFrame,
+    contention: pd.DataFrame,
+    timed_passes: pd.DataFrame,
+    lim_e: pd.DataFrame,
+    run_records: np.ndarray,
+    per_workload: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per evaluation row: why it is void for host contention (None where it is not).
 
     `contention`: sql/contention_passes.sql rows; `timed_passes`: (evaluation_id, pass_id, engine)
     of the stored timed passes; `lim_e`: each row's limits (NaN limits: the version scored under
     does not judge contention); `run_records`: per row, whether the version it ran under recorded
-    contention rows.
+    contention rows; `per_workload`: per row, whether the version it ran under judges contention
+    over each workload's passes pooled (the interleaved pairing) instead of pass by pass.
     """
     n = len(ev)
     out = frames.objects(n)
@@ -65,7 +87,10 @@ def contention_void_reasons(
     ).drop_duplicates("evaluation_id")
     texts: dict[str, list[str]] = {}
     if len(contention):
-        c = _judged_passes(contention[contention["intervals"] > 0], lim)
+        judged_rows = contention[contention["intervals"] > 0]
+        if per_workload is not None and per_workload.any():
+            judged_rows = pooled_per_workload(judged_rows, ids[per_workload])
+        c = _judged_passes(judged_rows, lim)
         for eid, pid, eng, why in c.loc[c["contended"], ["evaluation_id", "pass_id", "engine", "why"]].itertuples(
             index=False
         ):

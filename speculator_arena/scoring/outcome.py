@@ -73,7 +73,9 @@ def decide(
     blocking = unmeasured.copy()
     blocking[GATES.index("memory")] &= public | ~in_protocol
     start_pos = frames.positions(starts, ["evaluation_id", "engine"], (uniques, ("candidate",)))[codes, 0]
-    host = contention_void_reasons(ev, contention, timed_passes, lim_e, run_records_contention(ev))
+    host = contention_void_reasons(
+        ev, contention, timed_passes, lim_e, run_records_contention(ev), run_contention_per_workload(ev)
+    )
     void_reason = void_reasons(
         ev,
         codes,
@@ -151,6 +153,24 @@ def run_records_contention(ev: pd.DataFrame) -> np.ndarray:
         except (KeyError, ValueError):  # a staged version no longer present: not judged on absence
             known[v] = False
     return np.array([known.get(v, False) for v in ev["run_protocol_version"].to_numpy()], dtype=bool)
+
+
+def run_contention_per_workload(ev: pd.DataFrame) -> np.ndarray:
+    """Per row: whether the version the evaluation ran under judges its host contention over each
+    workload's passes pooled (the interleaved pairing's `interleaving.contention_per_workload`)."""
+    from speculator_arena.protocol import load_protocol
+
+    known: dict = {}
+    for (v, task_id), _ in ev.groupby(["run_protocol_version", "task_id"], dropna=True):
+        try:
+            inter = load_protocol(int(v)).task(task_id).interleaving
+        except (KeyError, ValueError):
+            inter = None
+        known[v, task_id] = inter is not None and inter.contention_per_workload
+    return np.array(
+        [known.get((v, t), False) for v, t in zip(ev["run_protocol_version"].to_numpy(), ev["task_id"].to_numpy())],
+        dtype=bool,
+    )
 
 
 def stock_without_speed(ev: pd.DataFrame, passes: pd.DataFrame) -> np.ndarray:

@@ -657,6 +657,9 @@ def _contended(rows: pd.DataFrame, rules) -> list[str]:
     if not rule or not len(rows):
         return []
     ok = rows[rows["error"].isna() & ~rows["pass_id"].str.startswith("warmup")]
+    if (rules.get("interleaving") or {}).get("contention_per_workload", True) and rules.get("interleaving"):
+        # the interleaved pairing: every pass of a workload, both engines, judged as one
+        ok = ok.assign(pass_id=ok["pass_id"].str.rsplit("-", n=1).str[0], engine="both")
     out = []
     for (pid, engine), g in ok.groupby(["pass_id", "engine"]):
         seconds, total = float((g["ended_at"] - g["started_at"]).sum()), float(g["total_cpu_seconds"].sum())

@@ -14,6 +14,7 @@ import pytest
 from synthetic import write_synthetic_evaluation
 
 from speculator_arena.board.ranking import board_rows
+from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.counted import counted
 from speculator_arena.scoring import score_warehouse
 
@@ -34,6 +35,10 @@ def _edit(wh, table, eid, fn):
     for f in wh.partition_dir(table, eid).glob("*.parquet"):
         f.unlink()
     wh.write_rows(table, eid, pa.Table.from_pandas(t, preserve_index=False))
+
+
+# the versions before the interleaved pairing judge contention pass by pass
+PER_PASS = 7
 
 
 def test_counted_slack_is_the_versions_and_the_view_agrees_with_the_function(wh):
@@ -72,8 +77,31 @@ def test_counted_slack_is_the_versions_and_the_view_agrees_with_the_function(wh)
     assert (mine == rows["counted"].to_numpy(dtype=bool)).all() and (~mine).sum() >= 2
 
 
+def test_under_the_interleaved_pairing_contention_is_judged_over_the_workload(wh):
+    """v8's local-smollm2 (interleaved, `contention_per_workload`): one pass of eight with foreign
+    CPU over the limit does not void; the same over every pass of a workload does."""
+    assert load_protocol(8).task("local-smollm2").interleaving.contention_per_workload
+
+    def foreign(passes):
+        def edit(t):
+            hit = t.pass_id.isin(passes)
+            t.loc[hit, "foreign_cpu_seconds"] = 0.8 * (t.loc[hit, "ended_at"] - t.loc[hit, "started_at"])
+            return t
+
+        return edit
+
+    write_synthetic_evaluation(wh, "one", protocol_version=8)
+    write_synthetic_evaluation(wh, "all", protocol_version=8)
+    _edit(wh, "contention", "one", foreign(["team-0"]))
+    _edit(wh, "contention", "all", foreign([f"team-{i}" for i in range(8)]))
+    s = score_warehouse(wh, 8)
+    assert not one(s, "one").void and one(s, "one").specscore > 1
+    assert bool(one(s, "all").void)
+    assert one(s, "all").specscore_reason.startswith("void: host contended (both team: foreign CPU 0.80 of a core")
+
+
 def test_a_contended_pass_voids_the_evaluation_and_v1_does_not_judge_it(wh):
-    write_synthetic_evaluation(wh, "c", attack="contended")
+    write_synthetic_evaluation(wh, "c", attack="contended", protocol_version=PER_PASS)
     write_synthetic_evaluation(wh, "q")
     s = score_warehouse(wh)
     c = one(s, "c")
@@ -94,8 +122,8 @@ def test_steal_above_the_limit_voids_the_evaluation_and_at_the_limit_does_not(wh
 
         return edit
 
-    write_synthetic_evaluation(wh, "s")
-    write_synthetic_evaluation(wh, "k")
+    write_synthetic_evaluation(wh, "s", protocol_version=PER_PASS)
+    write_synthetic_evaluation(wh, "k", protocol_version=PER_PASS)
     _edit(wh, "contention", "s", steal(0.08))
     _edit(wh, "contention", "k", steal(0.05))
     s = score_warehouse(wh)
@@ -197,9 +225,13 @@ def test_the_board_ranks_the_last_scored_evaluation_and_both_boards_agree(tmp_pa
     write_synthetic_evaluation(
         wh, "a1", split="test", account_id="A", created_at=1.0e9, speedups={"solo": 1.5, "team": 1.5, "busy": 1.5}
     )
-    write_synthetic_evaluation(wh, "a2", split="test", account_id="A", created_at=1.1e9, attack="contended")
+    write_synthetic_evaluation(
+        wh, "a2", split="test", account_id="A", created_at=1.1e9, attack="contended", protocol_version=PER_PASS
+    )
     write_synthetic_evaluation(wh, "a3", split="test", account_id="A", created_at=1.2e9, attack="void")
-    write_synthetic_evaluation(wh, "b1", split="test", account_id="B", created_at=1.0e9, attack="contended")
+    write_synthetic_evaluation(
+        wh, "b1", split="test", account_id="B", created_at=1.0e9, attack="contended", protocol_version=PER_PASS
+    )
     text_rows = board_rows(score_warehouse(wh), "local-smollm2", "test")
     web_rows = BoardMemo(wh.home).board("local-smollm2", None).boards["test"]
     for rows in (text_rows, web_rows):
