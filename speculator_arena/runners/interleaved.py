@@ -35,6 +35,7 @@ from speculator_arena.runners import freezer, reach, sidecar_engine
 from speculator_arena.runners.contention import busiest
 from speculator_arena.runners.failures import ArenaVoid, IdleFault
 from speculator_arena.runners.lifecycle import ENGINE_USER, EngineRun
+from speculator_arena.runners.workload import make_lanes
 
 # The stock engine's own user under the interleaved pairing (the candidate keeps ENGINE_USER).
 STOCK_USER = "arena-stock"
@@ -82,6 +83,7 @@ class InterleavedPasses:
         cfgs = {e: self.client_config(e, er) for e, er in self.resident.items()}
         for w in WORKLOADS:
             self.workload_host: list[dict] = []
+            self._begin_workload(w)
             for engine in order[0]:
                 self._turn(engine, lambda e=engine, w=w: self._warmup(e, self.resident[e], cfgs[e], w))
             for i, pair in enumerate(order):
@@ -93,6 +95,29 @@ class InterleavedPasses:
                         ),
                     )
             self._judge_workload(w)
+
+    def _begin_workload(self, w: str) -> None:
+        """The workload's sessions, every pass's block of the pool in pass order (each salted for
+        its pass), which both engines' lanes play through over the workload's passes."""
+        t = self.task
+        L, wl = t.lanes[w], t.workloads[w]
+        self.workload_sessions = [
+            s
+            for i in range(t.passes_per_workload)
+            for s in self.pool.passes(self.eid, w, i, self._pass_size(w, i, L, wl))
+        ]
+        self.workload_lanes: dict[str, list] = {}
+
+    def continuing_lanes(self, engine: str, cfg, w: str) -> list:
+        """`engine`'s lanes of workload `w`, made at its first pass and kept: each pass sends the
+        next `requests_per_lane` turns of the sessions its lanes hold, the replies of the earlier
+        passes in their histories, so a workload's passes go as deep into the sessions as one
+        long pass would (a fresh session per pass would serve only first turns, where a
+        speculator that reads the context has little to read)."""
+        if engine not in self.workload_lanes:
+            t = self.task
+            self.workload_lanes[engine] = make_lanes(cfg, self.workload_sessions, t.lanes[w], t.workloads[w].interleave)
+        return self.workload_lanes[engine]
 
     def _judge_workload(self, w: str) -> None:
         """Host contention over the workload's passes of both engines pooled (the version's

@@ -133,7 +133,8 @@ class TimedPasses:
         L, wl = t.lanes[w], t.workloads[w]
         pass_id = f"{w}-{i}"
         self.set_phase(f"{engine} {pass_id}")
-        sessions = self.pool.passes(self.eid, w, i, self._pass_size(w, i, L, wl))
+        lanes = self.continuing_lanes(engine, cfg, w) if idle is not None else None
+        sessions = self.pool.passes(self.eid, w, i, self._pass_size(w, i, L, wl)) if lanes is None else []
         metrics_before = scrape(er.base_url, evaluation_id=self.eid, pass_id=pass_id, engine=engine, phase="before")
         own_pids = er.pids if idle is None else (lambda: er.pids() + idle.pids())
         sampler = MemorySampler(self.device, t.device_idle.memory_sample_interval_seconds, er.pids).start()
@@ -158,12 +159,16 @@ class TimedPasses:
                     grace_ends,
                     max_requests_per_lane=wl.requests_per_lane,
                     stop_check=lambda: not er.alive(),
+                    lane_state=lanes,
                 )
             )
         finally:
             samples = sampler.stop()
             host = contention.stop() if contention is not None else []
         finished = time.time()
+        if lanes is not None:  # the sessions this pass sent turns of
+            sent = {r.session_id for r in records}
+            sessions = [s for s in self.workload_sessions if s.session_id in sent]
         cpu_used = [b - a if a is not None else None for a, b in zip(cpu_before, _group_cpu(er, idle))]
         died = not er.alive()
         if died:

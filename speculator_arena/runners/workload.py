@@ -112,7 +112,7 @@ class Lane:
     def __init__(
         self,
         cfg: ClientConfig,
-        client: SSEClient,
+        client: SSEClient | None,
         lane: int,
         sessions: list,
         m: int,
@@ -233,23 +233,36 @@ async def run_lanes(
     client: SSEClient | None = None,
     max_requests_per_lane: int | None = None,
     stop_check=None,
+    lane_state: list[Lane] | None = None,
 ) -> list[RequestRecord]:
     """Run one pass (or a warm-up wave: one request per lane) and return every request it sent.
 
-    `stop_check` (the engine died) ends every lane before its next request.
+    `stop_check` (the engine died) ends every lane before its next request. `lane_state`: lanes
+    made by `make_lanes` and kept by the caller, which go on from where their last pass left
+    their sessions (the interleaved pairing's passes of one workload; `sessions` is unused).
     """
     records: list[RequestRecord] = []
     own = client is None
     if own:
         client = make_client(lanes)
     try:
-        tasks = [Lane(cfg, client, j, sessions[j::lanes], interleave, pass_id, records) for j in range(lanes)]
+        if lane_state is None:
+            tasks = make_lanes(cfg, sessions, lanes, interleave)
+        else:
+            tasks = lane_state
+        for t in tasks:
+            t.client, t.pass_id, t.records = client, pass_id, records
         await asyncio.gather(*(t.run(ends_at, grace_ends_at, max_requests_per_lane, stop_check) for t in tasks))
     finally:
         if own:
             await client.aclose()
     records.sort(key=lambda r: r.result.sent_at)
     return records
+
+
+def make_lanes(cfg: ClientConfig, sessions: list, lanes: int, interleave: int) -> list[Lane]:
+    """The lanes of a pass: lane j takes sessions j, j+L, j+2L, ... (both engines alike)."""
+    return [Lane(cfg, None, j, sessions[j::lanes], interleave, "", []) for j in range(lanes)]
 
 
 def make_client(lanes: int) -> SSEClient:
