@@ -241,7 +241,8 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
         if not p["counted_tokens"] > 0:
             void.append(f"stock engine counted no tokens on {p['pass_id']}")
     void += [f"stock engine left {s} unanswered" for s in stock_unanswered]
-    void += _contended(raw["contention"], rules)
+    run_rules = task_rules(protocol_document(int(ev["protocol_version"])), ev["task_id"])
+    void += _contended(raw["contention"], rules, run_rules)
     starts = raw["engine_starts"]
     if len(starts) and "device_idle_ok" in starts:
         if (starts["device_idle_ok"] == False).any():  # noqa: E712 (null: no device to watch)
@@ -648,16 +649,18 @@ def _answering(raw, rules, tokenizer) -> tuple[Gate, list[str]]:
     return Gate("pass" if worst <= mx else "fail", statistic=worst, limit=mx), stock_over
 
 
-def _contended(rows: pd.DataFrame, rules) -> list[str]:
+def _contended(rows: pd.DataFrame, rules, run_rules) -> list[str]:
     """SCORING.md "Host contention": per timed pass and engine, over its intervals read without
     error, foreign CPU seconds / the intervals' seconds (a share of one core), steal seconds / all
     CPU seconds, and any other process on the device. Versions without a `contention` rule, and
-    warehouses without its rows, judge nothing here."""
+    warehouses without its rows, judge nothing here. Under the interleaved pairing of the version
+    the evaluation ran under (`run_rules`), a workload's passes of both engines are judged as one
+    (docs/scoring.md "Pairing": how the passes were made, whatever version scores them)."""
     rule = rules.get("contention")
     if not rule or not len(rows):
         return []
     ok = rows[rows["error"].isna() & ~rows["pass_id"].str.startswith("warmup")]
-    if (rules.get("interleaving") or {}).get("contention_per_workload", True) and rules.get("interleaving"):
+    if (run_rules.get("interleaving") or {}).get("contention_per_workload", True) and run_rules.get("interleaving"):
         # the interleaved pairing: every pass of a workload, both engines, judged as one
         ok = ok.assign(pass_id=ok["pass_id"].str.rsplit("-", n=1).str[0], engine="both")
     out = []
