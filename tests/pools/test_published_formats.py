@@ -260,6 +260,13 @@ def test_pools_built_from_published_formats_equal_the_json_lines_pools(
     # the session's pool build made them (tests/pool_fixtures.py), else the session's target
     monkeypatch.setenv("ARENA_HOME", os.environ.get("ARENA_HOME") or str(smollm2_target.parents[1]))
     monkeypatch.setenv("ARENA_EMBED_CACHE", os.environ.get("ARENA_EMBED_CACHE") or str(tmp_path / "embeddings.npz"))
+    # The CI profile's three passes per workload: the smallest source set holds the fidelity texts
+    # of three passes' timed sessions, not of the shipped version's six (what is compared here is
+    # the formats, not the pool's size).
+    from ci_profile import stage_ci_protocol
+
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(tmp_path / "protocol"))
+    stage_ci_protocol(tmp_path / "protocol")
     records = {
         "agent": read_jsonl(shared_data / "agent" / "trajectories_200.jsonl"),
         "chat": read_jsonl(shared_data / "chat" / "sharegpt_multiturn_500.jsonl"),
