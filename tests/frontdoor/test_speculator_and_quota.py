@@ -139,7 +139,8 @@ def test_quota_exhausted_and_void_refund(front):
 
     assert front.post(submission(split="test"), token=token).status_code == 429
     eid = r.json()["evaluation_id"]
-    write_synthetic_evaluation(Warehouse(front.home), eid, split="test", attack="contended")
+    # (run under v7, whose contention rule judges pass by pass: the planted pass alone voids it)
+    write_synthetic_evaluation(Warehouse(front.home), eid, split="test", attack="contended", protocol_version=7)
     # the quota reads outcomes, it never runs the scorer: until a scoring found it void, it counts
     assert front.post(submission(split="test"), token=token).status_code == 429
     scored = score_and_record(Warehouse(front.home), None, [eid])  # what the evaluation asset does as it lands
