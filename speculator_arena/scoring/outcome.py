@@ -142,35 +142,37 @@ def decide(
     ev["not_measured_gates"] = frames.joined_names(unmeasured, GATES, ",")
 
 
-def run_records_contention(ev: pd.DataFrame) -> np.ndarray:
-    """Per row: whether the protocol version the evaluation ran under recorded host contention."""
-    from speculator_arena.protocol import load_protocol
-
-    known: dict = {}
-    for v in ev["run_protocol_version"].dropna().unique():
-        try:
-            known[v] = load_protocol(int(v)).contention is not None
-        except (KeyError, ValueError):  # a staged version no longer present: not judged on absence
-            known[v] = False
-    return np.array([known.get(v, False) for v in ev["run_protocol_version"].to_numpy()], dtype=bool)
-
-
-def run_contention_per_workload(ev: pd.DataFrame) -> np.ndarray:
-    """Per row: whether the version the evaluation ran under judges its host contention over each
-    workload's passes pooled (the interleaved pairing's `interleaving.contention_per_workload`)."""
+def run_flags(ev: pd.DataFrame, flag) -> np.ndarray:
+    """Per row: `flag(version, task_id)` of the protocol version the evaluation ran under and its
+    task, False where that version is no longer present (a staged version: not judged on absence)."""
     from speculator_arena.protocol import load_protocol
 
     known: dict = {}
     for (v, task_id), _ in ev.groupby(["run_protocol_version", "task_id"], dropna=True):
         try:
-            inter = load_protocol(int(v)).task(task_id).interleaving
+            known[v, task_id] = bool(flag(load_protocol(int(v)), task_id))
         except (KeyError, ValueError):
-            inter = None
-        known[v, task_id] = inter is not None and inter.contention_per_workload
+            known[v, task_id] = False
     return np.array(
         [known.get((v, t), False) for v, t in zip(ev["run_protocol_version"].to_numpy(), ev["task_id"].to_numpy())],
         dtype=bool,
     )
+
+
+def run_records_contention(ev: pd.DataFrame) -> np.ndarray:
+    """Per row: whether the protocol version the evaluation ran under recorded host contention."""
+    return run_flags(ev, lambda proto, _task: proto.contention is not None)
+
+
+def run_contention_per_workload(ev: pd.DataFrame) -> np.ndarray:
+    """Per row: whether the version the evaluation ran under judges its host contention over each
+    workload's passes pooled (the interleaved pairing's `interleaving.contention_per_workload`)."""
+
+    def pooled(proto, task_id):
+        inter = proto.task(task_id).interleaving
+        return inter is not None and inter.contention_per_workload
+
+    return run_flags(ev, pooled)
 
 
 def stock_without_speed(ev: pd.DataFrame, passes: pd.DataFrame) -> np.ndarray:
