@@ -660,7 +660,8 @@ def _contended(rows: pd.DataFrame, rules, run_rules) -> list[str]:
     if not rule or not len(rows):
         return []
     ok = rows[rows["error"].isna() & ~rows["pass_id"].str.startswith("warmup")]
-    if (run_rules.get("interleaving") or {}).get("contention_per_workload", True) and run_rules.get("interleaving"):
+    interleaving = run_rules.get("interleaving")
+    if interleaving and interleaving.get("contention_per_workload", True):
         # the interleaved pairing: every pass of a workload, both engines, judged as one
         ok = ok.assign(pass_id=ok["pass_id"].str.rsplit("-", n=1).str[0], engine="both")
     out = []
