@@ -44,8 +44,10 @@ VARIANTS = {
     # v4: two passes of 12 s per workload, mirrored pairing (C S S C), huge pages set by the version
     "v4": (4, {}),
     # v8: the interleaved pairing (both engines resident, the idle one frozen, A B B A per pass,
-    # eight passes of fixed work per workload; issue 31)
+    # six passes of fixed work per workload; issue 31)
     "v8": (8, {}),
+    # v9: v8's interleaved pairing in four passes per workload (one A B, B A, B A, A B cycle)
+    "v9": (9, {}),
 }
 
 

@@ -146,8 +146,9 @@ def _evaluate(args) -> int:
 DEMO_RERUNS = 2  # a contended evaluation is made again this many times (SCORING.md: the operator re-runs it)
 # The references the demo evaluates unless told otherwise: the A/A reference (the stock engine
 # against itself, which must sit at 1) and n-gram (what speculation buys here). Why not all three:
-# an evaluation of the embedded task takes about 7.5 minutes on 2 cores under v8's interleaved
-# pairing (5 under v5-v7's mirrored one), and the demo's budget is 15 (docs/benchmarks/aa_noise.md);
+# an evaluation of the embedded task takes about 6 minutes on 2 cores under v9's interleaved
+# pairing (7.5 under v8's six passes, 5 under v5-v7's mirrored one), and the demo's budget is 15
+# (docs/benchmarks/aa_noise.md);
 # `--all` adds self-draft.
 DEMO_KINDS = ("none", "ngram")
 

@@ -12,6 +12,9 @@ import os
 from dataclasses import dataclass, field
 
 SPEC_MODES = ("none", "ngram", "selfdraft")
+# vLLM's names (SpeculativeConfig.rejection_sample_method): "standard" verifies every draft against
+# the target; "synthetic" accepts drafts with a set probability, unverified (lossy: sampling.py).
+REJECTION_METHODS = ("standard", "synthetic")
 ATTACKS = (
     "none",
     "loose_accept",
@@ -73,12 +76,19 @@ class EngineConfig:
     attack: str = "none"
     loose_threshold: float = 0.3
     skip_every: int = 11  # skip_probe_items: refuse every Nth prompt_logprobs request
+    rejection_sample_method: str = "standard"
+    synthetic_acceptance_rate: float | None = None  # per draft, with "synthetic" only
     cache_tokens: int | None = None  # None: derived (see prefix_cache.budget_tokens)
     device: str = "auto"
     dtype: str = "auto"
     threads: int | None = None
     prefill_chunk: int = 512
     extra: dict = field(default_factory=dict)
+
+    @property
+    def synthetic_rate(self) -> float | None:
+        """The probability a draft is accepted unverified, or None when drafts are verified."""
+        return self.synthetic_acceptance_rate if self.rejection_sample_method == "synthetic" else None
 
     @classmethod
     def from_env(cls, env=None) -> EngineConfig:
@@ -94,6 +104,17 @@ class EngineConfig:
         attack = env.get("DEV_ENGINE_ATTACK", "none") or "none"
         if attack not in ATTACKS:
             raise ConfigError(f"DEV_ENGINE_ATTACK must be one of {ATTACKS}, got {attack!r}")
+        method = env.get("DEV_ENGINE_REJECTION_SAMPLE_METHOD", "standard") or "standard"
+        if method not in REJECTION_METHODS:
+            raise ConfigError(f"DEV_ENGINE_REJECTION_SAMPLE_METHOD must be one of {REJECTION_METHODS}, got {method!r}")
+        rate = _float(env, "DEV_ENGINE_SYNTHETIC_ACCEPTANCE_RATE", None)
+        if (method == "synthetic") != (rate is not None):
+            raise ConfigError(
+                "DEV_ENGINE_SYNTHETIC_ACCEPTANCE_RATE is required with DEV_ENGINE_REJECTION_SAMPLE_METHOD=synthetic "
+                "and allowed only with it"
+            )
+        if rate is not None and not 0.0 <= rate <= 1.0:
+            raise ConfigError(f"DEV_ENGINE_SYNTHETIC_ACCEPTANCE_RATE must be in [0, 1], got {rate}")
         cfg = cls(
             target=target,
             tokenizer=env.get("TOKENIZER") or target,
@@ -113,6 +134,8 @@ class EngineConfig:
             attack=attack,
             loose_threshold=_float(env, "DEV_ENGINE_LOOSE_THRESHOLD", 0.3),
             skip_every=_int(env, "DEV_ENGINE_SKIP_EVERY", 11),
+            rejection_sample_method=method,
+            synthetic_acceptance_rate=rate,
             cache_tokens=_int(env, "DEV_ENGINE_CACHE_TOKENS", 0) or None,
             device=env.get("DEV_ENGINE_DEVICE", "auto") or "auto",
             dtype=env.get("DEV_ENGINE_DTYPE", "auto") or "auto",

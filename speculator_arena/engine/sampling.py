@@ -11,6 +11,13 @@ drawn from normalize(max(p - q, 0)); when every draft is accepted a bonus token 
 the target's next distribution. Then the emitted token is distributed exactly as p. A point-mass
 draft (n-gram lookup) is the special case q = one-hot(x). Greedy decoding is the special case
 p = one-hot(argmax), which makes acceptance "draft == argmax".
+
+Two lossy rules live here too, each switched on only by configuration, so that the arena's
+planted attacks run the very code that serving runs: `loose_threshold` (an attack: accept when
+p(x)/q(x) reaches a relaxed threshold) and `synthetic_rate`, the development engine's equivalent
+of vLLM's `rejection_sample_method: synthetic` (accept each draft with a fixed probability,
+whatever the target says: a benchmarking knob that simulates an acceptance rate, and against the
+arena's rules because the replies are then no longer the target's; docs/participants.md).
 """
 
 from __future__ import annotations
@@ -61,12 +68,17 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 
-def acceptance_probability(p: torch.Tensor, q: torch.Tensor, x: int, loose_threshold: float | None = None) -> float:
+def acceptance_probability(
+    p: torch.Tensor, q: torch.Tensor, x: int, loose_threshold: float | None = None, synthetic_rate: float | None = None
+) -> float:
     """P(accept draft x) given target p and draft q (1-D). `loose_threshold` is the attack:
-    accept whenever p(x)/q(x) reaches a relaxed threshold, reject otherwise (deterministic)."""
+    accept whenever p(x)/q(x) reaches a relaxed threshold, reject otherwise (deterministic).
+    `synthetic_rate` is synthetic rejection sampling: accept with that probability, unverified."""
     px, qx = float(p[x]), float(q[x])
     if qx <= 0.0:
         raise ValueError(f"draft token {x} has q(x)=0: it could not have been drawn from q")
+    if synthetic_rate is not None:
+        return synthetic_rate
     ratio = px / qx
     if loose_threshold is not None:
         return 1.0 if ratio >= loose_threshold else 0.0
@@ -91,13 +103,14 @@ def verify(
     drafts: list[int],
     generator: torch.Generator | None,
     loose_threshold: float | None = None,
+    synthetic_rate: float | None = None,
 ) -> tuple[int, int]:
     """One verification of k drafts. `p_rows` is [k+1, V] (target distributions after each prefix),
     `q_rows` is [k, V] (the distributions the drafts were drawn from). Returns (n_accepted, next_token):
     the engine emits drafts[:n_accepted] then next_token (a correction, or the bonus when n == k)."""
     k = len(drafts)
     for i, x in enumerate(drafts):
-        a = acceptance_probability(p_rows[i], q_rows[i], x, loose_threshold)
+        a = acceptance_probability(p_rows[i], q_rows[i], x, loose_threshold, synthetic_rate)
         u = float(torch.rand((), generator=generator, device=p_rows.device)) if 0.0 < a < 1.0 else 0.0
         if a >= 1.0 or (a > 0.0 and u < a):
             continue
@@ -111,13 +124,15 @@ def point_mass(token: int, vocab: int, device=None) -> torch.Tensor:
     return q
 
 
-def step_distribution(p: torch.Tensor, q: torch.Tensor, loose_threshold: float | None = None) -> torch.Tensor:
+def step_distribution(
+    p: torch.Tensor, q: torch.Tensor, loose_threshold: float | None = None, synthetic_rate: float | None = None
+) -> torch.Tensor:
     """Exact distribution of the first emitted token of a verification whose one draft is drawn
     from q: sum over x of q(x) [a(x) 1{y=x} + (1 - a(x)) r(y)]. Enumerated, not sampled."""
     out = torch.zeros_like(p, dtype=torch.float64)
     r = residual_distribution(p, q).double()
     for x in torch.nonzero(q > 0).flatten().tolist():
-        a = acceptance_probability(p, q, x, loose_threshold)
+        a = acceptance_probability(p, q, x, loose_threshold, synthetic_rate)
         out[x] += float(q[x]) * a
         out += float(q[x]) * (1.0 - a) * r
     return out

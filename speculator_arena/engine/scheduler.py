@@ -202,7 +202,7 @@ class Engine:
         logits = mr.forward(self.model, [req.last] + drafts, req.cache, len(drafts) + 1, self.device)
         p_rows = target_probs(logits, req.params)
         loose = self.cfg.loose_threshold if self.cfg.attack == "loose_accept" else None
-        n, nxt = verify(p_rows, q_rows, drafts, req.generator, loose)
+        n, nxt = verify(p_rows, q_rows, drafts, req.generator, loose, self.cfg.synthetic_rate)
         mr.crop_cache(req.cache, base + 1 + n)
         self.metrics.spec_round(len(drafts), n)
         self._emit(req, drafts[:n] + [nxt])

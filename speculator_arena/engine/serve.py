@@ -72,6 +72,11 @@ def main() -> int:
         mr.log(f"speculation: n-gram prompt lookup, n {cfg.ngram_max}..{cfg.ngram_min}, {cfg.spec_k} tokens per round")
     else:
         mr.log("speculation: none")
+    if cfg.synthetic_rate is not None:
+        mr.log(
+            f"rejection sampling: synthetic, each draft accepted with probability {cfg.synthetic_rate} WITHOUT "
+            "the target's verification (lossy: replies are no longer the target's)"
+        )
     per_token = mr.kv_bytes_per_token(model.config, dtype)
     budget = cache_budget(cfg, device, per_token)
     mr.log(

@@ -196,3 +196,40 @@ def test_attacks_are_off_unless_asked(smollm2_target):
     repo = Path(__file__).resolve().parents[2]
     for launch in (repo / "engines").glob("dev-*/launch.sh"):
         assert "DEV_ENGINE_ATTACK" not in launch.read_text(), launch
+
+
+def test_synthetic_acceptance_is_off_unless_asked_and_checked(smollm2_target):
+    from speculator_arena.engine.config import ConfigError, EngineConfig
+
+    env = {"TARGET": str(smollm2_target), "PORT": "1", "MAX_MODEL_LEN": "2048"}
+    assert EngineConfig.from_env(env).synthetic_rate is None
+    on = {**env, "DEV_ENGINE_REJECTION_SAMPLE_METHOD": "synthetic", "DEV_ENGINE_SYNTHETIC_ACCEPTANCE_RATE": "0.9"}
+    assert EngineConfig.from_env(on).synthetic_rate == 0.9
+    for bad, why in (
+        ({"DEV_ENGINE_REJECTION_SAMPLE_METHOD": "synthetic"}, "required"),
+        ({"DEV_ENGINE_SYNTHETIC_ACCEPTANCE_RATE": "0.9"}, "only with it"),
+        ({**on, "DEV_ENGINE_SYNTHETIC_ACCEPTANCE_RATE": "1.5"}, "in \\[0, 1\\]"),
+        ({**on, "DEV_ENGINE_SYNTHETIC_ACCEPTANCE_RATE": "nan"}, "in \\[0, 1\\]"),
+        ({"DEV_ENGINE_REJECTION_SAMPLE_METHOD": "typical"}, "must be one of"),
+    ):
+        with pytest.raises(ConfigError, match=why):
+            EngineConfig.from_env({**env, **bad})
+    repo = Path(__file__).resolve().parents[2]
+    for launch in (repo / "engines").glob("*/launch.sh"):
+        assert "synthetic" not in launch.read_text(), launch
+
+
+def test_synthetic_acceptance_serves_the_drafts_text(attack, stock_engine):
+    """With verification a greedy reply is the target's whatever the draft proposes; accepted
+    unverified, a 4-layer draft's tokens reach the reply (the greedy-agreement gate's case)."""
+    prompts = [
+        ESSAY,
+        [{"role": "user", "content": "Explain how a bicycle stays upright."}],
+        [{"role": "user", "content": "List five uses of copper and why."}],
+    ]
+    stock = [reply(stock_engine, m, max_tokens=24, temperature=0) for m in prompts]
+    eng = attack("synthetic-acceptance")
+    assert "WITHOUT the target's verification" in eng.log_path.read_text()
+    lossy = [reply(eng, m, max_tokens=24, temperature=0) for m in prompts]
+    assert sum(a != b for a, b in zip(stock, lossy)) >= 2, (stock, lossy)
+

@@ -142,6 +142,22 @@ def test_loose_acceptance_changes_the_distribution():
     assert not torch.allclose(loose, p, atol=1e-3)
 
 
+def test_synthetic_acceptance_ignores_the_target():
+    """vLLM's `rejection_sample_method: synthetic` (the development engine's equivalent): each draft
+    is accepted with the set probability whatever p says, so the emitted token follows q*rate, not p."""
+    p, q = HAND_MADE[0]
+    out = step_distribution(p, q, synthetic_rate=0.9)
+    assert torch.allclose(out.sum(), torch.tensor(1.0, dtype=torch.float64))
+    assert not torch.allclose(out, p.double(), atol=1e-3)
+    # the draft's own distribution shows through: P(y) >= 0.9 q(y) for every token
+    assert bool((out >= 0.9 * q.double() - 1e-12).all())
+    assert step_distribution(p, q, synthetic_rate=0.0).allclose(residual_distribution(p, q).double())
+    # a draft the target gives probability 0 is still accepted at rate 1
+    p_rows = torch.stack([point_mass(3, V), point_mass(4, V)])
+    assert verify(p_rows, point_mass(1, V)[None], [1], torch.Generator().manual_seed(0), synthetic_rate=1.0) == (1, 4)
+    assert verify(p_rows, point_mass(1, V)[None], [1], torch.Generator().manual_seed(0)) == (0, 3)
+
+
 def test_verify_uses_the_rule_and_the_generator():
     p_rows = torch.stack([point_mass(2, V), point_mass(3, V), point_mass(4, V)])
     q_rows = torch.stack([point_mass(2, V), point_mass(1, V)])

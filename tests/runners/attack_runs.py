@@ -29,6 +29,13 @@ ATTACKS = {
     # replies); accepting every draft ("typical acceptance" taken to its end) is the same attack mode,
     # strong enough for the likelihood and first-choice checks at CI size.
     "loose_accept": ("engines/attacks/dev-loose-accept-all", {"sampled_likelihood", "first_choice"}),
+    # issue 35: lossy acceptance switched on by configuration (vLLM's rejection_sample_method
+    # "synthetic"; here the development engine's equivalent): a weak draft's tokens accepted with
+    # probability 0.9, unverified. Greedy replies stop being the target's, sampled ones its likelihood.
+    "synthetic_acceptance": (
+        "engines/attacks/dev-synthetic-acceptance",
+        {"greedy_agreement", "sampled_likelihood", "first_choice"},
+    ),
     "force_greedy": ("engines/attacks/dev-force-greedy", {"first_choice"}),
     "other_sampling": ("engines/attacks/dev-other-sampling", {"first_choice", "sampled_likelihood", "length"}),
     "quantized": ("engines/attacks/dev-quantized", {"target_fidelity"}),
