@@ -26,11 +26,10 @@ from speculator_arena.board.data import board_sql, evaluations_index, scoped_con
 from speculator_arena.board.goodput_objectives import objectives_frame
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
-from speculator_arena.rules.status import QUEUED, RUNNING
+from speculator_arena.rules.status import UNFINISHED
 
 ENGINES = ("candidate", "stock")
 ALL = "all"  # the workload of a figure pooled over solo, team and busy
-UNFINISHED = (QUEUED, RUNNING)
 
 
 @dataclass
