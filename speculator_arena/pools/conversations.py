@@ -1,4 +1,4 @@
-"""Readers of conversation sets, one per declared `format` (see source_sets.py).
+"""Readers of conversation sets, one per declared `format` (the declarations: source_sets/).
 
 Every reader yields `(where, record)` pairs: `where` names the line and byte offset (or the
 file) of the record, and `record` is `{"id", "messages": [{"role", "content"}], ...}` with
