@@ -5,9 +5,8 @@ A request is good when it counts (SCORING.md) and its TTFT (first chunk − sent
 objective's `ttft_seconds` and its TPOT ((last chunk − first chunk) / (output tokens − 1)) at most
 `tpot_seconds`; a one-token reply has no TPOT and meets that objective. The share is over every
 timed request of the engine, counted or not: a request that failed met nothing, so failing slow
-requests cannot raise it. The objectives are protocol data (`goodput`, per workload, over a
-task's own `tasks.<t>.goodput`); a version without them (v1, v2) leaves the board's default
-below, and the page says which applies.
+requests cannot raise it. The objectives (goodput_objectives.py: the protocol's, else the
+board's default) come with the shown rows, which judged each request against them.
 """
 
 from __future__ import annotations
@@ -16,29 +15,9 @@ import numpy as np
 import pandas as pd
 
 from speculator_arena.board.shown import ALL, Blanks, ShownRows, keys, sub
-from speculator_arena.protocol.model import WORKLOADS, GoodputObjective, Protocol
+from speculator_arena.protocol.model import WORKLOADS
 
-# An interactive reader's needs, the same in every regime (the point of goodput is to show how
-# load degrades them): the first token within 2 s, then at least 10 tokens per second.
-DEFAULT = {w: GoodputObjective(ttft_seconds=2.0, tpot_seconds=0.1) for w in WORKLOADS}
 COLUMNS = ["evaluation_id", "engine", "workload", "requests", "good", "share", "ttft_seconds", "tpot_seconds", "reason"]
-
-
-def objectives(proto: Protocol, task_id: str) -> tuple[dict[str, GoodputObjective], str]:
-    """The task's objectives under this version, and where they come from."""
-    found = proto.task(task_id).goodput if task_id in proto.tasks else None
-    if found:
-        return found, f"protocol v{proto.version}"
-    return DEFAULT, f"the board's default: protocol v{proto.version} sets no goodput objectives"
-
-
-def objectives_frame(proto: Protocol, index: pd.DataFrame) -> pd.DataFrame:
-    """evaluation_id, workload, ttft_seconds, tpot_seconds, source: the relation the SQL joins."""
-    rows = []
-    for eid, task in zip(index["evaluation_id"], index["task_id"]):
-        obj, source = objectives(proto, task)
-        rows += [(eid, w, obj[w].ttft_seconds, obj[w].tpot_seconds, source) for w in WORKLOADS]
-    return pd.DataFrame(rows, columns=["evaluation_id", "workload", "ttft_seconds", "tpot_seconds", "source"])
 
 
 def goodput(rows: ShownRows) -> pd.DataFrame:

@@ -8,9 +8,10 @@ file of `board/sql/` over the warehouse's own views (`pass_busy`, `staged_reques
 lines of arithmetic on top live in the module named for the figure: `curves.py` (throughput
 against interactivity), `acceptance.py` (by draft position, per verification step, per chunk,
 by family and app; SPEED-Bench's speedup proxy), `context.py` (acceptance against prompt length
-and turn), `profile.py` (the speculation profile), `goodput.py`. ADR-0009: a figure lacking any
-row it needs is blank (NaN) with the reason, never a figure over fewer rows. Every figure can be
-redone from the analysts' database by the queries in docs/warehouse.md.
+and turn), `profile.py` (the speculation profile), `goodput.py` (its objectives, which the
+requests are read against: `goodput_objectives.py`). ADR-0009: a figure lacking any row it needs
+is blank (NaN) with the reason, never a figure over fewer rows. Every figure can be redone from
+the analysts' database by the queries in docs/warehouse.md.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from dataclasses import dataclass
 import pandas as pd
 
 from speculator_arena.board.data import board_sql, evaluations_index, scoped_connection
+from speculator_arena.board.goodput_objectives import objectives_frame
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
-from speculator_arena.rules.status import QUEUED, RUNNING
+from speculator_arena.rules.status import UNFINISHED
 
 ENGINES = ("candidate", "stock")
 ALL = "all"  # the workload of a figure pooled over solo, team and busy
-UNFINISHED = (QUEUED, RUNNING)
 
 
 @dataclass
@@ -55,7 +56,6 @@ def read_shown(
 ) -> ShownRows:
     """Read what every shown figure needs for these evaluations, in one scoped connection whose
     views count requests under `protocol_version` (its count slack), like the scores beside them."""
-    from speculator_arena.board.goodput import objectives_frame
     from speculator_arena.warehouse.store import define_scoring_rules
 
     ids = sorted(set(evaluation_ids))

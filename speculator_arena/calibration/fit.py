@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import time
 
 import numpy as np
@@ -256,7 +255,3 @@ class FitPasses:
                 void_reason="calibration m/c fit: short stock passes, not a paired "
                 "evaluation (its requests are the fit's evidence)",
             )
-
-
-def fit_ok(fit_result: dict | None) -> bool:
-    return bool(fit_result) and math.isfinite(fit_result.get("loss", math.nan))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from speculator_arena.calibration.plan import Plan, PlannedRun
 from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
+from speculator_arena.rules.status import RANKED, RUNNING, VOID
 from speculator_arena.warehouse import Warehouse
 
 
@@ -39,7 +40,7 @@ def resolve(wh: Warehouse, plan: Plan, retries: int = 2, adopt: dict[str, str] |
             continue
         chosen = None
         for eid in attempt_ids(run.evaluation_id(plan.task_id, plan.candidate_version), retries):
-            if _stored_status(wh, eid) in ("measured", "failed"):
+            if _stored_status(wh, eid) in RANKED:
                 chosen = eid
         out[run.name] = chosen
     return out
@@ -52,13 +53,13 @@ def _run_one(
 
     for eid in attempt_ids(run.evaluation_id(plan.task_id, plan.candidate_version), retries):
         status = _stored_status(wh, eid)
-        if status in ("measured", "failed"):
+        if status in RANKED:
             say(f"{run.name}: reusing stored {eid} ({status})")
             return eid
-        if status == "void":
+        if status == VOID:
             say(f"{run.name}: {eid} is void; running it again as the next attempt")
             continue
-        if status == "running":
+        if status == RUNNING:
             from speculator_arena.runners.harness import resume_dead
 
             try:
@@ -68,7 +69,7 @@ def _run_one(
             continue
         say(f"{run.name}: running {eid} ({run.role}, engine {run.engine})")
         status = runner(_spec(plan, run, eid, target), wh, say)
-        if status in ("measured", "failed"):
+        if status in RANKED:
             return eid
         say(f"{run.name}: {eid} ended {status}")
     say(f"{run.name}: no measured attempt in {retries + 1} tries; it is left out and the evidence says so")

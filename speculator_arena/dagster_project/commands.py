@@ -302,6 +302,7 @@ def _pools_show(args) -> int:
 
 def _queue_list(args) -> int:
     from speculator_arena.printing import print_json
+    from speculator_arena.rules.status import ACCEPTED, QUEUED
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.evaluations import statuses as evaluation_statuses
 
@@ -314,8 +315,8 @@ def _queue_list(args) -> int:
         [
             dict(
                 r,
-                status=statuses.get(r["evaluation_id"], "queued")
-                if r["intake_status"] == "accepted"
+                status=statuses.get(r["evaluation_id"], QUEUED)
+                if r["intake_status"] == ACCEPTED
                 else r["intake_status"],
             )
             for r in rows

@@ -97,11 +97,3 @@ def sidebar() -> Selection:
             cached.clear()
             st.rerun()
     return Selection(home, task_id, split, int(version), state)
-
-
-def explain_empty(sel: Selection) -> bool:
-    """Say why there is nothing to show; True when the page should stop here."""
-    if sel.state.evaluations == 0:
-        st.info(sel.state.message)
-        return True
-    return False

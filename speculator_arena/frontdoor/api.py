@@ -35,6 +35,7 @@ from speculator_arena.frontdoor.authlimit import FailedAuthLimit
 from speculator_arena.frontdoor.bounded import DEFAULT_BODY_BYTES, BodyLimit, load_json
 from speculator_arena.frontdoor.errors import NotFound, scrub, server_paths
 from speculator_arena.frontdoor.state import connect
+from speculator_arena.rules.status import FETCHING, QUEUED
 from speculator_arena.sealed.refusal import Refused
 from speculator_arena.warehouse import Warehouse, arena_home
 
@@ -132,12 +133,12 @@ def create_app(home=None) -> FastAPI:
         row = await anyio.to_thread.run_sync(
             _with_db, lambda con: intake(con, Warehouse(home), account, body), limiter=intake_slots
         )
-        if row["intake_status"] == "fetching" and "fetcher" in state:
+        if row["intake_status"] == FETCHING and "fetcher" in state:
             state["fetcher"].wake()
         return {
             "submission_id": row["submission_id"],
             "evaluation_id": row["evaluation_id"],
-            "status": "fetching" if row["intake_status"] == "fetching" else "queued",
+            "status": FETCHING if row["intake_status"] == FETCHING else QUEUED,
             "engine_digest": row["engine_digest"] or None,
             "speculator_digest": row["speculator_digest"],
         }

@@ -15,9 +15,8 @@ from pathlib import Path
 import httpx
 
 from speculator_arena import settings
+from speculator_arena.rules.status import SUBMISSION_FINAL
 from speculator_arena.sealed.archive import pack_engine
-
-FINAL = ("measured", "failed", "void", "refused")
 
 
 class SubmitError(RuntimeError):
@@ -105,7 +104,7 @@ class Client:
                     + (f": {s.get('refusal_status')} {s['refusal']}" if s.get("refusal") else "")
                 )
                 seen = now
-            if s["status"] in FINAL:
+            if s["status"] in SUBMISSION_FINAL:
                 return s
             if timeout_s is not None and time.time() - t0 > timeout_s:
                 raise SubmitError(f"submission {submission_id} still {s['status']} after {timeout_s:.0f} s")

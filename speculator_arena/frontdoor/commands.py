@@ -107,6 +107,7 @@ def _registration(args) -> int:
 def _submit(args) -> int:
     from speculator_arena.frontdoor.client import Client, SubmitError, build_submission
     from speculator_arena.printing import print_json
+    from speculator_arena.rules.status import MEASURED, REFUSED, VOID
 
     try:
         doc = build_submission(
@@ -119,11 +120,11 @@ def _submit(args) -> int:
             print_json(got)
             return 0
         final = client.follow(got["submission_id"], poll_s=args.poll)
-        if final["status"] == "refused":
+        if final["status"] == REFUSED:
             raise SubmitError(f"{final.get('refusal_status')}: {final.get('refusal')}")
-        entry = client.board_entry(final) if final["status"] != "void" else None
+        entry = client.board_entry(final) if final["status"] != VOID else None
     except SubmitError as exc:
         print(f"arena submit: {exc}", file=sys.stderr)
         return 2
     print_json({"submission": final, "board": entry})
-    return 0 if final["status"] == "measured" else 1
+    return 0 if final["status"] == MEASURED else 1

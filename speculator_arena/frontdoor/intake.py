@@ -54,6 +54,7 @@ from speculator_arena.frontdoor.sources import (
 from speculator_arena.frontdoor.state import sql, staging_dir, transaction
 from speculator_arena.frontdoor.urls import fetch_allow, parse_repository_url, refuse_internal_literal
 from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.status import ACCEPTED, FETCHING, REFUSED
 from speculator_arena.sealed import archive
 from speculator_arena.sealed.refusal import Refused, echo
 from speculator_arena.sealed.store import TREE, remove_sealed, store, store_dir
@@ -258,7 +259,7 @@ def submit(con, wh, account: Account, body: bytes, started=None) -> dict:
             "speculator_digest": None,
             "speculator_dir": None,
             "accepted_at": time.time(),
-            "intake_status": "fetching" if fetch_spec else "accepted",
+            "intake_status": FETCHING if fetch_spec else ACCEPTED,
             "fetch_spec": fetch_spec,
         }
         with transaction(con):
@@ -327,7 +328,7 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stop
     because its API process is stopping (`stopping()`) is released for the next worker instead."""
     home = wh.home
     row = con.execute(sql("submission"), (submission_id,)).fetchone()
-    if row is None or row["intake_status"] != "fetching" or row["fetch_owner"] != owner:
+    if row is None or row["intake_status"] != FETCHING or row["fetch_owner"] != owner:
         return row["intake_status"] if row else "missing"
     spec = json.loads(row["fetch_spec"])
     deadline = settings.number("ARENA_FETCH_DEADLINE")
@@ -335,7 +336,7 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stop
         job, file_size = _fetch_job(row, spec, home, deadline)
     except Refused as exc:  # the target's size, read from the hub, is not to be had
         refuse_fetching(con, home, submission_id, exc.reason, exc.status)
-        return "refused"
+        return REFUSED
     workspace = "staged" in job.get("speculator", {})
     try:
         with Sandbox(staging_dir(home)) as sandbox:
@@ -344,7 +345,7 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stop
             sandbox.run(job, None, fetch_limits(deadline, file_size), started=started)
             with transaction(con):
                 current = con.execute(sql("fetch_claim_of"), (submission_id,)).fetchone()
-                if current["intake_status"] != "fetching" or current["fetch_owner"] != owner:
+                if current["intake_status"] != FETCHING or current["fetch_owner"] != owner:
                     return current["intake_status"]
                 update = {
                     "submission_id": submission_id,
@@ -360,13 +361,13 @@ def fetch_submission(con, wh, submission_id: str, owner: str, started=None, stop
                     digest, tree = store(sandbox.dir / "speculator-sealed", home)
                     update.update(speculator_digest=digest, speculator_dir=str(tree))
                 con.execute(sql("fetched_submission"), update)
-        return "accepted"
+        return ACCEPTED
     except Refused as exc:
         if stopping():
             con.execute(sql("release_fetch"), {"submission_id": submission_id, "owner": owner})
-            return "fetching"
+            return FETCHING
         refuse_fetching(con, home, submission_id, exc.reason, exc.status)
-        return "refused"
+        return REFUSED
     except Exception as exc:  # the arena's side failed: refused and refunded, never left fetching
         refuse_fetching(con, home, submission_id, f"the arena could not fetch it ({type(exc).__name__})", 500)
         raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from speculator_arena import settings
 from speculator_arena.frontdoor.state import sql
+from speculator_arena.rules.status import ACCEPTED, FETCHING, QUEUED
 from speculator_arena.warehouse.evaluations import statuses as evaluation_statuses
 
 DEVICE_TAG = "arena/device"
@@ -28,9 +29,7 @@ def waiting(con, wh) -> list[dict]:
     """Accepted (sealed whole) submissions whose evaluation has not started (oldest first)."""
     statuses = evaluation_statuses(wh)
     return [
-        dict(r)
-        for r in con.execute(sql("queued_submissions"))
-        if statuses.get(r["evaluation_id"], "queued") == "queued"
+        dict(r) for r in con.execute(sql("queued_submissions")) if statuses.get(r["evaluation_id"], QUEUED) == QUEUED
     ]
 
 
@@ -58,7 +57,7 @@ def board_url(evaluation_id: str) -> str:
 
 
 def _intake_progress(row) -> str | None:
-    if row["intake_status"] == "fetching":
+    if row["intake_status"] == FETCHING:
         return "fetching what it names" + (
             " (the fetch worker has it)" if row["fetch_owner"] else " (waiting for a fetch slot)"
         )
@@ -75,15 +74,15 @@ def submission_status(con, wh, submission_id: str, account_id: str) -> dict | No
         return None
     eid = row["evaluation_id"]
     intake = row["intake_status"]
-    ev = (current_row(wh, eid) or {}) if intake == "accepted" else {}
-    state = (read_state(wh, eid) or {}) if intake == "accepted" else {}
+    ev = (current_row(wh, eid) or {}) if intake == ACCEPTED else {}
+    state = (read_state(wh, eid) or {}) if intake == ACCEPTED else {}
     out = {
         "submission_id": submission_id,
         "evaluation_id": eid,
         "task_id": row["task_id"],
         "split": row["split"],
-        "status": ev.get("status", "queued") if intake == "accepted" else intake,
-        "progress": state.get("phase") if intake == "accepted" else _intake_progress(row),
+        "status": ev.get("status", QUEUED) if intake == ACCEPTED else intake,
+        "progress": state.get("phase") if intake == ACCEPTED else _intake_progress(row),
         "void_reason": ev.get("void_reason"),
         "failure_reason": ev.get("failure_reason"),
         "accepted_at": row["accepted_at"],
@@ -94,7 +93,7 @@ def submission_status(con, wh, submission_id: str, account_id: str) -> dict | No
         "refusal": row["intake_reason"],
         "refusal_status": row["intake_code"],
     }
-    if out["status"] == "queued":
+    if out["status"] == QUEUED:
         ids = [w["submission_id"] for w in waiting(con, wh)]
         out["position"] = ids.index(submission_id) + 1 if submission_id in ids else None
     return out

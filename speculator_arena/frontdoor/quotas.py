@@ -18,7 +18,7 @@ import sqlite3
 
 from speculator_arena.frontdoor.state import sql
 from speculator_arena.protocol import load_protocol
-from speculator_arena.rules.status import MEASURED, VOID
+from speculator_arena.rules.status import ACCEPTED, FETCHING, MEASURED, VOID
 from speculator_arena.warehouse.evaluations import status_of
 
 
@@ -38,8 +38,8 @@ def scorer_voided(wh, evaluation_ids: list[str]) -> set[str]:
 
 def used(con: sqlite3.Connection, wh, account_id: str, task_id: str, split: str) -> int:
     rows = con.execute(sql("quota_submissions"), (account_id, task_id, split)).fetchall()
-    fetching = sum(r["intake_status"] == "fetching" for r in rows)  # no evaluation yet: counted as they are
-    ids = [r["evaluation_id"] for r in rows if r["intake_status"] == "accepted"]
+    fetching = sum(r["intake_status"] == FETCHING for r in rows)  # no evaluation yet: counted as they are
+    ids = [r["evaluation_id"] for r in rows if r["intake_status"] == ACCEPTED]
     status = {eid: status_of(wh, eid) for eid in ids}
     voided = scorer_voided(wh, [eid for eid, s in status.items() if s == MEASURED])
     return fetching + sum(s != VOID and eid not in voided for eid, s in status.items())

@@ -1,4 +1,4 @@
-"""Readers of conversation sets, one per declared `format` (see source_sets.py).
+"""Readers of conversation sets, one per declared `format` (the declarations: source_sets/).
 
 Every reader yields `(where, record)` pairs: `where` names the line and byte offset (or the
 file) of the record, and `record` is `{"id", "messages": [{"role", "content"}], ...}` with
@@ -89,22 +89,6 @@ _NO_CONTAINER = {
     "binary": "the readers read JSON Lines, a JSON array or Parquet, compressed with gzip, bz2, xz or zstd or not",
 }
 
-_ROLE = {
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "chatgpt": "assistant",
-    "bing": "assistant",
-    "bard": "assistant",
-    "assistant": "assistant",
-    "system": "system",
-    "tool": "tool",
-    "observation": "tool",
-    "function_response": "tool",
-    "ipython": "tool",
-    "function_call": "assistant",
-}
-
 
 @dataclass
 class SetRead:
@@ -128,8 +112,8 @@ def _rid(obj: dict, fallback: str) -> str:
 
 
 def _chat_messages(turns: list) -> tuple[list[dict], int]:
-    """Chat turns to messages (roles mapped, tool outputs as user messages); a turn without a
-    role or a text is a format error, not a silent drop."""
+    """Chat turns to messages (roles mapped by readers.chat_role, tool outputs as user messages);
+    a turn without a role or a text is a format error, not a silent drop."""
     if not isinstance(turns, list):
         raise ValueError("`messages` must be a list")
     out, tools = [], 0
@@ -139,7 +123,7 @@ def _chat_messages(turns: list) -> tuple[list[dict], int]:
         role_raw = t.get("role", t.get("from"))
         if role_raw is None:
             raise ValueError(f"message {i} has no `role` (or ShareGPT `from`)")
-        role = _ROLE.get(str(role_raw).lower())
+        role = readers.chat_role(role_raw)
         if role is None:
             raise ValueError(f"message {i} has the unknown role {role_raw!r}")
         raw = t.get("content", t.get("value"))

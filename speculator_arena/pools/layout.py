@@ -52,10 +52,6 @@ def split_folder(root: Path, split: str) -> Path:
     return root / split_path(split)
 
 
-def split_dir(task_id: str, split: str, home=None) -> Path:
-    return split_folder(pool_root(task_id, home), split)
-
-
 def hidden_dir(root: Path) -> Path:
     return root / HIDDEN
 

@@ -103,7 +103,11 @@ def read_agent_trajectories(path: Path) -> ReadResult:
 
 
 # ---- chat conversations (ShareGPT) ---------------------------------------------------------------
-_ROLE = {
+# Every role name a chat source uses, as one of the four roles a conversation holds: ShareGPT's
+# `from` names, OpenAI's `role`s, and the names function-calling sets give tool outputs and calls.
+# The one map of every reader of chat turns (this module's ShareGPT list, conversations.py's
+# declared sets), so that the same file never reads two ways; tests/pools/test_readers.py pins it.
+ROLES = {
     "human": "user",
     "user": "user",
     "gpt": "assistant",
@@ -112,15 +116,30 @@ _ROLE = {
     "bard": "assistant",
     "assistant": "assistant",
     "system": "system",
+    "tool": "tool",
+    "observation": "tool",
+    "function_response": "tool",
+    "ipython": "tool",
+    "function_call": "assistant",
 }
 
 
+def chat_role(name) -> str | None:
+    """A turn's role name (any case) as user, assistant, system or tool; None for a name no chat
+    source uses. A `tool` turn is sent as a user message (the protocol renders tool outputs so,
+    docs/contracts.md): every reader makes it one."""
+    return ROLES.get(str(name).lower())
+
+
 def normalize_conversation(cid: str, turns: list[dict]) -> dict:
-    """ShareGPT turns to chat messages: roles mapped, empties dropped, same-role runs joined,
-    leading assistant messages dropped (a session starts with its user)."""
+    """ShareGPT turns to chat messages: roles mapped (tool outputs as user messages), empties and
+    unknown roles dropped, same-role runs joined, leading assistant messages dropped (a session
+    starts with its user)."""
     msgs: list[dict] = []
     for t in turns:
-        role = _ROLE.get(str(t.get("from", t.get("role", ""))).lower())
+        role = chat_role(t.get("from", t.get("role", "")))
+        if role == "tool":
+            role = "user"
         content = t.get("value", t.get("content"))
         if role is None or role == "system" or not isinstance(content, str) or not content.strip():
             continue

@@ -505,12 +505,6 @@ def _load_text(version: int, text: str) -> Protocol:
     return proto
 
 
-def load_protocol_file(path: str) -> Protocol:
-    """Validate a candidate protocol document from a path (operators draft new versions this way)."""
-    with open(path, encoding="utf-8") as fh:
-        return Protocol.model_validate(yaml.safe_load(fh))
-
-
 def target_task(task_id: str) -> str:
     """The task whose sealed target, tokenizer and session pools `task_id` uses: its `target_task`
     in the latest version that has it, else itself (a task unknown to every version too, so that

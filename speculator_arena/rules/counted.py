@@ -8,7 +8,8 @@ else is a failure of the pass.
 Callers: the runner (it draws the likelihood sample from counted replies), the scorer's Parquet
 scan (scoring/busy_scan.py) and, for analysts and the rows the scan hands back, the view
 `staged_requests` (warehouse/sql/10_staged_requests.sql), which states the same expression over the same
-columns; tests/scoring/test_counted.py checks the view against this function row for row.
+columns; tests/scoring/test_outcomes.py checks the view against this function row for row
+(`test_counted_slack_is_the_versions_and_the_view_agrees_with_the_function`).
 """
 
 from __future__ import annotations

@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(p)
     args = p.parse_args(argv)
     from speculator_arena.diskspace import full_disk
+    from speculator_arena.rules.status import FINAL
     from speculator_arena.runners.harness import Evaluation, resume_dead
     from speculator_arena.runners.spec import spec_from_args
     from speculator_arena.warehouse import analysts
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     analysts.refresh_after_evaluation(args.home, say=lambda m: print(f"[analysts] {m}", file=sys.stderr))
     s = summary(args.home, eid)
     print(json.dumps(s, indent=1))
-    return 0 if s["status"] in ("measured", "failed", "void") else 1
+    return 0 if s["status"] in FINAL else 1
 
 
 if __name__ == "__main__":

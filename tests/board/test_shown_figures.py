@@ -15,7 +15,7 @@ import pytest
 import yaml
 from synthetic import POSITION_SHARES, write_synthetic_evaluation
 
-from speculator_arena.board import acceptance, curves, goodput, shown
+from speculator_arena.board import acceptance, curves, goodput, goodput_objectives, shown
 from speculator_arena.protocol import load_protocol
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.schema import TABLES
@@ -212,7 +212,7 @@ def test_goodput_counts_counted_requests_within_the_objectives(home, tight_goodp
     # without objectives in the version (v1, v2), the board's default, said so
     default = shown.read_shown(home, ["pos"], 2).objectives
     assert set(default["source"]) == {"the board's default: protocol v2 sets no goodput objectives"}
-    assert set(default["ttft_seconds"]) == {goodput.DEFAULT["solo"].ttft_seconds}
+    assert set(default["ttft_seconds"]) == {goodput_objectives.DEFAULT["solo"].ttft_seconds}
 
 
 def test_failing_slow_requests_does_not_raise_goodput(tmp_path, tight_goodput):

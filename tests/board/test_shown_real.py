@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from speculator_arena.board import acceptance, curves, goodput, shown
+from speculator_arena.board import acceptance, curves, goodput, goodput_objectives, shown
 from speculator_arena.board.export import requests_parquet
 from speculator_arena.protocol import load_protocol
 
@@ -57,7 +57,7 @@ def test_curves_acceptance_and_proxy_of_the_real_evaluation(real):
 def test_goodput_family_and_export_of_the_real_evaluation(real):
     home, eid, rows = real
     g = goodput.goodput(rows).set_index(["engine", "workload"])
-    obj = goodput.DEFAULT
+    obj = goodput_objectives.DEFAULT
     for engine in ("candidate", "stock"):
         for w in WORKLOADS:
             want = ind.goodput(home, eid, engine, w, SLACK, obj[w].ttft_seconds, obj[w].tpot_seconds)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from speculator_arena.pools import app_readers, readers, trace_readers
+from speculator_arena.pools.conversations import read_set
 from speculator_arena.pools.readers import SourceFormatError
 
 
@@ -155,3 +156,52 @@ def test_sharegpt_cut_inside_a_multibyte_character(tmp_path):
     )
     res = readers.read_sharegpt_json(p)
     assert res.truncation and len(res.records) == 1 and res.records[0]["messages"][0]["content"] == "café"
+
+
+# One turn of every role name a chat source uses, in an order that shows each mapping: a tool
+# output after an assistant turn opens a user turn, two in a row join, a system turn is dropped.
+EVERY_ROLE_NAME = ["human", "gpt", "observation", "function_call", "tool", "ipython", "system", "bing", "user"]
+EVERY_ROLE_NAME += ["chatgpt", "function_response", "bard", "assistant"]
+
+
+def test_one_role_map_for_every_chat_reader(tmp_path):
+    """ShareGPT's role names are mapped once (readers.ROLES): the ShareGPT JSON list and a declared
+    `messages` set read the same turns as the same messages, tool outputs as user turns (the
+    protocol sends them so), function calls as the assistant's."""
+    assert readers.ROLES == {
+        "human": "user",
+        "user": "user",
+        "gpt": "assistant",
+        "chatgpt": "assistant",
+        "bing": "assistant",
+        "bard": "assistant",
+        "assistant": "assistant",
+        "system": "system",
+        "tool": "tool",
+        "observation": "tool",
+        "function_response": "tool",
+        "ipython": "tool",
+        "function_call": "assistant",
+    }
+    assert sorted(EVERY_ROLE_NAME) == sorted(readers.ROLES)
+    assert readers.chat_role("Human") == "user" and readers.chat_role("narrator") is None
+    turns = [{"from": name, "value": name} for name in EVERY_ROLE_NAME]
+    want = [
+        {"role": "user", "content": "human"},
+        {"role": "assistant", "content": "gpt"},
+        {"role": "user", "content": "observation"},
+        {"role": "assistant", "content": "function_call"},
+        {"role": "user", "content": "tool\n\nipython"},
+        {"role": "assistant", "content": "bing"},
+        {"role": "user", "content": "user"},
+        {"role": "assistant", "content": "chatgpt"},
+        {"role": "user", "content": "function_response"},
+        {"role": "assistant", "content": "bard\n\nassistant"},
+    ]
+    sharegpt = tmp_path / "sg.json"
+    sharegpt.write_text(json.dumps([{"id": "c", "conversations": turns}]))
+    assert readers.read_sharegpt_json(sharegpt).records[0]["messages"] == want
+    declared = tmp_path / "set.jsonl"
+    declared.write_text(json.dumps({"id": "c", "conversations": turns}) + "\n")
+    read = read_set(declared, "messages-jsonl", "chat", "x", "every role")
+    assert read.conversations[0].messages == want and read.tool_messages == 4

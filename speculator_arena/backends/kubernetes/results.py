@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from speculator_arena.atomic import fsync_dir, write_json_atomic
 from speculator_arena.checkpoints.seal import sha256_file
+from speculator_arena.rules.status import FINAL
 from speculator_arena.warehouse.parts import PREFIX, conform, part_files
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
@@ -144,7 +145,7 @@ def verify_results(results_dir: str | os.PathLike, evaluation_id: str) -> tuple[
     if len(status_parts) != 1:
         raise ResultsRejected(f"the results hold {len(status_parts)} evaluation rows parts, not one")
     rows = pq.read_table(root / status_parts[0].path).to_pylist()
-    if len(rows) != 1 or rows[0].get("status") not in ("measured", "failed", "void"):
+    if len(rows) != 1 or rows[0].get("status") not in FINAL:
         raise ResultsRejected("the results' evaluation row is not one final status (measured, failed or void)")
     return parts, rows[0]
 

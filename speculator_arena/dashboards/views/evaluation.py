@@ -21,7 +21,7 @@ from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards import shown_sections as shown
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
-from speculator_arena.rules.status import RANKED
+from speculator_arena.rules.status import FAILED, RANKED, UNFINISHED, VOID
 
 MAX_OPTIONS = 1000
 FIGURE_NAMES = {
@@ -80,14 +80,14 @@ def pick_evaluation(sel) -> str | None:
 
 def status_notice(ev: pd.Series, raw) -> None:
     status = ev["status"]
-    if status in ("queued", "running"):
+    if status in UNFINISHED:
         st.warning(
             f"This evaluation is {status}: its score appears once every pass and probe is stored. "
             "What it holds so far is below; figures that need missing rows are blank with the reason."
         )
-    elif status == "void":
+    elif status == VOID:
         st.warning(f"Void (refunded, never ranked): {fmt.text(ev.get('void_reason')) or 'no reason recorded'}.")
-    elif status == "failed":
+    elif status == FAILED:
         st.error(
             f"Failed: {fmt.text(ev.get('failure_reason')) or 'no reason recorded'}. A candidate engine that "
             "does not start or dies scores 0 (protocol section 7)."

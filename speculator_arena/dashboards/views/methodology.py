@@ -5,7 +5,7 @@ for readers of other benchmarks' reports."""
 
 import streamlit as st
 
-from speculator_arena.board.goodput import objectives
+from speculator_arena.board.goodput_objectives import objectives
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS

@@ -5,6 +5,7 @@ import streamlit as st
 
 from speculator_arena.frontdoor.client import Client, SubmitError, build_submission
 from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.status import FETCHING
 
 
 def _client(token: str) -> Client:
@@ -50,7 +51,7 @@ def main() -> None:
             st.session_state["submit_follow"] = got["submission_id"]
             st.success(
                 f"Accepted: submission {got['submission_id']}, evaluation {got['evaluation_id']} is {got['status']}"
-                + (" (the arena fetches what it names, then queues it)." if got["status"] == "fetching" else ".")
+                + (" (the arena fetches what it names, then queues it)." if got["status"] == FETCHING else ".")
             )
 
     st.subheader("Your submission's status")
