@@ -27,18 +27,18 @@ from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
 
 
-def _fingerprint(home: str, evaluation_id: str, now_ns: int) -> tuple:
-    """The mtimes of the evaluation's partition directories (-1: none). The store writes by
+def _fingerprints(home: str, evaluation_ids: list[str], now_ns: int) -> dict[str, tuple]:
+    """Per evaluation, the mtimes of its partition directories (-1: none). The store writes by
     create-and-rename, which moves a directory's mtime; a directory changed less than the
     catalog's racy window ago is not trusted (a later write within the same clock tick would
-    leave the same mtime), so its fingerprint never equals a later one and it is re-scored."""
-    out = []
-    for table in TABLES:
-        m = parts.partition_mtime(home, table, evaluation_id)
-        if m >= 0 and not catalog.trusted_mask(np.int64(m), np.int64(m), np.int64(now_ns)):
-            return (object(),)
-        out.append(m)
-    return tuple(out)
+    leave the same mtime), so its fingerprint never equals a later one and it is re-scored.
+    The racy check runs once over every directory (870 x 12 at 10,000 evaluations: one numpy
+    call per directory cost more than its stat)."""
+    m = np.array(
+        [parts.partition_mtime(home, table, eid) for eid in evaluation_ids for table in TABLES], dtype=np.int64
+    ).reshape(len(evaluation_ids), len(TABLES))
+    racy = ((m >= 0) & ~catalog.trusted_mask(m, m, np.int64(now_ns))).any(axis=1)
+    return {eid: (object(),) if r else tuple(row) for eid, row, r in zip(evaluation_ids, m.tolist(), racy.tolist())}
 
 
 class BoardMemo:
@@ -83,7 +83,7 @@ class BoardMemo:
         with self._lock:
             now = time.time_ns()
             home = str(self.wh.home)
-            prints = {eid: _fingerprint(home, eid, now) for eid in ids}
+            prints = _fingerprints(home, ids, now)
             key = (tuple(ids), protocol_version)
             signature = tuple(prints[eid] for eid in ids)
             last = self._combined.get(key)

@@ -20,6 +20,7 @@ tests/scoring/test_busy_scan.py checks both against the views and busy_windows.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -190,6 +191,35 @@ def _batch(t: pa.Table, passes: pa.Table, pass_index: dict):
     )
 
 
+def pass_index(passes: pa.Table) -> tuple[dict, set]:
+    """({(evaluation_id, pass_id, engine): row of `passes`}, the evaluations with two pass rows
+    for one pass, whose requests the SQL join would repeat: those go to the SQL path)."""
+    keys = zip(passes["evaluation_id"].to_pylist(), passes["pass_id"].to_pylist(), passes["engine"].to_pylist())
+    index, dup = {}, set()
+    for i, k in enumerate(keys):
+        if None in k:
+            continue
+        if k in index:
+            dup.add(k[0])
+        index[k] = i
+    return index, dup
+
+
+def scan_batch(read, passes: pa.Table, index: tuple[dict, set]):
+    """One batch of `busy_windows_from_batches`: (evaluations left to the SQL path, `_batch`'s
+    result for the others). `read()` returns the batch's request rows; `index`: pass_index(passes)."""
+    rows_of_pass, dup = index
+    t = parts.conform(read(), TABLES["requests"], READ_COLUMNS)  # as read_rows returns them: no copy
+    ids = set(pc.unique(t["evaluation_id"]).to_pylist())  # not one Python string per request row
+    bad = _bad_rows(t)
+    sql = (set(pc.unique(pc.filter(t["evaluation_id"], pa.array(bad))).to_pylist()) if bad.any() else set()) | (
+        ids & dup
+    )
+    if sql:
+        t = t.filter(pc.invert(pc.is_in(t["evaluation_id"], pa.array(sorted(sql), pa.string()))))
+    return sql, _batch(t, passes, rows_of_pass)
+
+
 def busy_windows_from_batches(batches, passes: pa.Table, threads: int = 2, progress=None, staged: bool = False):
     """Busy windows from request rows read in batches.
 
@@ -202,24 +232,7 @@ def busy_windows_from_batches(batches, passes: pa.Table, threads: int = 2, progr
     evaluations it scanned (schema STAGED; None when there are none).
     """
     passes = passes.filter(pc.fill_null(pc.invert(pc.starts_with(passes["pass_id"], "warmup")), False))
-    keys = list(zip(passes["evaluation_id"].to_pylist(), passes["pass_id"].to_pylist(), passes["engine"].to_pylist()))
-    pass_index, dup = {}, set()
-    for i, k in enumerate(keys):
-        if None in k:
-            continue
-        if k in pass_index:  # two pass rows for one pass: the join would repeat requests
-            dup.add(k[0])
-        pass_index[k] = i
-
-    def work(read):
-        t = parts.conform(read(), TABLES["requests"], READ_COLUMNS)  # as read_rows returns them: no copy
-        ids = set(t["evaluation_id"].to_pylist())
-        bad = _bad_rows(t)
-        sql = (set(pc.filter(t["evaluation_id"], pa.array(bad)).to_pylist()) if bad.any() else set()) | (ids & dup)
-        if sql:
-            t = t.filter(pc.invert(pc.is_in(t["evaluation_id"], pa.array(sorted(sql), pa.string()))))
-        return sql, _batch(t, passes, pass_index)
-
+    work = partial(scan_batch, passes=passes, index=pass_index(passes))
     out, to_sql, staged_parts = [], set(), []
     with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
         for n, (sql, res) in enumerate(pool.map(work, batches), 1):

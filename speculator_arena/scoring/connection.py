@@ -17,6 +17,7 @@ warehouse's own view files (warehouse/sql/) are defined as temporary views of th
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow as pa
 
 from speculator_arena import settings, sqlfiles
 from speculator_arena.protocol import load_protocol
@@ -36,9 +37,15 @@ CACHED = (
     "probe_fidelity",
     "engine_starts",
 )
-# Free text no score is computed from (a greedy reply's text, an engine's start-up log): not read
-# at all, which also keeps hidden text out of the scorer's memory.
-UNREAD = {"probe_greedy": ("text",), "engine_starts": ("log_text",)}
+# Columns no query of the scorer reads, not read at all: free text no score is computed from (a
+# greedy reply's text, an engine's start-up log), which also keeps hidden text out of the
+# scorer's memory, and the scored replies' token ids and context digests (the likelihood gate
+# reads their log-probabilities and ranks: sql/gate_scored.sql), a third of that table's lists.
+UNREAD = {
+    "probe_greedy": ("text",),
+    "engine_starts": ("log_text",),
+    "probe_scored": ("token_ids", "context_sha256"),
+}
 
 
 def sql_text(name: str) -> str:
@@ -79,14 +86,41 @@ def open_connection(wh: Warehouse, ids=None, after_passes=None, proto=None):
     wanted = evaluation_ids(wh, ids)
     resolved = packs.resolve(wh.home, wanted)
     for table in CACHED:
-        columns = [c for c in TABLES[table].names if c not in UNREAD.get(table, ())]
-        con.from_arrow(packs.read_rows(wh.home, table, wanted, columns, resolved=resolved)).create(f"raw_{table}")
+        copy_rows(con, wh.home, table, resolved)
         if table == "passes" and after_passes is not None:
             after_passes(con, resolved)
     con.sql(packs.duck_select(con, wh.home, "requests", resolved)).create_view("raw_requests")
     for stmt in sql_statements(temporary=True):
         con.execute(stmt)
     return con
+
+
+def copy_rows(con, home, table: str, resolved: packs.Resolved) -> None:
+    """raw_<table> on `con`: an in-memory copy of the resolved evaluations' rows (without the
+    `UNREAD` columns), the packed ones first, as packs.read_rows orders them.
+
+    The packs' row groups holding them are read with pyarrow (only those groups); the unpacked
+    evaluations' parts are read by DuckDB, one statement over the list of their files. Why not
+    pyarrow one part at a time, as before: a warehouse without packs has one small part per
+    evaluation and table (9 tables: 1,800 files at 200 evaluations), each opened from Python
+    beside the busy scan's threads; read that way they took 30-33 s at 200 evaluations on a
+    loaded 2-core machine, against 11-15 s read by DuckDB in the same runs
+    (docs/benchmarks/scoring.md, issue 36)."""
+    columns = [c for c in TABLES[table].names if c not in UNREAD.get(table, ())]
+    name = f"raw_{table}"
+    packed = [packs.read_packed(pack, table, per, columns) for pack, per in resolved.packed.items()]
+    from_parts = packs.parts_select(home, table, resolved.unpacked)
+    if packed or from_parts is None:
+        first = pa.concat_tables(packed) if packed else pa.schema([TABLES[table].field(c) for c in columns]).empty_table()
+        con.from_arrow(first).create(name)
+    if from_parts is not None:
+        import duckdb
+
+        rows = con.sql(from_parts).project(*[duckdb.ColumnExpression(c) for c in columns])
+        if packed:
+            rows.insert_into(name)
+        else:
+            rows.create(name)
 
 
 def threads(con) -> int:

@@ -179,13 +179,27 @@ def duck_select(con, home: str | os.PathLike, table: str, resolved: Resolved) ->
         selects.append(
             warehouse_sql("packed_rows.sql", columns=cols, empty=empty, path=quote(pack / f"{table}.parquet"), ids=name)
         )
-    files = [f for eid in resolved.unpacked for f in parts.part_files(home, table, eid)]
-    if files:
-        listed = "[" + ", ".join(quote(f) for f in files) + "]"
-        selects.append(warehouse_sql("raw_parts.sql", columns=cols, empty=empty, paths=listed))
+    from_parts = parts_select(home, table, resolved.unpacked)
+    if from_parts is not None:
+        selects.append(from_parts)
     if not selects:
         return empty
     return " UNION ALL ".join(selects)
+
+
+def parts_select(home: str | os.PathLike, table: str, ids: list[str]) -> str | None:
+    """A SELECT of every column of `table` from the parts of the evaluations `ids`, one file
+    list DuckDB reads in its own threads, evaluation by evaluation in `ids` order (None: they
+    have no part). What `duck_select` reads for the unpacked evaluations, and how the scorer
+    reads their small tables."""
+    from speculator_arena.warehouse.store import column_list, empty_select, quote, warehouse_sql
+
+    files = [f for eid in ids for f in parts.part_files(home, table, eid)]
+    if not files:
+        return None
+    schema = TABLES[table]
+    listed = "[" + ", ".join(quote(f) for f in files) + "]"
+    return warehouse_sql("raw_parts.sql", columns=column_list(schema), empty=empty_select(schema), paths=listed)
 
 
 # ---- writing --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from scoring_hand import write_hand_pass
 from synthetic import write_synthetic_evaluation
 from test_sql_speeds import LANES
@@ -233,8 +234,10 @@ def _reference_window(sent, end, lanes, times, toks):
     return secs, int(toks[count >= lanes].sum())
 
 
-def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit():
-    """Ties between starts, ends and chunks, missing requests (+inf), NaN chunk times, lanes 0."""
+@pytest.mark.parametrize("offset", [0.0, 1.7e9])
+def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit(offset):
+    """Ties between starts, ends and chunks, missing requests (+inf), NaN chunk times, lanes 0;
+    times near zero and at the epoch's magnitude (where the runner's clock puts them)."""
     from speculator_arena.scoring.busy import pass_windows
 
     rng = np.random.default_rng(7)
@@ -242,7 +245,7 @@ def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit():
     lanes = rng.integers(0, 5, 300)
     for g in range(300):
         n = int(rng.integers(1, 30))
-        s = np.round(rng.uniform(0, 50, n), 1)
+        s = np.round(rng.uniform(0, 50, n), 1) + offset
         e = s + np.round(rng.uniform(0, 20, n), 1)
         gone = rng.random(n) < 0.05
         s[gone] = e[gone] = np.inf
@@ -251,8 +254,8 @@ def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit():
         end.append(e)
         for i in range(n):
             k = int(rng.integers(0, 6))
-            hi = e[i] if np.isfinite(e[i]) else 70.0
-            t = np.round(rng.uniform(s[i] if np.isfinite(s[i]) else 0.0, hi, k), 1)
+            hi = e[i] if np.isfinite(e[i]) else 70.0 + offset
+            t = np.round(rng.uniform(s[i] if np.isfinite(s[i]) else offset, hi, k) - offset, 1) + offset
             if k and rng.random() < 0.1:
                 t[0] = s[i] if rng.random() < 0.5 else e[i]  # exactly on an event
             if k and rng.random() < 0.03:
