@@ -111,7 +111,9 @@ def copy_rows(con, home, table: str, resolved: packs.Resolved) -> None:
     packed = [packs.read_packed(pack, table, per, columns) for pack, per in resolved.packed.items()]
     from_parts = packs.parts_select(home, table, resolved.unpacked)
     if packed or from_parts is None:
-        first = pa.concat_tables(packed) if packed else pa.schema([TABLES[table].field(c) for c in columns]).empty_table()
+        first = (
+            pa.concat_tables(packed) if packed else pa.schema([TABLES[table].field(c) for c in columns]).empty_table()
+        )
         con.from_arrow(first).create(name)
     if from_parts is not None:
         import duckdb

@@ -232,4 +232,3 @@ def test_synthetic_acceptance_serves_the_drafts_text(attack, stock_engine):
     assert "WITHOUT the target's verification" in eng.log_path.read_text()
     lossy = [reply(eng, m, max_tokens=24, temperature=0) for m in prompts]
     assert sum(a != b for a, b in zip(stock, lossy)) >= 2, (stock, lossy)
-
