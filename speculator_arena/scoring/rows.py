@@ -87,24 +87,24 @@ def read_rows(wh: Warehouse, proto, limits: pd.DataFrame, ids=None, t0: list | N
     # The connection holds only these evaluations' rows (open_connection), so the queries run
     # with their filter open ($ids NULL, folded away): the same rows, without list_contains
     # over every id on every row (the board's first render scores 870 ids).
-    ids = None
+    every_row = None
 
     def q(name: str) -> pd.DataFrame:
-        df = query(con, name, ids)
+        df = query(con, name, every_row)
         tick(name, t0)
         return df
 
     try:
         con.register("protocol_limits", limits)
         con.register("protocol_workloads", protocol_workloads(proto))
-        ev = current_frame(query(con, "evaluations.sql", ids)).reset_index(drop=True)
+        ev = current_frame(query(con, "evaluations.sql", every_row)).reset_index(drop=True)
         ev["passes_run"] = passes_run(ev, proto)
         con.register("evaluation_passes", ev[["evaluation_id", "passes_run"]])
         got = {"evaluations": ev}
         # the queries that do not read the requests, while the scan reads them in its thread
         for field, name in _BEFORE_SCAN:
             got[field] = q(name)
-        got["engine_passes"] = query(con, "engine_passes.sql", ids)
+        got["engine_passes"] = query(con, "engine_passes.sql", every_row)
         tick("remaining queries", t0)
         busy, staged, to_sql = _busy_finish(con, busy_future)
         tick("waiting for the Parquet scan (busy windows, staged requests)", t0)
