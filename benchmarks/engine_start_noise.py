@@ -9,7 +9,8 @@ falls on every variant alike. Each start is warmed with two requests, then serve
 work three times: `solo` (6 requests one at a time), `team` (the same 6 at 3 concurrent), `solo2`
 (the solo requests again): 32 tokens each, the arena's sampling, fixed seeds, prefix caching off so
 that the repeat is the same work. The spread of `solo` across starts is the start-to-start effect
-plus the host's drift; `|solo2/solo - 1|` within one start is the drift alone. A knob that fixes a
+plus the host's drift; the spread of `solo2/solo` (one start, the same work a minute later) is
+the drift alone. A knob that fixes a
 start effect narrows the first and leaves the second. Prompts are excerpts of docs/scoring.md.
 
 Needs a quiet machine (nothing else using the CPU): it measures the host, not the code. Writes
@@ -133,7 +134,9 @@ def summary(rows: list[dict]) -> list[dict]:
             v = [x[ph] for x in xs]
             line[f"{ph}_mean_s"] = statistics.mean(v)
             line[f"{ph}_cv_across_starts"] = statistics.pstdev(v) / statistics.mean(v)
-        line["within_start_solo2_vs_solo"] = statistics.mean(abs(x["solo2"] / x["solo"] - 1) for x in xs)
+        repeat = [x["solo2"] / x["solo"] for x in xs]  # the same work, later in the same start
+        line["solo2_over_solo_mean"] = statistics.mean(repeat)
+        line["solo2_over_solo_sd"] = statistics.pstdev(repeat)
         line["steal"] = statistics.mean(x["steal"] for x in xs)
         out.append(line)
     return out
