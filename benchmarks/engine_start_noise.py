@@ -49,6 +49,7 @@ VARIANTS = {
     "thp": ({"THP_MEM_ALLOC_ENABLE": "1"}, []),
 }
 PHASES = ("solo", "team", "solo2")
+MAX_TOKENS = [32]  # --max-tokens (a GPU serves 32 tokens too fast for the clock to see the phase)
 
 
 def prompts() -> list[str]:
@@ -60,7 +61,7 @@ def post(prompt: str, seed: int) -> int:
     body = {
         "model": "target",
         "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": 32,
+        "max_tokens": MAX_TOKENS[0],
         **{"temperature": 0.7, "top_p": 0.8, "top_k": 20, "seed": seed},
     }
     req = urllib.request.Request(
@@ -170,8 +171,10 @@ def main() -> None:
     ap.add_argument("--target", default=str(Path.home() / ".cache/speculator_arena/checkpoints/local-smollm2"))
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--variants", default="default,no-aslr,jemalloc,glibc")
+    ap.add_argument("--max-tokens", type=int, default=32, help="tokens per reply (32: the embedded task's cap)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
+    MAX_TOKENS[0] = args.max_tokens
     names = args.variants.split(",")
     unknown = set(names) - set(VARIANTS)
     if unknown:
