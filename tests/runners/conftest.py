@@ -52,28 +52,20 @@ def chat_sessions(shared_data) -> list[Session]:
 
 
 @pytest.fixture(scope="session")
-def built_home(tmp_path_factory, shared_data):
-    """One ARENA_HOME with the local task's real pools and sealed target, built once per session.
+def built_home(tmp_path_factory, built_local):
+    """One ARENA_HOME with the local task's real pools and sealed target, made once per session.
 
-    Every evaluation test writes its own evaluation ids into it. The pool is built under the
-    shipped protocol (the CI profiles change only clocks and probe counts, not lanes).
+    Every evaluation test writes its own evaluation ids into it. The pools are the session's one
+    build (tests/pool_fixtures.py, built under the shipped protocol: the CI profiles change only
+    clocks and probe counts, not lanes), copied: a second build would cost CI a minute or more.
     """
-    import os
+    import shutil
 
     from speculator_arena.checkpoints import prepare_checkpoint
-    from speculator_arena.pools.build.pipeline import build_all
 
     home = tmp_path_factory.mktemp("arena_home_runners")
-    old = os.environ.get("ARENA_SHARED_DATA")
-    os.environ["ARENA_SHARED_DATA"] = str(shared_data)
-    try:
-        target = prepare_checkpoint("local-smollm2", home=home)
-        build_all("local-smollm2", data=str(shared_data), home=home, progress=lambda *a, **k: None)
-    finally:
-        if old is None:
-            os.environ.pop("ARENA_SHARED_DATA", None)
-        else:
-            os.environ["ARENA_SHARED_DATA"] = old
+    shutil.copytree(built_local["home"] / "pools", home / "pools", symlinks=True)  # the served pool links its build
+    target = prepare_checkpoint("local-smollm2", home=home)
     return {"home": home, "target": target}
 
 
