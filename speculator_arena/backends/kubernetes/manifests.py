@@ -48,6 +48,10 @@ TASK_LABEL = "speculator-arena/task"
 RUNNER_CONTAINER = "runner"
 ENGINE_CONTAINER = "engine"
 LAUNCHER_ACCOUNT = "arena-launcher"
+# Holds the pod in the API until the launcher has read how it ended: a kubelet deletes an evicted
+# pod (grace 0) as soon as its containers are stopped, so without it a launcher that polls
+# finds the pod gone (`vanished`) instead of `evicted`, and a resumed launcher finds nothing.
+OUTCOME_FINALIZER = "speculator-arena/outcome"
 
 
 def to_dict(obj) -> dict:
@@ -131,7 +135,9 @@ def launcher_rbac(s: KubernetesSettings) -> list:
         kind="Role",
         metadata=meta(LAUNCHER_ACCOUNT),
         rules=[
-            k8s.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["create", "get", "list", "watch", "delete"]),
+            k8s.V1PolicyRule(
+                api_groups=[""], resources=["pods"], verbs=["create", "get", "list", "watch", "delete", "patch"]
+            ),
             k8s.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
             k8s.V1PolicyRule(
                 api_groups=[""],
@@ -304,7 +310,12 @@ def evaluation_pod(
     return k8s.V1Pod(
         api_version="v1",
         kind="Pod",
-        metadata=k8s.V1ObjectMeta(name=name or pod_name(spec.evaluation_id), namespace=s.namespace, labels=labels),
+        metadata=k8s.V1ObjectMeta(
+            name=name or pod_name(spec.evaluation_id),
+            namespace=s.namespace,
+            labels=labels,
+            finalizers=[OUTCOME_FINALIZER],
+        ),
         spec=k8s.V1PodSpec(
             restart_policy="Never",
             active_deadline_seconds=active_deadline_seconds(task),
