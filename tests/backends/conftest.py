@@ -67,7 +67,9 @@ def cluster_unavailable() -> str | None:
 
 
 def readable_dir(prefix: str) -> Path:
-    d = Path(tempfile.mkdtemp(prefix=prefix))
+    """Not under /tmp: the pods mount an emptyDir there, which would hide the image's staged
+    protocol and the volumes' directories from their containers."""
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir="/var/tmp"))
     os.chmod(d, 0o755)
     return d
 

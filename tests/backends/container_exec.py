@@ -41,11 +41,11 @@ def main() -> None:
         fd = os.open(c["netns"], os.O_RDONLY)
         _check(libc.setns(fd, CLONE_NEWNET), "setns net")
         os.close(fd)
-    # Every source is opened before the first mount: a mount over /tmp must not hide the
-    # sources that lie under /tmp.
-    sources = [os.open(source, os.O_PATH) for source, _, _ in c["mounts"]]
     _check(libc.unshare(CLONE_NEWNS), "unshare mount")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # Every source is opened before the first mount (a mount over /tmp must not hide the sources
+    # under /tmp) and after the unshare (a bind mount's source must be in the caller's namespace).
+    sources = [os.open(source, os.O_PATH) for source, _, _ in c["mounts"]]
     for root in c["roots"]:
         mount("tmpfs", root, "tmpfs", 0)
     for fd, (_, target, read_only) in zip(sources, c["mounts"], strict=True):

@@ -494,7 +494,7 @@ class KubeletStandIn:
             "spec": {"holderIdentity": self.name, "leaseDurationSeconds": 40, "renewTime": now()},
         }
         try:
-            self.coord.replace_namespaced_lease(self.name, "kube-node-lease", body)
+            self.coord.patch_namespaced_lease(self.name, "kube-node-lease", {"spec": body["spec"]})
         except ApiException as exc:
             if exc.status != 404:
                 raise
@@ -542,7 +542,7 @@ class KubeletStandIn:
                     self.core.list_pod_for_all_namespaces,
                     field_selector=selector,
                     resource_version=listed.metadata.resource_version,
-                    timeout_seconds=30,
+                    timeout_seconds=5,
                 ):
                     if self.stopping.is_set():
                         w.stop()
@@ -558,6 +558,17 @@ class KubeletStandIn:
         """The newest run of the named pod on this node (tests use it to reach a container)."""
         runs = [r for r in self.pods.values() if (r.ns, r.name) == (namespace, name)]
         return runs[-1] if runs else None
+
+    def logs_of(self, label: str, value: str, tail: int = 4000) -> str:
+        """The end of every container log of the pods labelled `label=value` that ran here (a
+        failing test prints them: the pods are gone by then)."""
+        runs = [r for r in self.pods.values() if (r.pod["metadata"].get("labels") or {}).get(label) == value]
+        return "\n".join(
+            f"--- {r.name}/{c.name}\n{c.log.read_text(errors='replace')[-tail:]}"
+            for r in runs
+            for c in r.containers
+            if c.log.exists()
+        )
 
     # ---- logs ------------------------------------------------------------------------------------------
     def _serve_logs(self) -> None:

@@ -105,7 +105,10 @@ def test_an_evaluation_in_a_pod_is_measured_landed_whole_and_scored(kube_cluster
     rc = main([*_args(kube_cluster, home, "k8s-measured"), "--rerun-contended", "2"])
     out = summary_of(capsys.readouterr().out)
     print(f"[kube] measured evaluation in {time.monotonic() - t0:.1f} s", file=sys.stderr)
-    assert rc == 0 and out["status"] == "measured", out
+    assert rc == 0 and out["status"] == "measured", (
+        out,
+        kube_cluster.node.logs_of(EVALUATION_LABEL, out["evaluation_id"]),
+    )
     eid = out["evaluation_id"]
     assert out["rows"]["passes"] > 0 and out["rows"]["probe_scored"] > 0 and out["rows"]["engine_starts"] == 4
     row = current_row(Warehouse(home), eid)
@@ -211,6 +214,6 @@ def test_resume_finds_the_pod_of_a_killed_launcher_and_lands_it(kube_cluster, tm
     out = summary_of(capsys.readouterr().out)
     assert _pods(kube_cluster, eid) == [] and not (kube_cluster.results / eid).exists()
     if out["status"] == "void":  # a contended host voids it in the pod; the pod's own verdict landed
-        assert "host contended" in out["void_reason"], out
+        assert "host contended" in out["void_reason"], (out, kube_cluster.node.logs_of(EVALUATION_LABEL, eid))
     else:
         assert out["status"] == "measured" and out["rows"]["passes"] > 0, out

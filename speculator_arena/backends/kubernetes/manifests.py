@@ -197,11 +197,16 @@ def pod_path(path: str | None, s: KubernetesSettings) -> str | None:
 
 
 def pod_spec_of(spec: EvaluationSpec, s: KubernetesSettings) -> EvaluationSpec:
-    """The same evaluation spec with every path as the pod sees it."""
+    """The same evaluation spec with every path as the pod sees it, and its protocol version
+    pinned: the pod resolves no "latest" of its own (its image may hold other versions than the
+    launcher's, and the pod's deadline is the launcher's version's)."""
     from dataclasses import replace
+
+    from speculator_arena.protocol import load_protocol
 
     return replace(
         spec,
+        protocol_version=spec.protocol_version or load_protocol().version,
         engine=pod_path(spec.engine, s),
         stock_engine=pod_path(spec.stock_engine, s),
         target=pod_path(spec.target, s),
