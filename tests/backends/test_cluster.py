@@ -145,6 +145,24 @@ def test_a_pod_no_node_can_take_is_void_after_the_timeout(kube_cluster, tmp_path
     assert "Insufficient memory" in out["void_reason"]
 
 
+def _assert_engine_isolated_as_stored(cluster, pod) -> None:
+    """The engine container's isolation as the API server stored the pod (after its admission
+    plugins, ServiceAccount's token injection included), not as the launcher meant to send it:
+    its own uid, no pool or results mount, no service-account token anywhere in the pod."""
+    from speculator_arena.backends.kubernetes.in_pod import POD_RESULTS
+    from speculator_arena.backends.kubernetes.manifests import ENGINE_CONTAINER
+
+    (engine,) = [c for c in pod.spec.init_containers if c.name == ENGINE_CONTAINER]
+    assert engine.security_context.run_as_user == cluster.engine_uid != cluster.runner_uid
+    assert engine.restart_policy == "Always"  # a native sidecar, as stored
+    paths = [m.mount_path for m in engine.volume_mounts]
+    assert not any(p.startswith(POD_RESULTS) or "/pools" in p for p in paths), paths
+    assert pod.spec.automount_service_account_token is False
+    assert not [v for v in pod.spec.volumes if v.projected is not None], "a service-account token was injected"
+    for c in [*pod.spec.init_containers, *pod.spec.containers]:
+        assert not any("serviceaccount" in m.mount_path for m in c.volume_mounts or [])
+
+
 def _evict(cluster, pod) -> None:
     from kubernetes import client
 
@@ -180,7 +198,9 @@ def test_a_running_pod_that_ends_badly_is_void_and_nothing_lands(
     launcher = threading.Thread(target=lambda: done.update(rc=main(_args(kube_cluster, home, eid))))
     launcher.start()
     try:
-        act(kube_cluster, _running_pod(kube_cluster, eid))
+        pod = _running_pod(kube_cluster, eid)
+        _assert_engine_isolated_as_stored(kube_cluster, pod)
+        act(kube_cluster, pod)
     finally:
         launcher.join(timeout=120)
     assert done.get("rc") == 0
