@@ -30,4 +30,12 @@ if ! command -v chromium >/dev/null 2>&1; then
       || echo "warning: chromium could not be installed; browser tests will be skipped"
   fi
 fi
+# etcd for the kubernetes backend's cluster tests (tests/backends/conftest.py starts a real control
+# plane with ../shared/tools/kube/up; skipped, with the reason, where etcd is missing).
+if ! command -v etcd >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null) \
+      || echo "warning: etcd-server could not be installed; the cluster tests will be skipped"
+  fi
+fi
 echo "setup done: $(python --version), $(python -c 'import torch; print("torch", torch.__version__)')"

@@ -32,3 +32,24 @@ def preflight(backend: str, spec, home) -> None:
         problem = missing_runtime(resolve_engine_path(stock_engine_of(spec)))
         if problem:  # the arena's own side cannot run here: say so before anything is stored
             raise FileNotFoundError(f"the stock engine {problem}")
+
+
+def resume(wh, evaluation_id: str, progress=None) -> str:
+    """`arena evaluate --resume ID`: an evaluation whose runner (or, in a pod, whose launcher)
+    died. A kubernetes evaluation still `running` is the pod's: its launcher follows the pod it
+    named to its end and lands or voids it (KubernetesLauncher.resume); anything else is the
+    harness's (runners.harness.resume_dead: void, rows kept)."""
+    import json
+
+    from speculator_arena.runners.harness import resume_dead
+    from speculator_arena.warehouse.evaluations import current_row
+
+    row = current_row(wh, evaluation_id)
+    prov = json.loads((row or {}).get("provenance") or "{}")
+    if row is not None and row["status"] == "running" and prov.get("backend") == "kubernetes" and prov.get("pod"):
+        from speculator_arena.backends.kubernetes.launcher import KubernetesLauncher
+        from speculator_arena.backends.resource import EvaluationBackendResource
+
+        settings = EvaluationBackendResource(kind="kubernetes").settings()
+        return KubernetesLauncher(settings, wh.home, progress=progress).resume(evaluation_id)
+    return resume_dead(wh, evaluation_id, progress=progress)

@@ -127,13 +127,14 @@ def _evaluate(args) -> int:
     from speculator_arena.assets import launch
     from speculator_arena.printing import print_json
     from speculator_arena.runners.evaluate import summary
-    from speculator_arena.runners.harness import resume_dead
     from speculator_arena.runners.spec import spec_from_args
     from speculator_arena.warehouse import Warehouse, arena_home
 
     home = arena_home(args.home)
     if args.resume:
-        resume_dead(Warehouse(home), args.resume, progress=_say)
+        from speculator_arena.backends import resume
+
+        resume(Warehouse(home), args.resume, progress=_say)
         print_json(summary(home, args.resume))
         return 0
     s = launch.evaluate(

@@ -25,6 +25,7 @@ import shutil
 import sys
 import time
 from contextlib import contextmanager, redirect_stdout
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -334,8 +335,43 @@ class KubernetesLauncher:
         return outcome
 
     def delete_pod(self, name: str) -> None:
+        """Delete the pod (grace 0: the kubelet stops whatever still runs), then release the
+        arena's finalizer (manifests.OUTCOME_FINALIZER), which held the ended pod for the
+        launcher to read; the API server then removes it."""
         try:
-            self.core.delete_namespaced_pod(name, self.s.namespace, grace_period_seconds=0)
+            pod = self.core.delete_namespaced_pod(name, self.s.namespace, grace_period_seconds=0)
         except ApiException as exc:
             if exc.status != 404:
                 raise
+            return
+        meta = getattr(pod, "metadata", None)
+        if meta is not None and manifests.OUTCOME_FINALIZER in (meta.finalizers or []):
+            release = {"metadata": {"$deleteFromPrimitiveList/finalizers": [manifests.OUTCOME_FINALIZER]}}
+            try:
+                self.core.patch_namespaced_pod(name, self.s.namespace, release)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+
+    def resume(self, evaluation_id: str, sleep=time.sleep) -> str:
+        """`arena evaluate --resume` of an evaluation whose launcher died while its pod ran: find
+        the pod it named, wait for its end (no longer than the pod's deadline allows), delete it,
+        and land its results whole or void the evaluation by how the pod ended, as `run` would
+        have. A pod that is gone is `vanished` (void). The final status."""
+        from speculator_arena.warehouse.evaluations import current_row
+
+        row = current_row(self.wh, evaluation_id)
+        prov = json.loads(row.get("provenance") or "{}")
+        name, ns = prov["pod"], prov.get("namespace") or self.s.namespace
+        where = {k: prov[k] for k in ("backend", "namespace", "pod", "engine_isolation") if k in prov}
+        task = load_protocol(row["protocol_version"]).task(row["task_id"])
+        self.say(f"[evaluate {evaluation_id}] resuming: following pod {name} in {ns}")
+        s = replace(self.s, namespace=ns)
+        outcome = wait_until_ended(
+            self.core, ns, name, s, active_deadline_seconds(task) + s.unschedulable_timeout_s, sleep=sleep
+        )
+        if outcome is None:
+            outcome = PodOutcome("runner_failed", "void", "the pod did not end within its deadline after a resume")
+        self.delete_pod(name)
+        self.say(f"[evaluate {evaluation_id}] pod {name}: {outcome.kind}: {outcome.reason}")
+        return self.conclude(row, outcome, Path(self.s.results_root) / evaluation_id, where)["status"]

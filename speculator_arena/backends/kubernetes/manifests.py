@@ -48,6 +48,10 @@ TASK_LABEL = "speculator-arena/task"
 RUNNER_CONTAINER = "runner"
 ENGINE_CONTAINER = "engine"
 LAUNCHER_ACCOUNT = "arena-launcher"
+# Holds the pod in the API until the launcher has read how it ended: a kubelet deletes an evicted
+# pod (grace 0) as soon as its containers are stopped, so without it a launcher that polls
+# finds the pod gone (`vanished`) instead of `evicted`, and a resumed launcher finds nothing.
+OUTCOME_FINALIZER = "speculator-arena/outcome"
 
 
 def to_dict(obj) -> dict:
@@ -131,7 +135,9 @@ def launcher_rbac(s: KubernetesSettings) -> list:
         kind="Role",
         metadata=meta(LAUNCHER_ACCOUNT),
         rules=[
-            k8s.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["create", "get", "list", "watch", "delete"]),
+            k8s.V1PolicyRule(
+                api_groups=[""], resources=["pods"], verbs=["create", "get", "list", "watch", "delete", "patch"]
+            ),
             k8s.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]),
             k8s.V1PolicyRule(
                 api_groups=[""],
@@ -191,11 +197,16 @@ def pod_path(path: str | None, s: KubernetesSettings) -> str | None:
 
 
 def pod_spec_of(spec: EvaluationSpec, s: KubernetesSettings) -> EvaluationSpec:
-    """The same evaluation spec with every path as the pod sees it."""
+    """The same evaluation spec with every path as the pod sees it, and its protocol version
+    pinned: the pod resolves no "latest" of its own (its image may hold other versions than the
+    launcher's, and the pod's deadline is the launcher's version's)."""
     from dataclasses import replace
+
+    from speculator_arena.protocol import load_protocol
 
     return replace(
         spec,
+        protocol_version=spec.protocol_version or load_protocol().version,
         engine=pod_path(spec.engine, s),
         stock_engine=pod_path(spec.stock_engine, s),
         target=pod_path(spec.target, s),
@@ -304,7 +315,12 @@ def evaluation_pod(
     return k8s.V1Pod(
         api_version="v1",
         kind="Pod",
-        metadata=k8s.V1ObjectMeta(name=name or pod_name(spec.evaluation_id), namespace=s.namespace, labels=labels),
+        metadata=k8s.V1ObjectMeta(
+            name=name or pod_name(spec.evaluation_id),
+            namespace=s.namespace,
+            labels=labels,
+            finalizers=[OUTCOME_FINALIZER],
+        ),
         spec=k8s.V1PodSpec(
             restart_policy="Never",
             active_deadline_seconds=active_deadline_seconds(task),

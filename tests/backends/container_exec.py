@@ -1,0 +1,66 @@
+"""Run one container's command as the kubelet stand-in's container runtime would: inside the
+pod's network namespace (its own loopback), in a mount namespace of its own where each volume
+mount is a bind mount of a local directory at the container's path, then under the container's
+uid, gid and supplementary groups. Needs root (CAP_SYS_ADMIN): the stand-in checks that first.
+
+Usage: python container_exec.py JSON, where JSON holds netns (a /proc/PID/ns/net path or null),
+mounts ([source, target, read_only]), roots (top-level directories to cover with a tmpfs, so
+mount points can be made without touching the host), uid, gid, groups, cwd, env, command.
+
+Why bind mounts and not path rewriting: the pod's code names its paths itself (/arena/results,
+/arena/artifacts as argparse defaults), as it does in a real container.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+
+CLONE_NEWNS, CLONE_NEWNET = 0x00020000, 0x40000000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
+    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, None), f"mount {source} -> {target}")
+
+
+def main() -> None:
+    c = json.loads(sys.argv[1])
+    if c.get("netns"):
+        fd = os.open(c["netns"], os.O_RDONLY)
+        _check(libc.setns(fd, CLONE_NEWNET), "setns net")
+        os.close(fd)
+    _check(libc.unshare(CLONE_NEWNS), "unshare mount")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    # Every source is opened before the first mount (a mount over /tmp must not hide the sources
+    # under /tmp) and after the unshare (a bind mount's source must be in the caller's namespace).
+    sources = [os.open(source, os.O_PATH) for source, _, _ in c["mounts"]]
+    for root in c["roots"]:
+        mount("tmpfs", root, "tmpfs", 0)
+    for fd, (_, target, read_only) in zip(sources, c["mounts"], strict=True):
+        os.makedirs(target, exist_ok=True)
+        mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+        if read_only:
+            mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
+    for fd in sources:
+        os.close(fd)
+    os.setgroups(c["groups"])
+    os.setgid(c["gid"])
+    os.setuid(c["uid"])
+    os.chdir(c["cwd"])
+    os.execvpe(c["command"][0], c["command"], c["env"])
+
+
+if __name__ == "__main__":
+    main()
