@@ -27,7 +27,7 @@ ASSETS = {
     "scores": ("scores", "static", ["evaluation"]),
     "analysts_db": ("warehouse", None, ["evaluation"]),
     "raw_packs": ("warehouse", None, ["evaluation"]),
-    "calibration_runs": ("calibration", "static", ["pool_data_card"]),
+    "calibration_runs": ("calibration", "static", ["evaluation", "pool_data_card"]),
     "calibration_fit": ("calibration", "static", []),
     "protocol_candidate": ("calibration", "static", ["calibration_fit", "calibration_runs", "scores"]),
 }
