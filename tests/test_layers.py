@@ -26,6 +26,7 @@ RANKS = {
     "sqlfiles": 0,
     "printing": 0,
     "system_users": 0,
+    "errors": 0,
     "protocol": 1,
     "rules": 2,
     "warehouse": 3,

@@ -29,6 +29,7 @@ import dagster as dg
 from speculator_arena import settings
 from speculator_arena.assets.resources import default_resources
 from speculator_arena.diskspace import full_disk_text
+from speculator_arena.errors import ArenaError
 
 
 def quiet(level: str = "CRITICAL") -> dict:
@@ -188,7 +189,7 @@ def score(home, version: int | None = None):
     return result.asset_value(scores.key)
 
 
-class PoolBuildFailed(RuntimeError):
+class PoolBuildFailed(RuntimeError, ArenaError):
     """A build that failed; the served pool is the one before it, whole."""
 
 
