@@ -30,6 +30,7 @@ from speculator_arena import settings
 from speculator_arena.assets.resources import default_resources
 from speculator_arena.diskspace import full_disk_text
 from speculator_arena.errors import ArenaError
+from speculator_arena.rules.status import VOID
 
 
 def quiet(level: str = "CRITICAL") -> dict:
@@ -122,7 +123,7 @@ def contended(summary: dict) -> bool:
     """Whether an evaluation ended void because the host was contended (the runner's stop, or the
     scorer's judgment of its stored passes)."""
     outcome = summary.get("outcome") or {}
-    runner = summary.get("status") == "void" and "host contended" in why(summary)
+    runner = summary.get("status") == VOID and "host contended" in why(summary)
     scorer = bool(outcome.get("void")) and "host contended" in (outcome.get("reason") or "")
     return runner or scorer
 
