@@ -99,7 +99,7 @@ def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_pa
     assert planned in instance.get_dynamic_partitions("evaluations")
     event = instance.get_latest_materialization_event(dg.AssetKey("evaluation"))
     eid = event.dagster_event.partition  # the planned id, or its re-run (-r1, -r2) when a contended machine voided it
-    assert eid in (planned, f"{planned}-r1", f"{planned}-r2") and ids[run.name] == eid
+    assert eid in (planned, f"{planned}-r1", f"{planned}-r2")
     # the run carries the device tag the queue's one-run-per-device check reads, and the task calibrated
     tags = instance.get_run_by_id(event.run_id).tags
     assert tags[DEVICE_TAG] == device_name() and tags[launch.CALIBRATION_TAG] == TASK
@@ -114,8 +114,9 @@ def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_pa
     )
     assert len(instance.get_runs()) == runs_before + 1
     (recorded,) = result.asset_materializations_for_node("calibration_runs")
-    assert f"| {run.name} | {eid} |" in recorded.metadata["runs"].value
-    assert recorded.metadata["measured"].value == len(p.runs)
+    assert f"| {run.name} | {ids[run.name] or '(none measured)'} |" in recorded.metadata["runs"].value
+    # and the run was measured (a contended host voids every attempt: then the lines above still hold)
+    assert ids[run.name] == eid and recorded.metadata["measured"].value == len(p.runs)
     meta = event.asset_materialization.metadata
     assert meta["status"].value == "measured" and meta["summary"].value["evaluation_id"] == eid
     row = current_row(wh, eid)
