@@ -76,7 +76,7 @@ def stored_measured(home: Path, evaluation_id: str) -> str | None:
 
 
 def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> str | None:
-    from speculator_arena.assets import launch
+    from speculator_arena.dagster_project import launch
     from speculator_arena.protocol import load_protocol
     from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
     from speculator_arena.runners.spec import calibration_spec
@@ -143,7 +143,7 @@ def sd(xs: list[float]) -> float:
 
 
 def figures(home: Path, ids: dict[str, list[str]]) -> dict:
-    from speculator_arena.assets import launch
+    from speculator_arena.dagster_project import launch
 
     scores = launch.score(home)
     ev = scores.evaluations.set_index("evaluation_id")
@@ -314,8 +314,8 @@ def main() -> int:
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         ap.error(f"unknown variants {sorted(unknown)}; known: {sorted(VARIANTS)}")
-    from speculator_arena.assets import launch
     from speculator_arena.checkpoints import prepare_checkpoint
+    from speculator_arena.dagster_project import launch
     from speculator_arena.pools.api import PoolNotBuilt, load_pool
 
     try:

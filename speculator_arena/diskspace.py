@@ -21,6 +21,8 @@ import sqlite3
 from collections import deque
 from pathlib import Path
 
+from speculator_arena.errors import ArenaError
+
 FULL_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
 # sqlite3 reports a full disk as SQLITE_FULL, or as SQLITE_IOERR when a journal or WAL write
 # failed; the second is a full disk only when the filesystem is (nearly) full (see full_disk).
@@ -29,7 +31,7 @@ _SQLITE_IO = ("disk i/o error",)
 NEARLY_FULL_BYTES = 1 << 20
 
 
-class DiskFull(OSError):
+class DiskFull(OSError, ArenaError):
     """A write failed because its filesystem is full. str() is the operator's one line."""
 
     def __init__(self, path: str | os.PathLike, detail: str = "", hint: str = ""):

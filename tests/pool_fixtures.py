@@ -57,7 +57,7 @@ def built_local(tmp_path_factory, shared_data):
             for i, c in enumerate(chats)
         ]
         para_path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-        from speculator_arena.assets.launch import build_pools
+        from speculator_arena.dagster_project.launch import build_pools
 
         result = build_pools("local-smollm2", data=str(shared_data), home=str(home))
         yield {

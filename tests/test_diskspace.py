@@ -84,7 +84,7 @@ def test_a_warehouse_write_on_a_full_disk_loses_nothing(tmp_path, monkeypatch):
 
 
 def test_dagsters_report_of_a_failed_storage_write_is_left_to_the_one_line():
-    from speculator_arena.assets.launch import _WithoutStorageReports
+    from speculator_arena.dagster_project.launch import _WithoutStorageReports
 
     out = io.StringIO()
     err = _WithoutStorageReports(out)

@@ -26,6 +26,7 @@ RANKS = {
     "sqlfiles": 0,
     "printing": 0,
     "system_users": 0,
+    "errors": 0,
     "protocol": 1,
     "rules": 2,
     "warehouse": 3,
@@ -154,3 +155,52 @@ def test_the_rules_are_pure():
         if _package(me) == "rules" and _package(name) not in ("rules", "protocol")
     ]
     assert bad == []
+
+
+def test_no_two_modules_import_each_other():
+    """Module to module, imports inside functions included (they are circles all the same, only
+    put off to run time: the calibration's asset and its launcher were one). A module's import of
+    its own parent package aside: Python loads the package before the module in any case."""
+    files = {_module(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {m: set() for m in files}
+    for m, p in files.items():
+        for name, _ in _imports(p):
+            target = name if name in files else name.rsplit(".", 1)[0]
+            if target in files and target != m and not m.startswith(target + "."):
+                graph[m].add(target)
+    cycles, state = [], {}
+
+    def visit(m, stack):
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append(" -> ".join(stack[stack.index(n) :] + [n]))
+            elif n not in state:
+                visit(n, stack)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])
+    assert cycles == [], "\n".join(cycles)
+
+
+def test_the_assets_hold_definitions_only():
+    """`assets/` holds Dagster definitions and resources: it imports no launcher (they sit above
+    it, in dagster_project/) and no asset materializes another inside its step."""
+    up = [
+        f"{me}:{line} imports {name}"
+        for me, name, line in _edges()
+        if me.startswith("speculator_arena.assets") and _package(name) == "dagster_project"
+    ]
+    assert up == [], "\n".join(up)
+    runs = []
+    for path in sorted((PACKAGE / "assets").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            called = node.func if isinstance(node, ast.Call) else None
+            name = getattr(called, "attr", None) or getattr(called, "id", None)
+            if name in ("materialize", "materialize_to_memory", "execute_in_process"):
+                runs.append(f"{path.name}:{node.lineno} calls {name}")
+    assert runs == [], "\n".join(runs)

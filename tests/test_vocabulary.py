@@ -1,9 +1,10 @@
 """One vocabulary of statuses: an evaluation's and a submission's intake's are declared once, as
 str-valued enums in rules/status.py, and product code names them from there.
 
-The first test reads the package's source with `ast` and fails on any tuple, list or set literal
-outside `rules/` that holds two or more status words: such a set is a rule about statuses
-(which are final, which wait, which count) stated a second time. SQL files may keep their
+The first tests read the package's source with `ast` and fail on any status word outside
+`rules/` used as a status value (compared, written, returned), and on any tuple, list or set
+literal that holds two or more status words: such a set is a rule about statuses (which are
+final, which wait, which count) stated a second time. SQL files may keep their
 literals (a statement cannot import a Python name). The others pin why the members can replace
 the literals without changing anything: a member is the very string that is stored and sent.
 """
@@ -37,6 +38,65 @@ def status_sets(path: Path) -> list[tuple[int, list[str]]]:
             if len(words) >= 2:
                 found.append((node.lineno, words))
     return found
+
+
+# calls whose string argument is a key, not a value (`row.get("void")`: the scorer's void flag)
+KEY_CALLS = {"get", "pop", "setdefault"}
+
+
+def status_values(path: Path) -> list[tuple[int, str]]:
+    """(line, word) of every status word the file uses as a status value: compared, returned,
+    passed to a call (`finish("void")`, `write_status(wh, row, "running")`, `status="queued"`),
+    stored under the key "status" or assigned to a name or attribute `status`. Column names and
+    keys that happen to be status words (`{"measured": True}`, `ev["void"]`) are not values."""
+
+    def word(n) -> bool:
+        return isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in WORDS
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        candidates = []
+        if isinstance(node, ast.Compare):
+            candidates = [node.left, *node.comparators]
+        elif isinstance(node, ast.Return) and node.value is not None:
+            candidates = [node.value]
+        elif isinstance(node, ast.Call):
+            if (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) not in KEY_CALLS:
+                candidates = [*node.args, *(k.value for k in node.keywords)]
+        elif isinstance(node, ast.Dict):
+            candidates = [
+                v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == "status"
+            ]
+        elif isinstance(node, ast.Assign):
+            if any((getattr(t, "id", None) or getattr(t, "attr", None)) == "status" for t in node.targets):
+                candidates = [node.value]
+        found += [(c.lineno, c.value) for c in candidates if word(c)]
+    return found
+
+
+def test_no_status_literal_value_outside_rules():
+    """Not only the sets: a status compared, written or returned is named by its member."""
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} {word!r}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] != "rules"
+        for line, word in status_values(path)
+    ]
+    assert found == [], "name the members of rules/status.py instead:\n" + "\n".join(found)
+
+
+def test_the_check_sees_a_status_value(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text(
+        'if row["status"] == "running": pass\n'
+        'self.finish("void", void_reason="x")\n'
+        'write(status="queued")\n'
+        'row = {"status": "measured"}\n'
+        'def f():\n    return "failed"\n'
+        'o.status = "refused"\n'
+        'flag = row.get("void") or {"measured": True}["measured"]\n'
+    )
+    assert sorted(line for line, _ in status_values(p)) == [1, 2, 3, 4, 6, 7]
 
 
 def test_no_status_literal_set_outside_rules():

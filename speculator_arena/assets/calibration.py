@@ -1,8 +1,14 @@
 """The calibration of a task (protocol section 10) as assets, one partition per task:
-calibration_runs (the A/A runs, the references, the planted controls: ordinary evaluations under
-the account `arena-calibration`, each run through the one launcher as an `evaluation` partition,
-on the backend resource's choice), calibration_fit (m and c from short stock passes) and
-protocol_candidate (the derived values, their evidence and plots, the candidate vN+1 document).
+calibration_runs (the A/A runs, the references, the planted controls as stored: ordinary
+evaluations under the account `arena-calibration`, each an `evaluation` partition), calibration_fit
+(m and c from short stock passes) and protocol_candidate (the derived values, their evidence and
+plots, the candidate vN+1 document).
+
+The evaluations themselves are run before these assets by the launcher
+(`dagster_project/launch.calibration_evaluations`, what `arena calibrate` calls), each through the
+one door on the chosen backend: an asset never materializes another asset inside its step, and
+the assets import nothing of the launchers. `calibration_runs` records which stored evaluation
+stands for each planned run (none measured: the evidence says so).
 
 Each step writes its result into the candidate's folder and the next reads it there
 (calibration/calibrate.py), so `arena calibrate` (which materializes these) and a resumed run
@@ -13,7 +19,6 @@ import dagster as dg
 
 from speculator_arena.assets.evaluations import progress_lines
 from speculator_arena.assets.resources import WarehouseResource
-from speculator_arena.backends.resource import EvaluationBackendResource
 from speculator_arena.protocol import load_protocol
 
 calibration_partitions = dg.StaticPartitionsDefinition(sorted(load_protocol().tasks))
@@ -59,25 +64,21 @@ class CalibrationConfig(dg.Config):
 @dg.asset(
     partitions_def=calibration_partitions,
     group_name="calibration",
-    description="The calibration's evaluations of task <partition>: at least 4 A/A runs, every reference, "
-    "the planted attacks as negative controls (reused when stored).",
-    deps=["pool_data_card"],  # the task's served pool (the same task partition)
+    description="The calibration's evaluations of task <partition> as stored: at least 4 A/A runs, every "
+    "reference, the planted attacks as negative controls (`arena calibrate` runs those not stored yet first, "
+    "each an `evaluation` partition).",
+    deps=[
+        "pool_data_card",  # the task's served pool (the same task partition)
+        dg.AssetDep("evaluation", partition_mapping=dg.AllPartitionMapping()),  # the runs are evaluations
+    ],
 )
 def calibration_runs(
-    context: dg.AssetExecutionContext,
-    config: CalibrationConfig,
-    warehouse: WarehouseResource,
-    backend: EvaluationBackendResource,
+    context: dg.AssetExecutionContext, config: CalibrationConfig, warehouse: WarehouseResource
 ) -> dg.MaterializeResult:
-    from speculator_arena.assets import launch
     from speculator_arena.calibration.calibrate import step_runs
 
-    def through_the_door(spec, wh, say) -> str:
-        """Each planned run is an `evaluation` partition, on the resource's backend."""
-        return launch.evaluate(spec, wh.home, backend=backend.backend, progress=say)["status"]
-
     opts = config.options(context.partition_key)
-    ids = step_runs(warehouse.get(), opts, through_the_door, progress_lines(context))
+    ids = step_runs(warehouse.get(), opts)
     table = "| run | evaluation |\n|---|---|\n" + "\n".join(
         f"| {k} | {v or '(none measured)'} |" for k, v in ids.items()
     )

@@ -7,7 +7,7 @@ warehouse. The materialization carries the status, the row counts and the evalua
 (it is scored once as it lands, so the quota's refund needs no scorer: scoring/outcomes.py), and
 two checks of the partition: its raw rows complete and its gates' inputs present
 (warehouse/completeness.py). Every caller reaches it through one launcher,
-`assets/launch.evaluate` (the CLI, `arena demo`, the queue worker, a calibration), on the
+`dagster_project/launch.evaluate` (the CLI, `arena demo`, the queue worker, a calibration), on the
 persistent Dagster instance under `$ARENA_HOME/dagster`, so `DAGSTER_HOME=$ARENA_HOME/dagster
 dagster dev` shows every evaluation that ran, downstream of the pools it drew its sessions from.
 The runner package itself never imports Dagster.

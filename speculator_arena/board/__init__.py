@@ -2,7 +2,7 @@
 
 The Streamlit board (`dashboards/`, which keeps only its pages and Streamlit's caches around
 this package), the HTTP API's `GET /api/board` (`json_rows.py`) and the text board
-(`arena board --text`, `arena score --board`, `arena demo`: `text.py`) all read the same rows:
+(`arena board --text`, `arena demo`: `text.py`) all read the same rows:
 
 - `data.py`: what the board reads from the warehouse (the evaluations index, scoped scoring,
   an evaluation's raw measurements), read-only;

@@ -19,12 +19,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from speculator_arena.board.data import board_sql, evaluations_index, scoped_connection
+from speculator_arena.errors import ArenaError
 from speculator_arena.protocol import load_protocol
 
 MEDIA_TYPE = "application/vnd.apache.parquet"
 
 
-class ExportRefused(Exception):
+class ExportRefused(ArenaError):
     """Not exported: `status` is the HTTP status the API answers (404 unknown, 403 not dev)."""
 
     def __init__(self, reason: str, status: int):

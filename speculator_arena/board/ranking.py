@@ -1,5 +1,5 @@
 """The board's ranking, shared by every board surface: the Streamlit board, `arena board --text`
-(and `arena score --board`, board/text.py) and `GET /api/board` (board/json_rows.py).
+(board/text.py) and `GET /api/board` (board/json_rows.py).
 
 Per task and split: each participant account's last *scored* evaluation (by created_at; a
 SpecScore or 0, SCORING.md "Ranking") ranked by SpecScore; a void, queued, running or failed-to-run

@@ -1,5 +1,4 @@
-"""The board as plain text for the terminal (`arena board --text`, `arena score --board`,
-`arena demo`), and the labels every board writes a rank and an interval with (the Streamlit
+"""The board as plain text for the terminal (`arena board --text`, `arena demo`), and the labels every board writes a rank and an interval with (the Streamlit
 board's `formatting.rank` and the `scores` asset's Markdown use them too).
 
 The rows are board/ranking.py's `board_rows`, the one ranking every surface shows.

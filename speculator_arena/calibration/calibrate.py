@@ -3,6 +3,8 @@
 The steps share files under the candidate's folder (`$ARENA_HOME/calibration/<task>/v<N>/`):
 runs.json (run name -> evaluation id) and fit.json, so that the Dagster assets
 (assets/calibration.py) and `arena calibrate` run the same steps and either can resume the other.
+The evaluations are run before the steps (`run_evaluations`, through the one door the launcher
+passes); `step_runs` records the stored evaluation that stands for each planned run.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass, field
 from speculator_arena.calibration import fit as fit_mod
 from speculator_arena.calibration.candidate import build_candidate, candidate_dir
 from speculator_arena.calibration.plan import MIN_AA, Plan, plan
-from speculator_arena.calibration.runs import run_plan
+from speculator_arena.calibration.runs import resolve, run_plan
 from speculator_arena.warehouse import Warehouse
 
 SMALL_GRID = {"m": (1, 2), "c": (0.5, 2.0)}  # CI's reduced grid; operators run the full one
@@ -40,10 +42,15 @@ class CalibrationOptions:
         )
 
 
-def step_runs(wh: Warehouse, opts: CalibrationOptions, runner, progress=None) -> dict[str, str | None]:
-    """The plan's evaluations, each run by `runner` (the one door: runs.run_plan)."""
+def run_evaluations(wh: Warehouse, opts: CalibrationOptions, runner, progress=None) -> dict[str, str | None]:
+    """The plan's evaluations not stored yet, each run by `runner` (the one door: runs.run_plan)."""
+    return run_plan(wh, opts.plan(), opts.target, opts.retries, progress, runner=runner, adopt=opts.adopt)
+
+
+def step_runs(wh: Warehouse, opts: CalibrationOptions) -> dict[str, str | None]:
+    """Per planned run, the stored evaluation that stands for it (runs.resolve), into runs.json."""
     p = opts.plan()
-    ids = run_plan(wh, p, opts.target, opts.retries, progress, runner=runner, adopt=opts.adopt)
+    ids = resolve(wh, p, opts.retries, opts.adopt)
     d = candidate_dir(wh.home, p.task_id, p.candidate_version)
     d.mkdir(parents=True, exist_ok=True)
     (d / "runs.json").write_text(json.dumps(ids, indent=2), encoding="utf-8")
@@ -92,6 +99,7 @@ def resolve_versions(opts: CalibrationOptions) -> CalibrationOptions:
 def calibrate(wh: Warehouse, opts: CalibrationOptions, runner, progress=None) -> dict:
     """Every step in order; returns the evidence."""
     resolve_versions(opts)
-    step_runs(wh, opts, runner, progress)
+    run_evaluations(wh, opts, runner, progress)
+    step_runs(wh, opts)
     step_fit(wh, opts, progress)
     return step_candidate(wh, opts, progress)

@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
+from speculator_arena.rules.status import VOID
 
 M_GRID = (1, 2, 3, 4)
 C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)  # a log grid from 0.25 to 4
@@ -251,7 +252,7 @@ class FitPasses:
             write_status(
                 ev.wh,
                 ev.row,
-                "void",
+                VOID,
                 void_reason="calibration m/c fit: short stock passes, not a paired "
                 "evaluation (its requests are the fit's evidence)",
             )

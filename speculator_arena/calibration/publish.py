@@ -26,6 +26,7 @@ from speculator_arena.calibration.candidate import (
     candidate_dir,
     load_evidence,
 )
+from speculator_arena.errors import ArenaError
 from speculator_arena.protocol.model import (
     Protocol,
     available_versions,
@@ -34,7 +35,7 @@ from speculator_arena.protocol.model import (
 from speculator_arena.warehouse import Warehouse
 
 
-class NotSeparatedError(ValueError):
+class NotSeparatedError(ValueError, ArenaError):
     """The candidate's evidence says a control passes (or an honest run fails); needs --override."""
 
 

@@ -30,19 +30,17 @@ def attempt_ids(base_id: str, retries: int) -> list[str]:
 
 
 def resolve(wh: Warehouse, plan: Plan, retries: int = 2, adopt: dict[str, str] | None = None) -> dict[str, str | None]:
-    """Per planned run, the stored evaluation that stands for it: its last measured or failed
-    attempt (None when none is stored yet). `adopt` maps run names to evaluation ids stored
-    outside the plan's naming (e.g. the attack tests' runs), which are used as they are."""
+    """Per planned run, the stored evaluation that stands for it: its first measured or failed
+    attempt, the one `run_plan` stops at (None when none is stored yet). `adopt` maps run names
+    to evaluation ids stored outside the plan's naming (e.g. the attack tests' runs), which are
+    used as they are."""
     out: dict[str, str | None] = {}
     for run in plan.runs:
         if adopt and run.name in adopt:
             out[run.name] = adopt[run.name]
             continue
-        chosen = None
-        for eid in attempt_ids(run.evaluation_id(plan.task_id, plan.candidate_version), retries):
-            if _stored_status(wh, eid) in RANKED:
-                chosen = eid
-        out[run.name] = chosen
+        attempts = attempt_ids(run.evaluation_id(plan.task_id, plan.candidate_version), retries)
+        out[run.name] = next((eid for eid in attempts if _stored_status(wh, eid) in RANKED), None)
     return out
 
 
@@ -103,9 +101,9 @@ def run_plan(
 ) -> dict[str, str | None]:
     """Run every planned evaluation not stored yet; return run name -> evaluation id (None: none measured).
 
-    `runner(spec, warehouse, say) -> status` runs one evaluation: the calibration's asset passes
-    the arena's one door (assets/launch.evaluate), so every calibration run is an `evaluation`
-    partition like any other, on the backend the asset's resource names."""
+    `runner(spec, warehouse, say) -> status` runs one evaluation: the calibration's launcher
+    passes the arena's one door (dagster_project/launch.evaluate), so every calibration run is an
+    `evaluation` partition like any other, on the backend `arena calibrate` names."""
     say = progress or (lambda m: None)
     out: dict[str, str | None] = {}
     for i, run in enumerate(plan.runs, 1):

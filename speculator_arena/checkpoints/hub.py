@@ -11,8 +11,10 @@ from __future__ import annotations
 import fnmatch
 from pathlib import Path
 
+from speculator_arena.errors import ArenaError
 
-class HubUnavailable(RuntimeError):
+
+class HubUnavailable(RuntimeError, ArenaError):
     """The hub could not be reached or refused the repository; nothing was written."""
 
 

@@ -24,11 +24,12 @@ from pathlib import Path
 from speculator_arena import settings
 from speculator_arena.checkpoints.layout import WEIGHTS_LAYOUT, layout_problems
 from speculator_arena.checkpoints.seal import read_manifest, seal, unseal, verify_manifest, write_manifest
+from speculator_arena.errors import ArenaError
 
 LOCAL_TASK = "local-smollm2"
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(RuntimeError, ArenaError):
     """A checkpoint could not be prepared; whatever was already sealed is left as it was."""
 
 

@@ -124,7 +124,7 @@ def _say(msg: str) -> None:
 
 
 def _evaluate(args) -> int:
-    from speculator_arena.assets import launch
+    from speculator_arena.dagster_project import launch
     from speculator_arena.printing import print_json
     from speculator_arena.runners.evaluate import summary
     from speculator_arena.runners.spec import spec_from_args
@@ -158,7 +158,7 @@ def _demo(args) -> int:
     """The main job on the embedded default: pools, every development reference against the stock
     engine (an evaluation the host's other work voided is made again, a few times at most), the
     board. Exits 0 only when every evaluation it reports was measured and scored, not void."""
-    from speculator_arena.assets import launch
+    from speculator_arena.dagster_project import launch
     from speculator_arena.protocol import load_protocol
     from speculator_arena.warehouse import Warehouse, arena_home
 
@@ -221,7 +221,7 @@ def _scored(s: dict) -> bool:
 
 def _demo_line(s: dict) -> str:
     """How an evaluation ended, in one line: its outcome, and its attempts when it was made again."""
-    from speculator_arena.assets import launch
+    from speculator_arena.dagster_project import launch
 
     o = s.get("outcome") or {}
     if _scored(s):
@@ -239,7 +239,7 @@ def _demo_line(s: dict) -> str:
 
 
 def _ensure_pools(task_id: str, home, step) -> None:
-    from speculator_arena.assets import launch
+    from speculator_arena.dagster_project import launch
     from speculator_arena.pools.api import PoolNotBuilt, load_pool
 
     try:
@@ -254,7 +254,7 @@ def _ensure_pools(task_id: str, home, step) -> None:
 
 
 def _pools_build(args) -> int:
-    from speculator_arena.assets import launch
+    from speculator_arena.dagster_project import launch
     from speculator_arena.pools.layout import data_card_dir, pool_root, split_folder
     from speculator_arena.pools.settings import operator_key
 
@@ -329,7 +329,7 @@ def _queue_list(args) -> int:
 def _queue_work(args) -> int:
     import time
 
-    from speculator_arena.assets import launch
+    from speculator_arena.dagster_project import launch
 
     while True:
         ran = launch.work_queue_once(say=lambda m: print(m, file=sys.stderr, flush=True))
@@ -344,13 +344,13 @@ def _queue_work(args) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     """`arena calibrate`: a task's calibration (protocol section 10) through the calibration assets;
     it resumes, reusing runs already stored under the candidate's evaluation ids."""
-    from speculator_arena.assets import launch
     from speculator_arena.calibration.calibrate import (
         CalibrationOptions,
         resolve_versions,
     )
     from speculator_arena.calibration.candidate import candidate_dir, load_evidence
     from speculator_arena.calibration.evidence import value_table
+    from speculator_arena.dagster_project import launch
     from speculator_arena.protocol import load_protocol
     from speculator_arena.warehouse import Warehouse
 

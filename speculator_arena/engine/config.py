@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from speculator_arena.errors import ArenaError
+
 SPEC_MODES = ("none", "ngram", "selfdraft")
 # vLLM's names (SpeculativeConfig.rejection_sample_method): "standard" verifies every draft against
 # the target; "synthetic" accepts drafts with a set probability, unverified (lossy: sampling.py).
@@ -30,7 +32,7 @@ ATTACKS = (
 )
 
 
-class ConfigError(ValueError):
+class ConfigError(ValueError, ArenaError):
     """A missing or malformed variable; the engine refuses to start with one clear line."""
 
 

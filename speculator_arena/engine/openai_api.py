@@ -14,9 +14,10 @@ import time
 from dataclasses import dataclass
 
 from speculator_arena.engine.sampling import SamplingParams
+from speculator_arena.errors import ArenaError
 
 
-class BadRequest(ValueError):
+class BadRequest(ValueError, ArenaError):
     def __init__(self, message: str, status: int = 400):
         super().__init__(message)
         self.status = status

@@ -22,9 +22,10 @@ import torch
 from speculator_arena.engine import model_runner as mr
 from speculator_arena.engine.drafters import ngram_lookup
 from speculator_arena.engine.sampling import SamplingParams, point_mass, sample, target_probs, verify
+from speculator_arena.errors import ArenaError
 
 
-class EngineOverloaded(RuntimeError):
+class EngineOverloaded(RuntimeError, ArenaError):
     pass
 
 

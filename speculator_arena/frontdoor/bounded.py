@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 
+from speculator_arena.errors import ArenaError
 from speculator_arena.sealed.refusal import Refused
 
 MAX_HEAD_BYTES = 32 * 1024
@@ -27,7 +28,7 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _BAD_TEXT = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
 
 
-class _TooLarge(Exception):
+class _TooLarge(ArenaError):
     pass
 
 

@@ -15,11 +15,12 @@ from pathlib import Path
 import httpx
 
 from speculator_arena import settings
+from speculator_arena.errors import ArenaError
 from speculator_arena.rules.status import SUBMISSION_FINAL
 from speculator_arena.sealed.archive import pack_engine
 
 
-class SubmitError(RuntimeError):
+class SubmitError(RuntimeError, ArenaError):
     """The arena refused the submission, or could not be reached; the message says why."""
 
 

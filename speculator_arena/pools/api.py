@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from speculator_arena.errors import ArenaError
 from speculator_arena.pools.hashing import seed_of
 from speculator_arena.pools.layout import pool_root, read_jsonl, split_folder
 from speculator_arena.pools.model import FidelityText, Probe, Session, Turn
@@ -45,11 +46,11 @@ __all__ = [
 SPLITS = ("dev", "test")
 
 
-class PoolNotBuilt(FileNotFoundError):
+class PoolNotBuilt(FileNotFoundError, ArenaError):
     """The pool was not built (run `arena pools build --task T`)."""
 
 
-class PoolExhausted(ValueError):
+class PoolExhausted(ValueError, ArenaError):
     """A pass asked for more sessions than its block of the pool holds."""
 
 

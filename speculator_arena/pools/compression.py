@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from speculator_arena.errors import ArenaError
+
 CHUNK = 1 << 16  # bytes read at a time, and the head `file_kinds.look` reads
 
 
@@ -34,7 +36,7 @@ ARCHIVES = (
 )
 
 
-class CodecError(Exception):
+class CodecError(ArenaError):
     """The compressed stream is cut or broken (the codec's own error, as `.why`)."""
 
     def __init__(self, codec: str, exc: BaseException):

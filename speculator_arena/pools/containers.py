@@ -21,6 +21,7 @@ import itertools
 from decimal import Decimal
 from pathlib import Path
 
+from speculator_arena.errors import ArenaError
 from speculator_arena.pools.compression import CHUNK, CodecError, open_decoded
 from speculator_arena.pools.source_errors import (
     INCOMPLETE_HINT,
@@ -73,7 +74,7 @@ def iter_jsonl(path: Path | str):
 
 
 # ---- a JSON array, element by element --------------------------------------------------------
-class _TooLarge(Exception):
+class _TooLarge(ArenaError):
     pass
 
 

@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 
 from speculator_arena import settings
+from speculator_arena.errors import ArenaError
 
 
-class SourceFormatError(ValueError):
+class SourceFormatError(ValueError, ArenaError):
     """A source file that does not follow its format; `.partial` holds what was read before.
 
     The message names the file, where in it (line and byte offset, element, row), the record's

@@ -18,11 +18,13 @@ from typing import Any
 
 import numpy as np
 
+from speculator_arena.errors import ArenaError
+
 STRUCTURE_VERSION = 1
 PROBS = np.linspace(0.0, 1.0, 101)
 
 
-class StructureFitError(ValueError):
+class StructureFitError(ValueError, ArenaError):
     """A statistic with no values to fit it from. The message names the declared sets it is
     fitted from, which fields they lack in how many of their records, and what to change."""
 

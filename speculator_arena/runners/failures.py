@@ -7,12 +7,14 @@ candidate's `failed` (the stock engine's: `void`), the arena's side failing is `
 
 from __future__ import annotations
 
+from speculator_arena.errors import ArenaError
+
 
 class RunnerInterrupted(BaseException):
     """SIGTERM/SIGINT reached the runner: stop the engine, mark the evaluation void."""
 
 
-class ArenaVoid(Exception):
+class ArenaVoid(ArenaError):
     """The arena's side failed during the run (host contended): stop and mark the evaluation void."""
 
     def __init__(self, reason: str):
@@ -20,13 +22,13 @@ class ArenaVoid(Exception):
         self.reason = reason
 
 
-class EngineFailure(Exception):
+class EngineFailure(ArenaError):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
 
 
-class IdleFault(Exception):
+class IdleFault(ArenaError):
     """Under the interleaved pairing, the idle engine worked while the other was measured (CPU
     while frozen, or connections to the other's port): the candidate's failure, the stock
     engine's a void (runners/interleaved.py). Not an EngineFailure: it names the engine at

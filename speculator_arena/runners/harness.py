@@ -29,7 +29,7 @@ from pathlib import Path
 
 from speculator_arena.diskspace import DiskFull, full_disk
 from speculator_arena.protocol import load_protocol
-from speculator_arena.rules.status import FINAL
+from speculator_arena.rules.status import FAILED, FINAL, MEASURED, QUEUED, RUNNING, VOID
 from speculator_arena.runners import sidecar_engine
 from speculator_arena.runners.engines import EngineSteps
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure, IdleFault, RunnerInterrupted
@@ -121,27 +121,25 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, ProbePhase):
         if self.row["status"] in FINAL:
             raise EvaluationStateError(f"evaluation {self.eid} is already {self.row['status']}")
         state = read_state(self.wh, self.eid)
-        if self.row["status"] == "running":
+        if self.row["status"] == RUNNING:
             if runner_alive(state):
                 raise EvaluationStateError(f"evaluation {self.eid} is running under pid {state.get('pid')}")
             return resume_dead(self.wh, self.eid, progress=self.progress)
         self.protect_home()
         write_state(self.wh, self.eid, **own_identity(), phase="starting")
-        self.row = write_status(self.wh, self.row, "running", provenance={"runner": own_identity()})
+        self.row = write_status(self.wh, self.row, RUNNING, provenance={"runner": own_identity()})
         old = self._install_signals()
         try:
             return self._run()
         except RunnerInterrupted as exc:
             self._stop_current()
-            return self.finish("void", void_reason=f"runner interrupted ({exc}) during {self.phase}")
+            return self.finish(VOID, void_reason=f"runner interrupted ({exc}) during {self.phase}")
         except Exception as exc:
             full = full_disk(exc, self.wh.home)
             self._stop_current()
             if full is not None:
                 self._disk_full(full)
-            return self.finish(
-                "void", void_reason=f"runner error during {self.phase}: {type(exc).__name__}: {exc}"[:500]
-            )
+            return self.finish(VOID, void_reason=f"runner error during {self.phase}: {type(exc).__name__}: {exc}"[:500])
         finally:
             self._restore_signals(old)
 
@@ -171,11 +169,11 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, ProbePhase):
         space is freed) marks void. Rows already stored are whole parts and stay."""
         phase = self.phase
         try:
-            self.finish("void", void_reason=f"{full} during {phase}")  # says so, in one line
+            self.finish(VOID, void_reason=f"{full} during {phase}")  # says so, in one line
         except Exception as exc:
             if full_disk(exc, self.wh.home) is None:
                 raise
-        if self.row.get("status") == "void":
+        if self.row.get("status") == VOID:
             hint = f"evaluation {self.eid} is void (during {phase}), rows stored are kept; free space before the next"
         else:
             hint = (
@@ -227,19 +225,19 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, ProbePhase):
                 self._timed(engine, src[engine], indices, again=engine in started)
             except EngineFailure as exc:
                 if engine == "candidate":
-                    return self.finish("failed", failure_reason=exc.reason)
-                return self.finish("void", void_reason=f"stock engine: {exc.reason}")
+                    return self.finish(FAILED, failure_reason=exc.reason)
+                return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
             except ArenaVoid as exc:
-                return self.finish("void", void_reason=exc.reason)
+                return self.finish(VOID, void_reason=exc.reason)
             if not self._idle_ok:
-                return self.finish("void", void_reason=self._idle_reason)
+                return self.finish(VOID, void_reason=self._idle_reason)
             started.add(engine)
 
         self.set_phase("probes")
         ok, reason = self._probes(cand_src, stock_src)
         if not ok:
-            return self.finish("void", void_reason=reason)
-        return self.finish("measured")
+            return self.finish(VOID, void_reason=reason)
+        return self.finish(MEASURED)
 
     def _run_interleaved(self, src: dict[str, Path]) -> str:
         """The interleaved pairing's run (interleaved.py): both engines resident through the timed
@@ -252,26 +250,26 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, ProbePhase):
                 if not on_timed:
                     self.stop_resident()
                     if not self._idle_ok:
-                        return self.finish("void", void_reason=self._idle_reason)
+                        return self.finish(VOID, void_reason=self._idle_reason)
                 self.set_phase("probes")
                 ok, reason = self._probes(src["candidate"], src["stock"])
             finally:
                 self.stop_resident()
         except IdleFault as exc:
             if exc.engine == "candidate":
-                return self.finish("failed", failure_reason=exc.reason)
-            return self.finish("void", void_reason=f"stock engine: {exc.reason}")
+                return self.finish(FAILED, failure_reason=exc.reason)
+            return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
         except EngineFailure as exc:
             if exc.reason.startswith("candidate"):
-                return self.finish("failed", failure_reason=exc.reason)
-            return self.finish("void", void_reason=f"stock engine: {exc.reason}")
+                return self.finish(FAILED, failure_reason=exc.reason)
+            return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
         except ArenaVoid as exc:
-            return self.finish("void", void_reason=exc.reason)
+            return self.finish(VOID, void_reason=exc.reason)
         if not ok:
-            return self.finish("void", void_reason=reason)
+            return self.finish(VOID, void_reason=reason)
         if not self._idle_ok:
-            return self.finish("void", void_reason=self._idle_reason)
-        return self.finish("measured")
+            return self.finish(VOID, void_reason=self._idle_reason)
+        return self.finish(MEASURED)
 
     def _load_inputs(self) -> None:
         """The target (prepared when the spec names none), its tokenizer and the pool."""
@@ -315,16 +313,16 @@ def resume_dead(wh: Warehouse, evaluation_id: str, progress=None) -> str:
         say(f"[evaluate {evaluation_id}] already {row['status']}: nothing to resume")
         return row["status"]
     state = read_state(wh, evaluation_id) or {}
-    if row["status"] == "running" and runner_alive(state):
+    if row["status"] == RUNNING and runner_alive(state):
         raise EvaluationStateError(f"evaluation {evaluation_id} is still running under pid {state.get('pid')}")
-    if row["status"] == "queued":
+    if row["status"] == QUEUED:
         raise EvaluationStateError(f"evaluation {evaluation_id} is queued, not started: run it instead of resuming")
     _kill_leftovers(state, evaluation_id)
     phase = state.get("phase") or "an unknown phase"
-    write_status(wh, row, "void", void_reason=f"runner died during {phase}", provenance={"resumed_by": own_identity()})
+    write_status(wh, row, VOID, void_reason=f"runner died during {phase}", provenance={"resumed_by": own_identity()})
     write_state(wh, evaluation_id, phase="finished: void (runner died)", engine_pgid=None, engine_workspace=None)
     say(f"[evaluate {evaluation_id}] void: runner died during {phase}; stored rows kept")
-    return "void"
+    return VOID
 
 
 def _kill_leftovers(state: dict, evaluation_id: str) -> None:

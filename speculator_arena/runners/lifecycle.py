@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 
+from speculator_arena.errors import ArenaError
 from speculator_arena.runners.freezer import EngineCgroup
 from speculator_arena.sealed.archive import check_tree, engine_root, extract_archive
 from speculator_arena.sealed.plugins import PluginInstallError, install_plugins, with_plugin_path
@@ -46,7 +47,7 @@ OFFLOAD_PATTERNS = [
 ]
 
 
-class EngineStartError(RuntimeError):
+class EngineStartError(RuntimeError, ArenaError):
     """The engine directory cannot be started at all (no launch.sh, bad archive)."""
 
 

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.status import QUEUED
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.provenance import provenance
 from speculator_arena.runners.spec import EvaluationSpec, resolve_engine_path, stock_engine_of
@@ -68,7 +69,7 @@ def queue(spec: EvaluationSpec, home=None, *, device: Device | None = None) -> d
         "is_reference": spec.is_reference,
         "label": spec.label or Path(spec.engine).name,
         "solution_kind": spec.solution_kind,
-        "status": "queued",
+        "status": QUEUED,
         "void_reason": None,
         "failure_reason": None,
         "created_at": now,

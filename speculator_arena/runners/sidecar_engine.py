@@ -29,6 +29,7 @@ from pathlib import Path
 import httpx
 
 from speculator_arena import settings
+from speculator_arena.errors import ArenaError
 from speculator_arena.runners.failures import ArenaVoid
 from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, _proc_pids, user_name
 
@@ -40,7 +41,7 @@ ISOLATION_NONE = "none: the engine ran as the runner's user"
 DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
-class SidecarError(RuntimeError):
+class SidecarError(RuntimeError, ArenaError):
     """The supervisor did not answer, answered what it must not, or is not the one it was."""
 
 

@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 
 from speculator_arena.atomic import write_json_atomic
+from speculator_arena.errors import ArenaError
 from speculator_arena.rules import status as S
 from speculator_arena.warehouse.store import Warehouse
 
 
-class EvaluationStateError(RuntimeError):
+class EvaluationStateError(RuntimeError, ArenaError):
     """An evaluation cannot be started or resumed in its present state."""
 
 

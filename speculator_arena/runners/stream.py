@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from speculator_arena.errors import ArenaError
 from speculator_arena.runners.sse_decode import StreamResult, storable
 
 DONE = "[DONE]"
@@ -60,7 +61,7 @@ MAX_EVENTS = 131072  # `data:` lines of one response
 _clock = time.time
 
 
-class StreamError(Exception):
+class StreamError(ArenaError):
     """A failure on the wire; `stream_chat` records it as `"<class name>: <text>"`."""
 
 

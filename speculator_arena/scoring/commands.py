@@ -1,4 +1,9 @@
-"""`arena score`: score every stored evaluation under a protocol version."""
+"""`arena score`: score every stored evaluation under a protocol version.
+
+It prints the scores, never the board: the board as text is `arena board --text` (board/text.py
+`read_board_text`), one code path for every text board. `--board` was a second one (it printed
+`board_text` over every evaluation); it is gone, and naming it says where the board is.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--protocol", type=int, default=None, help="protocol version (default: latest)")
     p.add_argument("--evaluation", action="append", default=None, help="score only this evaluation (repeatable)")
     p.add_argument("--json", action="store_true", help="print the evaluations' scores as JSON")
-    p.add_argument("--board", action="store_true", help="print every task's board as text")
-    p.add_argument("--split", default="test", choices=("dev", "test"), help="split of the board (with --board)")
+    # gone (the board is `arena board --text`): kept, unlisted, only to say so
+    p.add_argument("--board", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--split", default="test", choices=("dev", "test"), help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -22,6 +28,14 @@ def run(args: argparse.Namespace) -> int:
     from speculator_arena.scoring.registry import score_and_record
     from speculator_arena.warehouse import Warehouse
 
+    if args.board:
+        print(
+            f"arena score: --board is gone; the board as text is `arena board --text --split {args.split}"
+            + (f" --protocol {args.protocol}" if args.protocol is not None else "")
+            + "` (`arena score` first records the scores, if you want their copy too)",
+            file=sys.stderr,
+        )
+        return 2
     scores = score_and_record(Warehouse(), args.protocol, args.evaluation)
     rc = _print(args, scores)
     if scores.copy_error:  # the scores printed are complete; only their file copy is missing
@@ -32,7 +46,6 @@ def run(args: argparse.Namespace) -> int:
 def _print(args: argparse.Namespace, scores) -> int:
     import math
 
-    from speculator_arena.board.text import board_text
     from speculator_arena.printing import json_cell, print_json
 
     ev = scores.evaluations
@@ -63,9 +76,6 @@ def _print(args: argparse.Namespace, scores) -> int:
                 "evaluations": [{c: json_cell(r[c]) for c in cols} for _, r in ev.iterrows()],
             }
         )
-        return 0
-    if args.board:
-        print(board_text(scores, split=args.split))
         return 0
     n = len(ev)
     scored = int(ev["specscore"].notna().sum())

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from speculator_arena.protocol.model import WORKLOADS
-from speculator_arena.rules.status import FINAL
+from speculator_arena.rules.status import FINAL, VOID
 from speculator_arena.scoring import frames
 from speculator_arena.scoring.contention import contention_void_reasons
 from speculator_arena.scoring.gates.columns import EvaluationRows
@@ -206,7 +206,7 @@ def void_reasons(
     did not come back idle before the stock engine, the host was contended, or the stock engine
     had no speed on a timed pass."""
     n = len(ev)
-    runner = (ev["status"] == "void").to_numpy(dtype=bool, na_value=False)
+    runner = (ev["status"] == VOID).to_numpy(dtype=bool, na_value=False)
     given = ev["void_reason"].to_numpy()
     runner_text = frames.objects(n)
     runner_text[runner] = [x if isinstance(x, str) and x else "voided by the runner" for x in given[runner]]

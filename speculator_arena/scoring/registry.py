@@ -17,12 +17,13 @@ from pathlib import Path
 
 from speculator_arena.atomic import write_atomic
 from speculator_arena.diskspace import full_disk
+from speculator_arena.errors import ArenaError
 from speculator_arena.protocol.model import protocol_digest
 from speculator_arena.scoring import outcomes
 from speculator_arena.warehouse.store import Warehouse
 
 
-class ProtocolChangedError(ValueError):
+class ProtocolChangedError(ValueError, ArenaError):
     """A protocol version's document differs from the one its stored scores were made under."""
 
 

@@ -20,13 +20,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from speculator_arena.errors import ArenaError
 from speculator_arena.sealed.refusal import Refused, echo
 
 PLUGIN_DIR = "plugin"
 INSTALL_TIMEOUT_S = 600
 
 
-class PluginInstallError(RuntimeError):
+class PluginInstallError(RuntimeError, ArenaError):
     """The engine's plugin wheels could not be installed offline."""
 
 

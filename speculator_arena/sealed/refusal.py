@@ -4,10 +4,12 @@ with, and the helper that keeps a refusal's text short. The front door's own ref
 
 from __future__ import annotations
 
+from speculator_arena.errors import ArenaError
+
 ECHO_CHARS = 120  # how much of a participant's value an error repeats
 
 
-class Refused(Exception):
+class Refused(ArenaError):
     """A request the arena refuses; nothing was stored and no quota used."""
 
     status = 400

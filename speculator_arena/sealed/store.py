@@ -23,6 +23,7 @@ import stat
 from pathlib import Path
 
 from speculator_arena.checkpoints.seal import MANIFEST, read_manifest, seal, verify_manifest, write_manifest
+from speculator_arena.errors import ArenaError
 from speculator_arena.sealed.trees import remove_tree
 from speculator_arena.settings import arena_home
 
@@ -30,7 +31,7 @@ TREE = "tree"
 MAX_MANIFEST_BYTES = 64 * 2**20
 
 
-class SealBroken(RuntimeError):
+class SealBroken(RuntimeError, ArenaError):
     """A sealed directory no longer matches its manifest: the evaluation must not start."""
 
 

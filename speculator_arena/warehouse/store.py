@@ -21,13 +21,14 @@ import pyarrow.parquet as pq
 
 from speculator_arena import settings, sqlfiles
 from speculator_arena.atomic import atomic_path
+from speculator_arena.errors import ArenaError
 from speculator_arena.warehouse.schema import TABLES
 
 if TYPE_CHECKING:  # the runner writes rows on machines without DuckDB (the GPU image)
     import duckdb
 
 
-class WarehouseError(RuntimeError):
+class WarehouseError(RuntimeError, ArenaError):
     """A write that could not complete; nothing already stored was changed."""
 
 

@@ -312,7 +312,7 @@ def test_an_agent_set_without_usage_is_refused_naming_the_set_and_the_fields(tmp
     """Trajectories without the `usage` and `created` the agent structure is fitted from ended
     the build with `ValueError: no values to fit from mini-swe-agent trajectories (usage,
     created)`; the build now fails naming the declared set, the fields, in how many records."""
-    from speculator_arena.assets.launch import PoolBuildFailed, build_pools
+    from speculator_arena.dagster_project.launch import PoolBuildFailed, build_pools
 
     recs = _records("mini-swe-agent")
     for r in recs:

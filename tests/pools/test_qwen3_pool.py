@@ -17,7 +17,7 @@ def test_qwen3_pools_build_and_pass_their_checks(built_local, tmp_path, monkeypa
     monkeypatch.setenv("ARENA_EMBED_CACHE", str(built_local["embed_cache"]))  # reuse the local build's embeddings
     monkeypatch.setenv("ARENA_POOL_KEY", "qwen-test-key")
     monkeypatch.delenv("ARENA_PARAPHRASES", raising=False)
-    from speculator_arena.assets.launch import build_pools
+    from speculator_arena.dagster_project.launch import build_pools
 
     res = build_pools("qwen3-8b", data=str(shared_data), home=str(tmp_path))
     assert all(c.passed for c in res.get_asset_check_evaluations())

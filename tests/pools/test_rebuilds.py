@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from test_sources_as_data import FIX, _bad
 
-from speculator_arena.assets.launch import PoolBuildFailed, build_pools
 from speculator_arena.cli import main
+from speculator_arena.dagster_project.launch import PoolBuildFailed, build_pools
 from speculator_arena.pools.api import PoolShort, load_pool
 
 pytestmark = pytest.mark.slow

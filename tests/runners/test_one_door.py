@@ -1,4 +1,4 @@
-"""One door for every evaluation (issue 19; assets/launch.evaluate): a calibration's run is an
+"""One door for every evaluation (issue 19; dagster_project/launch.evaluate): a calibration's run is an
 `evaluation` partition of the Dagster instance like any other, and `arena demo` re-runs an
 evaluation the host's other work voided, then says what was busy and exits non-zero (issue 21).
 
@@ -61,12 +61,13 @@ def _home(built_home, dest):
 
 
 def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_path, monkeypatch):
-    """calibration_runs launches each planned run through the one door: the run lands as a
-    materialized `evaluation` partition (with its checks), under the calibration's account."""
+    """A calibration launches each planned run through the one door: the run lands as a
+    materialized `evaluation` partition (with its checks), under the calibration's account, tagged
+    with the device; the `calibration_runs` asset then records it without running anything."""
     from synthetic import write_synthetic_evaluation
 
-    from speculator_arena.assets import launch
     from speculator_arena.calibration.plan import plan
+    from speculator_arena.dagster_project import launch
 
     home = _home(built_home, tmp_path / "arena_home")
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged["protocol"]))
@@ -90,20 +91,32 @@ def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_pa
         "adopt": adopt,
     }
     from speculator_arena.assets.calibration import calibration_runs
+    from speculator_arena.frontdoor.queue import DEVICE_TAG, device_name
 
-    launch.materialize(
-        [calibration_runs],
-        partition_key=TASK,
-        instance=launch.dagster_instance(home),
-        run_config={"ops": {"calibration_runs": {"config": config}}, **launch.quiet()},
-        resources=launch.default_resources(home),
-    )
+    ids = launch.calibration_evaluations(TASK, config, home)
     planned = run.evaluation_id(TASK, p.candidate_version)
     instance = launch.dagster_instance(home)
     assert planned in instance.get_dynamic_partitions("evaluations")
     event = instance.get_latest_materialization_event(dg.AssetKey("evaluation"))
     eid = event.dagster_event.partition  # the planned id, or its re-run (-r1, -r2) when a contended machine voided it
     assert eid in (planned, f"{planned}-r1", f"{planned}-r2")
+    # the run carries the device tag the queue's one-run-per-device check reads, and the task calibrated
+    tags = instance.get_run_by_id(event.run_id).tags
+    assert tags[DEVICE_TAG] == device_name() and tags[launch.CALIBRATION_TAG] == TASK
+    # the asset records what is stored; it launches nothing (no new evaluation run)
+    runs_before = len(instance.get_runs())
+    result = launch.materialize(
+        [calibration_runs],
+        partition_key=TASK,
+        instance=instance,
+        run_config={"ops": {"calibration_runs": {"config": config}}, **launch.quiet()},
+        resources=launch.default_resources(home),
+    )
+    assert len(instance.get_runs()) == runs_before + 1
+    (recorded,) = result.asset_materializations_for_node("calibration_runs")
+    assert f"| {run.name} | {ids[run.name] or '(none measured)'} |" in recorded.metadata["runs"].value
+    # and the run was measured (a contended host voids every attempt: then the lines above still hold)
+    assert ids[run.name] == eid and recorded.metadata["measured"].value == len(p.runs)
     meta = event.asset_materialization.metadata
     assert meta["status"].value == "measured" and meta["summary"].value["evaluation_id"] == eid
     row = current_row(wh, eid)

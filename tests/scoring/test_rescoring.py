@@ -68,7 +68,7 @@ def test_a_used_version_cannot_change(arena_home, tmp_path, monkeypatch, capsys)
     assert main(["score", "--protocol", "1"]) == 0  # other versions are unaffected
 
 
-def test_arena_score_command_json_and_board(arena_home, capsys):
+def test_arena_score_command_json_and_the_board_pointer(arena_home, capsys):
     wh = Warehouse(arena_home)
     write_synthetic_evaluation(wh, "e1", split="test", label="fast", account_id="A")
     write_synthetic_evaluation(wh, "e2", split="test", label="partial", account_id="B", attack="partial")
@@ -77,9 +77,13 @@ def test_arena_score_command_json_and_board(arena_home, capsys):
     by = {e["evaluation_id"]: e for e in out["evaluations"]}
     assert by["e1"]["specscore"] > 1 and by["e2"]["specscore"] is None
     assert "running" in by["e2"]["specscore_reason"]
-    assert main(["score", "--board", "--split", "test"]) == 0
+    # the board as text is one command's: `arena score --board` says where, and prints no board
+    assert main(["score", "--board", "--split", "test"]) == 2
+    said = capsys.readouterr()
+    assert "`arena board --text --split test`" in said.err and "==" not in said.out
+    assert main(["board", "--text", "--split", "test"]) == 0
     text = capsys.readouterr().out
-    assert "== local-smollm2 (test) ==" in text and "fast" in text and "incomplete" in text
+    assert "== local-smollm2 (test) ==" in text and "fast" in text
     assert main(["score"]) == 0
     assert f"scored 2 evaluations under protocol v{SHIPPED}" in capsys.readouterr().out
 

@@ -112,6 +112,7 @@ class Reporter:
 
 def run(args, reporter: Reporter) -> dict:
     from speculator_arena.backends.kubernetes.results import write_results_manifest
+    from speculator_arena.rules.status import QUEUED, RUNNING, VOID
     from speculator_arena.runners.harness import Evaluation
     from speculator_arena.runners.queued import queue
     from speculator_arena.runners.spec import EvaluationSpec
@@ -124,14 +125,14 @@ def run(args, reporter: Reporter) -> dict:
     spec = EvaluationSpec.from_json(args.spec)
     problems = sidecar_problems(spec)  # before the harness opens the device the supervisor names
     ev = Evaluation(spec, home=home, progress=reporter.say)
-    reporter.event(event="status", evaluation_id=spec.evaluation_id, status="queued")
+    reporter.event(event="status", evaluation_id=spec.evaluation_id, status=QUEUED)
     row = queue(spec, home, device=ev.device)  # the row to void when the sealed inputs differ
     problems += sealed_problems(spec)
     if problems:
-        row = write_status(ev.wh, row, "void", void_reason="; ".join(problems)[:500])
-        status = "void"
+        row = write_status(ev.wh, row, VOID, void_reason="; ".join(problems)[:500])
+        status = VOID
     else:
-        reporter.event(event="status", evaluation_id=spec.evaluation_id, status="running")
+        reporter.event(event="status", evaluation_id=spec.evaluation_id, status=RUNNING)
         status = ev.run()
         row = ev.row or {}
     _hand_over(home)

@@ -44,7 +44,7 @@ from speculator_arena.backends.kubernetes.results import ResultsRejected, land
 from speculator_arena.backends.kubernetes.settings import KubernetesSettings
 from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
-from speculator_arena.rules.status import FINAL
+from speculator_arena.rules.status import FINAL, RUNNING, VOID
 from speculator_arena.runners.queued import queue
 from speculator_arena.runners.sidecar_engine import ISOLATION_SIDECAR
 from speculator_arena.runners.spec import EvaluationSpec
@@ -247,7 +247,7 @@ class KubernetesLauncher:
         task = load_protocol(spec.protocol_version).task(spec.task_id)
         pod_spec = self.preflight(spec)
         row = queue(spec, self.wh.home)  # the row before the pod starts (the pod's runner writes its own)
-        if row["status"] in FINAL or row["status"] == "running":
+        if row["status"] in FINAL or row["status"] == RUNNING:
             raise EvaluationStateError(f"evaluation {spec.evaluation_id} is already {row['status']}")
         results = Path(self.s.results_root) / spec.evaluation_id
         if results.exists() and any(results.iterdir()):
@@ -265,7 +265,7 @@ class KubernetesLauncher:
             "pod": pod_name,
             "engine_isolation": ISOLATION_SIDECAR,
         }
-        row = write_status(self.wh, row, "running", provenance=where)
+        row = write_status(self.wh, row, RUNNING, provenance=where)
         outcome = self.run_pod(context, manifests.evaluation_pod(pod_spec, task, self.s, name=pod_name), task)
         self.say(f"[evaluate {spec.evaluation_id}] pod {pod_name}: {outcome.kind}: {outcome.reason}")
         return self.conclude(row, outcome, results, where)["status"]
@@ -289,9 +289,7 @@ class KubernetesLauncher:
                     reason = f"results rejected: {exc.reason}"
             else:
                 reason = f"pod {outcome.kind}: {outcome.reason}"
-            return write_status(
-                self.wh, row, "void", void_reason=reason[:500], provenance={"pod_outcome": outcome.kind}
-            )
+            return write_status(self.wh, row, VOID, void_reason=reason[:500], provenance={"pod_outcome": outcome.kind})
         finally:
             shutil.rmtree(results, ignore_errors=True)
 
@@ -331,7 +329,7 @@ class KubernetesLauncher:
             finally:
                 self.delete_pod(name)
         if outcome is None:
-            outcome = PodOutcome("runner_failed", "void", f"the launcher stopped following the pod: {error}"[:500])
+            outcome = PodOutcome("runner_failed", VOID, f"the launcher stopped following the pod: {error}"[:500])
         return outcome
 
     def delete_pod(self, name: str) -> None:

@@ -17,6 +17,8 @@ from datetime import datetime
 
 from kubernetes import client as k8s
 
+from speculator_arena.rules.status import VOID
+
 IMAGE_PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 CONTAINER_CONFIG_FAILURES = ("CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 NODE_LOSS_DISRUPTIONS = ("DeletionByTaintManager", "DeletionByPodGC")
@@ -35,7 +37,7 @@ class PodOutcome:
 
 
 def _void(kind: str, reason: str) -> PodOutcome:
-    return PodOutcome(kind, "void", reason[:500])
+    return PodOutcome(kind, VOID, reason[:500])
 
 
 def _seconds_since(ts: datetime | None, now: datetime) -> float:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from speculator_arena import settings
+from speculator_arena.errors import ArenaError
 from speculator_arena.pools import layout
 from speculator_arena.pools.settings import PoolSettings, pool_settings
 from speculator_arena.pools.sources import Sources, load_sources
@@ -19,7 +20,7 @@ from speculator_arena.rules.window import WindowRule
 from speculator_arena.warehouse import arena_home
 
 
-class PoolBuildError(RuntimeError):
+class PoolBuildError(RuntimeError, ArenaError):
     """A pool that cannot be built as asked (missing key, too few sources, a bad operator file)."""
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import yaml
 
 from speculator_arena import settings
+from speculator_arena.errors import ArenaError
 from speculator_arena.pools.conversations import FORMATS
 
 DEFAULT = Path(__file__).with_name("default.yaml")
@@ -35,7 +36,7 @@ FAMILIES = ("agent", "chat")
 _KEYS = {"name", "path", "package", "format", "family", "id_prefix", "origin", "commit_from", "license", "weight"}
 
 
-class DeclarationError(ValueError):
+class DeclarationError(ValueError, ArenaError):
     """A declaration file that does not say what to read (names the file and the set)."""
 
 

@@ -1,10 +1,11 @@
-"""Launchers: what the CLI, the queue worker and the calibration call to run the arena's assets
-in-process on the Dagster instance of an ARENA_HOME, so `DAGSTER_HOME=$ARENA_HOME/dagster
+"""Launchers: what the commands, the queue worker and a calibration call to run the arena's
+assets in-process on the Dagster instance of an ARENA_HOME, so `DAGSTER_HOME=$ARENA_HOME/dagster
 dagster dev` shows every run they made.
 
-They live with the assets because they are the only code that calls Dagster to run them, and
-the calibration's asset launches its evaluations through them; the domains below (runners,
-pools, scoring) never import this module or the assets.
+They live beside the commands (dagster_project/commands.py), above the assets: `assets/` holds
+the Dagster definitions and resources only, and no asset runs another asset inside its step
+(tests/test_layers.py looks). The domains below (runners, pools, scoring) never import this module
+or the assets.
 
 One door for every evaluation: `evaluate(spec, home)`. Whoever starts one (`arena evaluate`,
 `arena demo`, the queue worker, a calibration) builds its spec with its source's builder
@@ -28,6 +29,8 @@ import dagster as dg
 from speculator_arena import settings
 from speculator_arena.assets.resources import default_resources
 from speculator_arena.diskspace import full_disk_text
+from speculator_arena.errors import ArenaError
+from speculator_arena.rules.status import VOID
 
 
 def quiet(level: str = "CRITICAL") -> dict:
@@ -120,7 +123,7 @@ def contended(summary: dict) -> bool:
     """Whether an evaluation ended void because the host was contended (the runner's stop, or the
     scorer's judgment of its stored passes)."""
     outcome = summary.get("outcome") or {}
-    runner = summary.get("status") == "void" and "host contended" in why(summary)
+    runner = summary.get("status") == VOID and "host contended" in why(summary)
     scorer = bool(outcome.get("void")) and "host contended" in (outcome.get("reason") or "")
     return runner or scorer
 
@@ -187,7 +190,7 @@ def score(home, version: int | None = None):
     return result.asset_value(scores.key)
 
 
-class PoolBuildFailed(RuntimeError):
+class PoolBuildFailed(RuntimeError, ArenaError):
     """A build that failed; the served pool is the one before it, whole."""
 
 
@@ -280,11 +283,40 @@ def work_queue_once(home=None, say=print) -> str | None:
     return request.partition_key
 
 
-def calibrate(task_id: str, config: dict, home, backend: str = "") -> dg.ExecuteInProcessResult:
-    """Materialize the three calibration assets of one task (what `arena calibrate` runs); its
-    evaluations run on `backend` (local or kubernetes), each through `evaluate`."""
+CALIBRATION_TAG = "arena/calibration"  # a calibration's evaluation runs: the task calibrated
+
+
+def calibration_evaluations(task_id: str, config: dict, home, backend: str = "", progress=None) -> dict:
+    """A calibration's planned evaluations not stored yet, each run through `evaluate` (an
+    `evaluation` partition like any other, on `backend`), tagged with the device
+    (`frontdoor.queue.DEVICE_TAG`), so the queue's one-run-per-device check sees them in flight,
+    and with the task calibrated. Returns run name -> evaluation id (None: none measured).
+
+    Why here and not in the `calibration_runs` asset: an asset that ran the `evaluation` asset
+    inside its step made the assets and the launchers import each other; the asset now records
+    what is stored (calibration/calibrate.py step_runs)."""
+    from speculator_arena.assets.calibration import CalibrationConfig
+    from speculator_arena.calibration.calibrate import run_evaluations
+    from speculator_arena.frontdoor.queue import DEVICE_TAG, device_name
+    from speculator_arena.warehouse import Warehouse
+
+    tags = {DEVICE_TAG: device_name(), CALIBRATION_TAG: task_id}
+
+    def through_the_door(spec, wh, say) -> str:
+        return evaluate(spec, wh.home, backend=backend, progress=say, tags=tags)["status"]
+
+    opts = CalibrationConfig(**config).options(task_id)
+    say = progress or (lambda m: print(m, file=sys.stderr, flush=True))
+    return run_evaluations(Warehouse(home), opts, through_the_door, say)
+
+
+def calibrate(task_id: str, config: dict, home, backend: str = "", progress=None) -> dg.ExecuteInProcessResult:
+    """What `arena calibrate` runs: the calibration's evaluations (`calibration_evaluations`, on
+    `backend`: local or kubernetes), then the three calibration assets of the task, which record
+    the stored runs, fit m and c, and derive the candidate."""
     from speculator_arena.assets.calibration import calibration_fit, calibration_runs, protocol_candidate
 
+    calibration_evaluations(task_id, config, home, backend, progress)
     ops = {name: {"config": config} for name in ("calibration_runs", "calibration_fit", "protocol_candidate")}
     return materialize(
         [calibration_runs, calibration_fit, protocol_candidate],
