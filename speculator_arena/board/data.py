@@ -3,8 +3,9 @@
 Three rules shape this module:
 
 - Read-only. Nothing here writes under `ARENA_HOME`. Scores are computed by
-  `speculator_arena.scoring.score_warehouse` from raw rows on every (cached) read; the board
-  never reads score copies under `$ARENA_HOME/scores/`.
+  `speculator_arena.scoring.score_warehouse` from raw rows; the board never reads the score
+  copies under `$ARENA_HOME/scores/v<N>/`. (The board's memo, board/memo.py, keeps what it
+  scored in its score store, board/store.py, checked against the raw partitions' mtimes.)
 - Scoped. Scoring or querying a few evaluations must not cost what the whole warehouse costs:
   binding the warehouse's `raw_*` views reads the footer of every Parquet part of every table,
   several seconds with 10,000 evaluations. So the board lists evaluations through the

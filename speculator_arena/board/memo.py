@@ -8,8 +8,12 @@ only partitions whose directory changed since, see warehouse/catalog.py) and, pe
 and protocol version, what the scorer computed, stamped with the mtimes of the partition
 directories it came from (the catalog's rule). A refresh stats the directories (milliseconds),
 re-reads and re-scores only what changed, and recomputes the one cross-evaluation figure, the dev/test gap flag, over the
-result. Nothing is written anywhere: the memo lives and dies with the server process, and every
-number still comes from the raw rows under the chosen protocol.
+result. What it scores it also writes to the score store (board/store.py, under
+`$ARENA_HOME/scores/board-store/`), and what it lacks it first looks for there, so a fresh
+process (a restarted server, `arena board --text`) scores only what landed or changed since
+any process last scored it, not every candidate again. Every number still comes from the raw
+rows under the chosen protocol: the store's rows are the scorer's, kept at the fingerprint
+they were scored at, and used only while that fingerprint holds.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from speculator_arena.board import data
+from speculator_arena.board import data, store
 from speculator_arena.warehouse import catalog, parts
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
@@ -91,12 +95,15 @@ class BoardMemo:
                 self.last_refresh["evaluations_scored"] = 0
                 return last[1]  # nothing changed since this exact request: nothing to score or stitch
             stale = [eid for eid in ids if self._prints.get((eid, protocol_version)) != prints[eid]]
+            if stale and self._from_store(protocol_version, {eid: prints[eid] for eid in stale}):
+                stale = [eid for eid in ids if self._prints.get((eid, protocol_version)) != prints[eid]]
             self.last_refresh["evaluations_scored"] = len(stale)
             fresh = None
             if stale:
                 frames, fresh = data.score_frames(self.wh.home, stale, protocol_version)
-                self._keep(protocol_version, stale, frames, fresh)
+                self._keep(protocol_version, stale, frames, str(fresh.protocol_digest), int(fresh.protocol_version))
                 self._prints.update({(eid, protocol_version): prints[eid] for eid in stale})
+                self._to_store(protocol_version)
             if not ids:
                 return None
             if len(stale) == len(ids):
@@ -113,15 +120,55 @@ class BoardMemo:
                 del self._combined[next(iter(self._combined))]
         return scores
 
-    def _keep(self, version, stale: list[str], frames, fresh) -> None:
+    def _keep(self, version, stale: list[str], frames, digest: str, resolved: int) -> None:
         """Keep the scorer's rows of the evaluations `stale` (just scored), replacing what was
         kept of them: one concatenation per frame, not one frame per evaluation (the per-
         evaluation frames of thousands of evaluations cost seconds to cut and minutes to join)."""
         old = self._kept.get(version)
-        new = {name: getattr(frames, name) for name in FRAMES}
+        new = {name: frames[name] if isinstance(frames, dict) else getattr(frames, name) for name in FRAMES}
         if old is not None:
             new = {name: _joined(_without(old[0][name], stale), df) for name, df in new.items()}
-        self._kept[version] = (new, str(fresh.protocol_digest), int(fresh.protocol_version))
+        self._kept[version] = (new, digest, resolved)
+
+    # ---- the score store (board/store.py): what any process already scored ----------------
+    def _resolved(self, version) -> tuple[int, str]:
+        """The version number and digest `version` (None: the latest) is scored under."""
+        from speculator_arena.protocol import load_protocol, protocol_digest
+
+        resolved = load_protocol(version).version
+        return resolved, protocol_digest(resolved)
+
+    def _from_store(self, version, stale: dict[str, tuple]) -> bool:
+        """Take into the memo what the store holds (another process scored it, or this one
+        before a restart): the evaluations `stale` (id -> the fingerprint just taken) stored at
+        that same fingerprint, and any the memo does not hold at all (the caller compares their
+        fingerprints as for the memo's own rows when they are asked for: one whose files
+        changed since is scored again). Returns whether anything was taken."""
+        resolved, digest = self._resolved(version)
+        loaded = store.load(self.wh.home, resolved, digest)
+        if loaded is None:
+            return False
+        frames, prints = loaded
+        take = sorted(eid for eid, p in prints.items() if stale.get(eid) == p or (eid, version) not in self._prints)
+        if not take:
+            return False
+        if len(take) < len(prints):
+            frames = {name: _rows_of(df, take) for name, df in frames.items()}
+        self._keep(version, take, frames, digest, resolved)
+        self._prints.update({(eid, version): prints[eid] for eid in take})
+        return True
+
+    def _to_store(self, version) -> None:
+        """Write what the memo keeps under `version` to the store (its trustworthy
+        fingerprints only: a racy one is never stored), for the next process."""
+        kept, digest, resolved = self._kept[version]
+        prints = {
+            eid: p
+            for (eid, v), p in self._prints.items()
+            if v == version and len(p) == len(TABLES) and all(isinstance(x, int) for x in p)
+        }
+        frames = {name: _rows_of(df, sorted(prints)) if len(prints) else df.iloc[:0] for name, df in kept.items()}
+        store.save(self.wh.home, resolved, digest, frames, prints)
 
     def board(self, task_id: str, protocol_version: int | None, index: pd.DataFrame | None = None) -> data.ScoreFrames:
         """One task's board: what every board reads (the Streamlit pages, `arena board --text`,
