@@ -29,6 +29,7 @@ column records which), so a frame read back equals the frame written, value for 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 import uuid
@@ -47,6 +48,7 @@ from speculator_arena.warehouse.schema import TABLES
 FRAMES = ("evaluations", "passes", "gates", "figures")
 PRINTS = "prints"
 KEEP_GENERATIONS = 2  # the newest, and the one a reader may still be reading
+OBJECTS = b"arena_object_columns"  # schema metadata: the columns that were of dtype object
 NAN_MARK = "__nan__"  # side column: which missing cells of an object column were NaN, not None
 CODE_DIRS = ("scoring", "rules", "protocol", "warehouse")
 
@@ -83,26 +85,35 @@ def _generations(d: Path) -> list[Path]:
 
 
 def _to_table(df: pd.DataFrame) -> pa.Table:
-    marks = {}
+    marks, objects = {}, []
     for c in df.columns:
         if df[c].dtype == object:
+            objects.append(c)
             nan = df[c].map(lambda v: isinstance(v, float) and v != v).to_numpy(dtype=bool)
             if nan.any():
                 marks[f"{NAN_MARK}{c}"] = nan
     out = df.reset_index(drop=True)
     if marks:
         out = out.assign(**marks)
-    return pa.Table.from_pandas(out, preserve_index=False)
+    t = pa.Table.from_pandas(out, preserve_index=False)
+    return t.replace_schema_metadata({**(t.schema.metadata or {}), OBJECTS: json.dumps(objects).encode()})
 
 
 def _to_frame(t: pa.Table) -> pd.DataFrame:
+    """The frame `_to_table` was given. Object columns come back as object columns (pandas may
+    read text as its string dtype), their missing cells None or NaN as they were."""
+    objects = json.loads((t.schema.metadata or {}).get(OBJECTS, b"[]"))
     df = t.to_pandas()
-    for mark in [c for c in df.columns if c.startswith(NAN_MARK)]:
-        col, nan = mark[len(NAN_MARK) :], df.pop(mark).to_numpy(dtype=bool)
-        if nan.any():
-            values = df[col].to_numpy(dtype=object, copy=True)
+    for col in objects:
+        mark = f"{NAN_MARK}{col}"
+        nan = df.pop(mark).to_numpy(dtype=bool) if mark in df.columns else None
+        if df[col].dtype == object and nan is None:
+            continue
+        values = df[col].to_numpy(dtype=object, copy=True)
+        values[pd.isna(df[col]).to_numpy(dtype=bool)] = None
+        if nan is not None:
             values[nan] = np.nan
-            df[col] = pd.Series(values, index=df.index, dtype=object)
+        df[col] = pd.Series(values, index=df.index, dtype=object)
     return df
 
 
