@@ -211,6 +211,7 @@ class ScoreFrames:
     boards: dict[str, pd.DataFrame] = field(default_factory=dict)  # split -> board_rows(...)
     protocol_version: int | None = None
     protocol_digest: str | None = None
+    intervals: dict | None = None  # bootstrap intervals already drawn (Scores.intervals)
 
     @property
     def empty(self) -> bool:
@@ -313,6 +314,7 @@ def board_frames(scores, task_id: str, protocol_version: int | None) -> ScoreFra
     )
     from speculator_arena.board.ranking import board_rows
 
+    frames.intervals = getattr(scores, "intervals", None)
     frames.boards = {split: pd.DataFrame(board_rows(scores, task_id, split)) for split in SPLITS}
     return frames
 
@@ -326,7 +328,13 @@ def combined_frames(boards: list[ScoreFrames], protocol_version: int | None) -> 
         n: pd.concat([getattr(b, n) for b in present], ignore_index=True)
         for n in ("evaluations", "passes", "gates", "figures")
     }
-    return ScoreFrames(**cat, protocol_version=present[0].protocol_version, protocol_digest=present[0].protocol_digest)
+    drawn = {k: v for b in present for k, v in (b.intervals or {}).items()}
+    return ScoreFrames(
+        **cat,
+        protocol_version=present[0].protocol_version,
+        protocol_digest=present[0].protocol_digest,
+        intervals=drawn or None,
+    )
 
 
 def evaluation_scores(

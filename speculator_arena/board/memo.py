@@ -109,7 +109,6 @@ class BoardMemo:
                 frames, fresh = data.score_frames(self.wh.home, stale, protocol_version)
                 self._keep(protocol_version, stale, frames, str(fresh.protocol_digest), int(fresh.protocol_version))
                 self._prints.update({(eid, protocol_version): prints[eid] for eid in stale})
-                self._to_store(protocol_version)
             if not ids:
                 return None
             if len(stale) == len(ids):
@@ -121,6 +120,9 @@ class BoardMemo:
                 cat = {name: _rows_of(df, ids) for name, df in kept.items()}
                 _gap_flags(cat["evaluations"], protocol_version)
                 scores = Scores(version, digest, cat["evaluations"], cat["passes"], cat["gates"], cat["figures"])
+            drew = self._draw_intervals(protocol_version, scores)
+            if stale or drew:
+                self._to_store(protocol_version)
             self._combined[key] = (signature, scores)
             while len(self._combined) > self.COMBINED:  # the oldest first: memory stays bounded
                 del self._combined[next(iter(self._combined))]
@@ -132,9 +134,40 @@ class BoardMemo:
         evaluation frames of thousands of evaluations cost seconds to cut and minutes to join)."""
         old = self._kept.get(version)
         new = {name: frames[name] if isinstance(frames, dict) else getattr(frames, name) for name in FRAMES}
+        given = frames.get(INTERVALS) if isinstance(frames, dict) else None
+        new[INTERVALS] = _no_intervals() if given is None else given  # just scored: none drawn yet
         if old is not None:
             new = {name: _joined(_without(old[0][name], stale), df) for name, df in new.items()}
         self._kept[version] = (new, digest, resolved)
+
+    def _draw_intervals(self, version, scores) -> bool:
+        """Give `scores` the bootstrap intervals of its evaluations (`Scores.intervals`, which
+        the ranking then does not draw again), drawing only those not kept yet; an
+        evaluation's interval depends on its own passes alone and goes when it is re-scored
+        (`_keep`). Returns whether any was drawn. Where drawing fails (a SpecScore without its
+        pass ratios) the ranking draws, and raises, as it did without the memo."""
+        from speculator_arena.scoring.intervals import bootstrapped_intervals
+
+        kept = self._kept[version][0]
+        have = kept[INTERVALS]
+        known = dict(zip(have["evaluation_id"].tolist(), zip(have["boot_low"].tolist(), have["boot_high"].tolist())))
+        try:
+            found = bootstrapped_intervals(scores.evaluations, scores.passes, known)
+        except ValueError:
+            scores.intervals = None
+            return False
+        drawn = sorted(eid for eid in found if eid not in known)
+        if drawn:
+            rows = pd.DataFrame(
+                {
+                    "evaluation_id": pd.Series(drawn, dtype=object),
+                    "boot_low": [found[e][0] for e in drawn],
+                    "boot_high": [found[e][1] for e in drawn],
+                }
+            )
+            kept[INTERVALS] = _joined(have, rows)
+        scores.intervals = found
+        return bool(drawn)
 
     # ---- the score store (board/store.py): what any process already scored ----------------
     def _resolved(self, version) -> tuple[int, str]:
@@ -196,6 +229,17 @@ class BoardMemo:
 
 
 FRAMES = ("evaluations", "passes", "gates", "figures")
+INTERVALS = "intervals"  # beside them: each evaluation's bootstrap interval, once drawn
+
+
+def _no_intervals() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "evaluation_id": pd.Series(dtype=object),
+            "boot_low": pd.Series(dtype=float),
+            "boot_high": pd.Series(dtype=float),
+        }
+    )
 
 
 def _rows_of(df: pd.DataFrame, ids: list[str]) -> pd.DataFrame:

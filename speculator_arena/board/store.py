@@ -8,8 +8,9 @@ store keeps the same rows across processes, so a process re-scores only the eval
 landed or changed since any process last scored them.
 
 What: `$ARENA_HOME/scores/board-store/v<N>-<key>/`, one directory per generation, each holding
-the scorer's four frames (evaluations, passes, gates, figures) of the evaluations it keeps
-and, per evaluation, the fingerprint it was scored at (the mtime of each raw partition
+the scorer's four frames (evaluations, passes, gates, figures) of the evaluations it keeps,
+their bootstrap intervals as drawn (scoring/intervals.py: each depends on the evaluation's own
+passes and seed alone) and, per evaluation, the fingerprint it was scored at (the mtime of each raw partition
 directory, board/memo.py `_fingerprints`). `<key>` digests the protocol document and the
 scorer's own source (scoring/, rules/, protocol/, warehouse/), so a changed document, a staged
 version or a changed scorer never reads another's rows: it starts an empty store.
@@ -45,7 +46,7 @@ from speculator_arena import settings
 from speculator_arena.atomic import atomic_path
 from speculator_arena.warehouse.schema import TABLES
 
-FRAMES = ("evaluations", "passes", "gates", "figures")
+FRAMES = ("evaluations", "passes", "gates", "figures", "intervals")  # the scorer's four, the drawn intervals
 PRINTS = "prints"
 KEEP_GENERATIONS = 2  # the newest, and the one a reader may still be reading
 OBJECTS = b"arena_object_columns"  # schema metadata: the columns that were of dtype object

@@ -54,6 +54,9 @@ def _same_board(a: data.ScoreFrames, b: data.ScoreFrames) -> None:
 def test_a_fresh_process_scores_only_what_landed_and_a_new_version_rescores(tmp_path, asked, monkeypatch):
     from synthetic import write_synthetic_evaluation
 
+    # one DuckDB thread: its parallel sums of doubles add in thread order, so two scorings of the
+    # same rows may differ in a figure's last bit (docs/benchmarks/scoring.md); compared exactly below
+    monkeypatch.setenv("ARENA_DUCKDB_THREADS", "1")
     home = tmp_path / "home"
     wh = write_synthetic(home, [e for e in SYNTHETIC if e[0] in ("ev-alpha", "ev-alpha-test", "ev-beta")])
     _settle()
@@ -129,7 +132,18 @@ def test_stored_frames_read_back_exactly(synthetic_home, tmp_path):
     from speculator_arena.scoring import score_warehouse
 
     scores = score_warehouse(synthetic_home)
-    frames = {name: getattr(scores, name) for name in store.FRAMES}
+    from speculator_arena.scoring.intervals import bootstrapped_intervals
+
+    frames = {name: getattr(scores, name) for name in ("evaluations", "passes", "gates", "figures")}
+    drawn = bootstrapped_intervals(scores.evaluations, scores.passes)
+    assert drawn  # some evaluation has a SpecScore from its ratios
+    frames["intervals"] = pd.DataFrame(
+        {
+            "evaluation_id": pd.Series(sorted(drawn), dtype=object),
+            "boot_low": [drawn[e][0] for e in sorted(drawn)],
+            "boot_high": [drawn[e][1] for e in sorted(drawn)],
+        }
+    )
     ids = sorted(scores.evaluations["evaluation_id"])
     prints = {eid: tuple(range(len(TABLES))) for eid in ids}
     home = tmp_path / "h"
