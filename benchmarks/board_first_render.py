@@ -16,7 +16,12 @@ What it measures, each in a fresh Python process (cold Streamlit caches, nothing
 - `board`: AppTest's first run of the app (the board page) against the warehouse, then a rerun
   (cached) and a rerun after the cache's time-to-live expired (the memo re-reads nothing);
 - `baseline`: the same first run against an empty warehouse (the app's own cost);
-- the board's parts: listing evaluations, choosing what to score, scoring it;
+- `text`: `arena board --text --split dev` (what the terminal prints, the same memo and store),
+  against the same command on the empty warehouse;
+- the board's parts: listing evaluations, choosing what to score, scoring it. This runs first,
+  on an emptied score store (board/store.py): the cost when no process scored the candidates
+  before. Every later fresh process reads them from the store, as a board server does after a
+  restart; `--no-store` measures the board without it (every process scores every candidate);
 - optionally (`--browser`) the time from opening the page in headless Chromium to the leader's
   SpecScore showing, against a freshly started `streamlit run`.
 """
@@ -165,6 +170,23 @@ print(json.dumps({"index_s": t_index, "evaluations_listed": len(idx), "pick_s": 
 """
 
 
+TEXT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from speculator_arena.cli import main
+sys.argv = ["arena", "board", "--text", "--split", "dev"]
+import contextlib, io
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    try:
+        main()
+    except SystemExit as exc:
+        assert not exc.code, exc.code
+text = buf.getvalue()
+print(json.dumps({"text_s": time.perf_counter() - t0, "lines": text.count("\n"), "chars": len(text)}))
+"""
+
+
 def child(code: str, *args: str, home: Path) -> dict:
     env = dict(os.environ, ARENA_HOME=str(home), ARENA_BOARD_TTL="600")
     out = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=900)
@@ -248,6 +270,11 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=2.0, help="seconds the first render must stay under")
     ap.add_argument("--repeat", type=int, default=5, help="fresh processes per measurement (the median is kept)")
     ap.add_argument("--no-pack", action="store_true", help="read every evaluation from its parts (no packs)")
+    ap.add_argument(
+        "--no-store",
+        action="store_true",
+        help="the board ignores its score store (ARENA_SCORE_STORE=0): every fresh process scores every candidate",
+    )
     args = ap.parse_args()
 
     tmp = None
@@ -276,19 +303,30 @@ def main() -> int:
         r = packs.pack(home)
         built["pack_s"] = round(r.seconds, 2)
         built["pack_evaluations_written"] = r.packed
+    if args.no_store:
+        os.environ["ARENA_SCORE_STORE"] = "0"
     empty = Path(tempfile.mkdtemp(prefix="board-bench-empty-"))
+    (empty / "raw" / "evaluations").mkdir(parents=True)  # a warehouse with no evaluations
     try:
         app = str(REPO / "speculator_arena" / "dashboards" / "app.py")
         result = {"warehouse": built}
+        # the score store from nothing: what the memo scores (and stores) when no process has
+        # scored these candidates before (a new warehouse, a new protocol version or scorer);
+        # afterwards each fresh process reads them from the store (board/store.py)
+        shutil.rmtree(home / "scores" / "board-store", ignore_errors=True)
         result["parts"] = child(PARTS, str(home), TASK, home=home)
         # fresh processes, alternating board and baseline so both see the same machine load
-        runs, base = [], []
+        runs, base, text, text0 = [], [], [], []
         for i in range(args.repeat):
             runs.append(child(CHILD, app, TASK, home=home))
             base.append(child(CHILD, app, TASK, home=empty))
+            text.append(child(TEXT, home=home))
+            text0.append(child(TEXT, home=empty))
             print(
                 f"  run {i + 1}/{args.repeat}: first render {runs[-1]['first_render_s']:.2f} s, "
-                f"baseline {base[-1]['first_render_s']:.2f} s",
+                f"baseline {base[-1]['first_render_s']:.2f} s; after the TTL {runs[-1]['after_ttl_expiry_s']:.3f} s, "
+                f"baseline {base[-1]['after_ttl_expiry_s']:.3f} s; arena board --text {text[-1]['text_s']:.2f} s, "
+                f"empty {text0[-1]['text_s']:.2f} s",
                 file=sys.stderr,
                 flush=True,
             )
@@ -301,6 +339,10 @@ def main() -> int:
         b0 = result["baseline_empty"]["first_render_s"]
         ttl = statistics.median(r["after_ttl_expiry_s"] for r in runs)
         ttl0 = statistics.median(r["after_ttl_expiry_s"] for r in base)
+        tx = statistics.median(r["text_s"] for r in text)
+        tx0 = statistics.median(r["text_s"] for r in text0)
+        result["text"] = {"text_s_all": [round(r["text_s"], 3) for r in text], "lines": text[0]["lines"]}
+        result["text_empty"] = {"text_s_all": [round(r["text_s"], 3) for r in text0]}
         result["verdict"] = {
             "first_render_s_median": round(first, 3),
             "budget_s": args.budget,
@@ -312,11 +354,16 @@ def main() -> int:
             "baseline_after_ttl_s_median": round(ttl0, 3),
             "after_ttl_ratio_to_baseline_after_ttl": round(ttl / ttl0, 2),
             "after_ttl_ratio_to_baseline_first_render": round(ttl / b0, 2),
+            "text_s_median": round(tx, 3),
+            "text_empty_s_median": round(tx0, 3),
+            "text_ratio_to_empty": round(tx / tx0, 2),
+            "score_store": not args.no_store,
         }
         print(
             f"first render {first:.2f} s, empty board {b0:.2f} s: ratio {first / b0:.2f}; after the TTL "
             f"{ttl:.3f} s, empty board after the TTL {ttl0:.3f} s: ratio {ttl / ttl0:.2f} "
-            f"({ttl / b0:.2f} of the empty board's first render)",
+            f"({ttl / b0:.2f} of the empty board's first render); arena board --text {tx:.2f} s, empty {tx0:.2f} s: "
+            f"ratio {tx / tx0:.2f}",
             file=sys.stderr,
             flush=True,
         )

@@ -111,6 +111,12 @@ VARIABLES: dict[str, Variable] = {
         Variable("ARENA_OPERATOR", None, "who publishes a protocol version (default: the login name)", "protocol"),
         # board and front door
         Variable("ARENA_BOARD_TTL", "30", "seconds the board keeps a computed board before re-reading", "board"),
+        Variable(
+            "ARENA_SCORE_STORE",
+            "1",
+            "`0`: the board neither reads nor writes its score store (scores/board-store/)",
+            "board",
+        ),
         Variable("ARENA_BOARD_URL", None, "public URL of the board, for evaluation links", "front door"),
         Variable("ARENA_URL", "http://127.0.0.1:8000", "the arena's API, for `arena submit`", "front door"),
         Variable("ARENA_TOKEN", "", "the participant's token, for `arena submit`", "front door"),

@@ -3,8 +3,9 @@
 Three rules shape this module:
 
 - Read-only. Nothing here writes under `ARENA_HOME`. Scores are computed by
-  `speculator_arena.scoring.score_warehouse` from raw rows on every (cached) read; the board
-  never reads score copies under `$ARENA_HOME/scores/`.
+  `speculator_arena.scoring.score_warehouse` from raw rows; the board never reads the score
+  copies under `$ARENA_HOME/scores/v<N>/`. (The board's memo, board/memo.py, keeps what it
+  scored in its score store, board/store.py, checked against the raw partitions' mtimes.)
 - Scoped. Scoring or querying a few evaluations must not cost what the whole warehouse costs:
   binding the warehouse's `raw_*` views reads the footer of every Parquet part of every table,
   several seconds with 10,000 evaluations. So the board lists evaluations through the
@@ -210,6 +211,7 @@ class ScoreFrames:
     boards: dict[str, pd.DataFrame] = field(default_factory=dict)  # split -> board_rows(...)
     protocol_version: int | None = None
     protocol_digest: str | None = None
+    intervals: dict | None = None  # bootstrap intervals already drawn (Scores.intervals)
 
     @property
     def empty(self) -> bool:
@@ -312,6 +314,7 @@ def board_frames(scores, task_id: str, protocol_version: int | None) -> ScoreFra
     )
     from speculator_arena.board.ranking import board_rows
 
+    frames.intervals = getattr(scores, "intervals", None)
     frames.boards = {split: pd.DataFrame(board_rows(scores, task_id, split)) for split in SPLITS}
     return frames
 
@@ -325,7 +328,13 @@ def combined_frames(boards: list[ScoreFrames], protocol_version: int | None) -> 
         n: pd.concat([getattr(b, n) for b in present], ignore_index=True)
         for n in ("evaluations", "passes", "gates", "figures")
     }
-    return ScoreFrames(**cat, protocol_version=present[0].protocol_version, protocol_digest=present[0].protocol_digest)
+    drawn = {k: v for b in present for k, v in (b.intervals or {}).items()}
+    return ScoreFrames(
+        **cat,
+        protocol_version=present[0].protocol_version,
+        protocol_digest=present[0].protocol_digest,
+        intervals=drawn or None,
+    )
 
 
 def evaluation_scores(

@@ -8,8 +8,12 @@ only partitions whose directory changed since, see warehouse/catalog.py) and, pe
 and protocol version, what the scorer computed, stamped with the mtimes of the partition
 directories it came from (the catalog's rule). A refresh stats the directories (milliseconds),
 re-reads and re-scores only what changed, and recomputes the one cross-evaluation figure, the dev/test gap flag, over the
-result. Nothing is written anywhere: the memo lives and dies with the server process, and every
-number still comes from the raw rows under the chosen protocol.
+result. What it scores it also writes to the score store (board/store.py, under
+`$ARENA_HOME/scores/board-store/`), and what it lacks it first looks for there, so a fresh
+process (a restarted server, `arena board --text`) scores only what landed or changed since
+any process last scored it, not every candidate again. Every number still comes from the raw
+rows under the chosen protocol: the store's rows are the scorer's, kept at the fingerprint
+they were scored at, and used only while that fingerprint holds.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from speculator_arena.board import data
+from speculator_arena.board import data, store
 from speculator_arena.warehouse import catalog, parts
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
@@ -50,6 +54,7 @@ class BoardMemo:
         self.wh = Warehouse(home)
         self._lock = threading.Lock()
         self._index_table = None  # the catalog's rows as last read (pyarrow Table)
+        self._index_frame = None  # ... and as the index frame
         self.last_refresh_racy = 0
         self._prints: dict[tuple[str, int | None], tuple] = {}  # (evaluation, version) -> fingerprint
         # per version: the scorer's rows of every evaluation kept, one frame per name (FRAMES),
@@ -72,7 +77,12 @@ class BoardMemo:
             self._index_table = table
             self.last_refresh["index_parts_read"] = stats["new"] + stats["changed"]
             self.last_refresh_racy = stats["racy"]
-        return data.index_frame(table)
+            # nothing new, changed, re-checked or gone: the rows of last time, so the frame of
+            # last time (building it sorts and de-duplicates every row: tens of ms at 10,000)
+            same = base is not None and not any(stats.values()) and table.num_rows == base.num_rows
+            if not same or self._index_frame is None:
+                self._index_frame = data.index_frame(table)
+            return self._index_frame.copy()
 
     # ---- scores -------------------------------------------------------------------------
     def scores(self, evaluation_ids: list[str], protocol_version: int | None):
@@ -91,11 +101,13 @@ class BoardMemo:
                 self.last_refresh["evaluations_scored"] = 0
                 return last[1]  # nothing changed since this exact request: nothing to score or stitch
             stale = [eid for eid in ids if self._prints.get((eid, protocol_version)) != prints[eid]]
+            if stale and self._from_store(protocol_version, {eid: prints[eid] for eid in stale}):
+                stale = [eid for eid in ids if self._prints.get((eid, protocol_version)) != prints[eid]]
             self.last_refresh["evaluations_scored"] = len(stale)
             fresh = None
             if stale:
                 frames, fresh = data.score_frames(self.wh.home, stale, protocol_version)
-                self._keep(protocol_version, stale, frames, fresh)
+                self._keep(protocol_version, stale, frames, str(fresh.protocol_digest), int(fresh.protocol_version))
                 self._prints.update({(eid, protocol_version): prints[eid] for eid in stale})
             if not ids:
                 return None
@@ -108,20 +120,94 @@ class BoardMemo:
                 cat = {name: _rows_of(df, ids) for name, df in kept.items()}
                 _gap_flags(cat["evaluations"], protocol_version)
                 scores = Scores(version, digest, cat["evaluations"], cat["passes"], cat["gates"], cat["figures"])
+            drew = self._draw_intervals(protocol_version, scores)
+            if stale or drew:
+                self._to_store(protocol_version)
             self._combined[key] = (signature, scores)
             while len(self._combined) > self.COMBINED:  # the oldest first: memory stays bounded
                 del self._combined[next(iter(self._combined))]
         return scores
 
-    def _keep(self, version, stale: list[str], frames, fresh) -> None:
+    def _keep(self, version, stale: list[str], frames, digest: str, resolved: int) -> None:
         """Keep the scorer's rows of the evaluations `stale` (just scored), replacing what was
         kept of them: one concatenation per frame, not one frame per evaluation (the per-
         evaluation frames of thousands of evaluations cost seconds to cut and minutes to join)."""
         old = self._kept.get(version)
-        new = {name: getattr(frames, name) for name in FRAMES}
+        new = {name: frames[name] if isinstance(frames, dict) else getattr(frames, name) for name in FRAMES}
+        given = frames.get(INTERVALS) if isinstance(frames, dict) else None
+        new[INTERVALS] = _no_intervals() if given is None else given  # just scored: none drawn yet
         if old is not None:
             new = {name: _joined(_without(old[0][name], stale), df) for name, df in new.items()}
-        self._kept[version] = (new, str(fresh.protocol_digest), int(fresh.protocol_version))
+        self._kept[version] = (new, digest, resolved)
+
+    def _draw_intervals(self, version, scores) -> bool:
+        """Give `scores` the bootstrap intervals of its evaluations (`Scores.intervals`, which
+        the ranking then does not draw again), drawing only those not kept yet; an
+        evaluation's interval depends on its own passes alone and goes when it is re-scored
+        (`_keep`). Returns whether any was drawn. Where drawing fails (a SpecScore without its
+        pass ratios) the ranking draws, and raises, as it did without the memo."""
+        from speculator_arena.scoring.intervals import bootstrapped_intervals
+
+        kept = self._kept[version][0]
+        have = kept[INTERVALS]
+        known = dict(zip(have["evaluation_id"].tolist(), zip(have["boot_low"].tolist(), have["boot_high"].tolist())))
+        try:
+            found = bootstrapped_intervals(scores.evaluations, scores.passes, known)
+        except ValueError:
+            scores.intervals = None
+            return False
+        drawn = sorted(eid for eid in found if eid not in known)
+        if drawn:
+            rows = pd.DataFrame(
+                {
+                    "evaluation_id": pd.Series(drawn, dtype=object),
+                    "boot_low": [found[e][0] for e in drawn],
+                    "boot_high": [found[e][1] for e in drawn],
+                }
+            )
+            kept[INTERVALS] = _joined(have, rows)
+        scores.intervals = found
+        return bool(drawn)
+
+    # ---- the score store (board/store.py): what any process already scored ----------------
+    def _resolved(self, version) -> tuple[int, str]:
+        """The version number and digest `version` (None: the latest) is scored under."""
+        from speculator_arena.protocol import load_protocol, protocol_digest
+
+        resolved = load_protocol(version).version
+        return resolved, protocol_digest(resolved)
+
+    def _from_store(self, version, stale: dict[str, tuple]) -> bool:
+        """Take into the memo what the store holds (another process scored it, or this one
+        before a restart): the evaluations `stale` (id -> the fingerprint just taken) stored at
+        that same fingerprint, and any the memo does not hold at all (the caller compares their
+        fingerprints as for the memo's own rows when they are asked for: one whose files
+        changed since is scored again). Returns whether anything was taken."""
+        resolved, digest = self._resolved(version)
+        loaded = store.load(self.wh.home, resolved, digest)
+        if loaded is None:
+            return False
+        frames, prints = loaded
+        take = sorted(eid for eid, p in prints.items() if stale.get(eid) == p or (eid, version) not in self._prints)
+        if not take:
+            return False
+        if len(take) < len(prints):
+            frames = {name: _rows_of(df, take) for name, df in frames.items()}
+        self._keep(version, take, frames, digest, resolved)
+        self._prints.update({(eid, version): prints[eid] for eid in take})
+        return True
+
+    def _to_store(self, version) -> None:
+        """Write what the memo keeps under `version` to the store (its trustworthy
+        fingerprints only: a racy one is never stored), for the next process."""
+        kept, digest, resolved = self._kept[version]
+        prints = {
+            eid: p
+            for (eid, v), p in self._prints.items()
+            if v == version and len(p) == len(TABLES) and all(isinstance(x, int) for x in p)
+        }
+        frames = {name: _rows_of(df, sorted(prints)) if len(prints) else df.iloc[:0] for name, df in kept.items()}
+        store.save(self.wh.home, resolved, digest, frames, prints)
 
     def board(self, task_id: str, protocol_version: int | None, index: pd.DataFrame | None = None) -> data.ScoreFrames:
         """One task's board: what every board reads (the Streamlit pages, `arena board --text`,
@@ -143,6 +229,17 @@ class BoardMemo:
 
 
 FRAMES = ("evaluations", "passes", "gates", "figures")
+INTERVALS = "intervals"  # beside them: each evaluation's bootstrap interval, once drawn
+
+
+def _no_intervals() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "evaluation_id": pd.Series(dtype=object),
+            "boot_low": pd.Series(dtype=float),
+            "boot_high": pd.Series(dtype=float),
+        }
+    )
 
 
 def _rows_of(df: pd.DataFrame, ids: list[str]) -> pd.DataFrame:

@@ -157,7 +157,9 @@ def board_rows(scores: Scores, task_id: str, split: str = "test") -> pd.DataFram
     refs = ev[ev["is_reference"].fillna(False).astype(bool)].groupby("label", dropna=False).tail(1)
     entries = pd.concat([parts, refs])
     e = max_abs_error(scores.protocol_version, task_id)
-    entries = pd.concat([entries, specscore_intervals(entries, scores.passes, e)], axis=1)
+    # intervals the board's memo already drew (board/memo.py): the same values, not drawn again
+    known = getattr(scores, "intervals", None)
+    entries = pd.concat([entries, specscore_intervals(entries, scores.passes, e, known)], axis=1)
     entries["max_abs_error"] = np.nan if e is None else e
     ref = entries["is_reference"].fillna(False).astype(bool)
     out = pd.concat([_rank(entries[~ref], "participants"), _rank(entries[ref], "references")], ignore_index=True)

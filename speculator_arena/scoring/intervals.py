@@ -135,18 +135,22 @@ def bootstrap_intervals(
     return out
 
 
-def specscore_intervals(evaluations: pd.DataFrame, passes: pd.DataFrame, e: float | None) -> pd.DataFrame:
-    """`COLUMNS` for each row of `evaluations` (same index): the bootstrap interval and the
-    board's interval (widened by `e`). Needs the scorer's columns evaluation_id, specscore,
-    gates_pass, and its passes frame (evaluation_id, workload, pass_index, ratio)."""
-    out = pd.DataFrame(np.nan, index=evaluations.index, columns=COLUMNS)
+def bootstrapped_intervals(
+    evaluations: pd.DataFrame, passes: pd.DataFrame, known: dict[str, tuple[float, float]] | None = None
+) -> dict[str, tuple[float, float]]:
+    """evaluation_id -> its bootstrap interval (before widening), for the rows of `evaluations`
+    whose SpecScore is the geometric mean of their ratios. `known`: intervals already drawn
+    (an evaluation's interval depends on its own pass ratios and seed alone, so one drawn
+    before, from the same passes, is the same to the last bit): those are not drawn again."""
     if evaluations.empty:
-        return out
+        return {}
     boot = _bootstrapped(evaluations)
     ids = evaluations["evaluation_id"].astype(str).to_numpy()
-    by_key = _pass_ratios(passes, sorted(set(ids[boot])))
+    known = known or {}
+    todo = [eid for eid in ids[boot] if eid not in known]
+    by_key = _pass_ratios(passes, sorted(set(todo)))
     ratios = {}
-    for eid in ids[boot]:
+    for eid in todo:
         arrays = []
         for w in WORKLOADS:
             a = by_key.get((eid, w))
@@ -157,6 +161,26 @@ def specscore_intervals(evaluations: pd.DataFrame, passes: pd.DataFrame, e: floa
             arrays.append(a)
         ratios[eid] = arrays
     found = bootstrap_intervals(ratios)
+    found.update({eid: known[eid] for eid in ids[boot] if eid in known})
+    return found
+
+
+def specscore_intervals(
+    evaluations: pd.DataFrame,
+    passes: pd.DataFrame,
+    e: float | None,
+    known: dict[str, tuple[float, float]] | None = None,
+) -> pd.DataFrame:
+    """`COLUMNS` for each row of `evaluations` (same index): the bootstrap interval and the
+    board's interval (widened by `e`). Needs the scorer's columns evaluation_id, specscore,
+    gates_pass, and its passes frame (evaluation_id, workload, pass_index, ratio); `known`:
+    bootstrap intervals already drawn (`bootstrapped_intervals`)."""
+    out = pd.DataFrame(np.nan, index=evaluations.index, columns=COLUMNS)
+    if evaluations.empty:
+        return out
+    boot = _bootstrapped(evaluations)
+    ids = evaluations["evaluation_id"].astype(str).to_numpy()
+    found = bootstrapped_intervals(evaluations, passes, known)
     pairs = np.array([found[i] if b else (np.nan, np.nan) for i, b in zip(ids, boot)], dtype=float).reshape(-1, 2)
     lows, highs = pairs[:, 0].copy(), pairs[:, 1].copy()
     zero = ~boot & (

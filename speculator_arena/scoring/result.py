@@ -39,3 +39,5 @@ class Scores:
     # registry.score_and_record: where the convenience copy was written, or why it was not
     copy_path: Path | None = None
     copy_error: str | None = None
+    # evaluation_id -> bootstrap interval before widening, where already drawn (the board's memo)
+    intervals: dict | None = None
