@@ -41,12 +41,13 @@ def resume(wh, evaluation_id: str, progress=None) -> str:
     harness's (runners.harness.resume_dead: void, rows kept)."""
     import json
 
+    from speculator_arena.rules.status import RUNNING
     from speculator_arena.runners.harness import resume_dead
     from speculator_arena.warehouse.evaluations import current_row
 
     row = current_row(wh, evaluation_id)
     prov = json.loads((row or {}).get("provenance") or "{}")
-    if row is not None and row["status"] == "running" and prov.get("backend") == "kubernetes" and prov.get("pod"):
+    if row is not None and row["status"] == RUNNING and prov.get("backend") == "kubernetes" and prov.get("pod"):
         from speculator_arena.backends.kubernetes.launcher import KubernetesLauncher
         from speculator_arena.backends.resource import EvaluationBackendResource
 

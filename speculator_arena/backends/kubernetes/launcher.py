@@ -369,7 +369,7 @@ class KubernetesLauncher:
             self.core, ns, name, s, active_deadline_seconds(task) + s.unschedulable_timeout_s, sleep=sleep
         )
         if outcome is None:
-            outcome = PodOutcome("runner_failed", "void", "the pod did not end within its deadline after a resume")
+            outcome = PodOutcome("runner_failed", VOID, "the pod did not end within its deadline after a resume")
         self.delete_pod(name)
         self.say(f"[evaluate {evaluation_id}] pod {name}: {outcome.kind}: {outcome.reason}")
         return self.conclude(row, outcome, Path(self.s.results_root) / evaluation_id, where)["status"]
