@@ -87,9 +87,11 @@ class Cluster:
     env: dict  # ARENA_K8S_* and the rest a launcher of the tests needs
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kube_control_plane(tmp_path_factory):
-    """(run dir, kubeconfig) of a control plane up for the session; `down` at its end."""
+    """(run dir, kubeconfig) of a control plane up for the cluster tests' module; `down` at its end.
+    Module-scoped, not session-scoped: its four processes would otherwise run beside every later
+    test, the session's real evaluation too, whose host-contention rule counts their CPU."""
     why = cluster_unavailable()
     if why:
         pytest.skip(f"no real control plane: {why}")
@@ -131,7 +133,7 @@ def _wait(pred, what: str, timeout: float = 60):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def kube_cluster(kube_control_plane, built_local, smollm2_target, tmp_path_factory):
     """The control plane with one GPU node, the arena's namespace objects and two volumes whose
     PersistentVolumes are local directories: the artifacts (pools, the sealed target, stand-in
