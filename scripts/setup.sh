@@ -23,19 +23,16 @@ python -m pip install -q --upgrade pip
 python -m pip install -q "torch==2.13.0"
 python -m pip install -q -e ".[dev]"
 python -m pip install -q --no-deps -r requirements-extra.txt
-# Debian's chromium for the board's browser tests (skipped by the tests where it is absent).
-if ! command -v chromium >/dev/null 2>&1; then
+# Debian's packages the tests use, in one apt run where missing: chromium for the board's browser
+# tests, etcd for the kubernetes backend's cluster tests (tests/backends/conftest.py starts a real
+# control plane with ../shared/tools/kube/up). Each set of tests skips, with the reason, without its own.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-      || echo "warning: chromium could not be installed; browser tests will be skipped"
-  fi
-fi
-# etcd for the kubernetes backend's cluster tests (tests/backends/conftest.py starts a real control
-# plane with ../shared/tools/kube/up; skipped, with the reason, where etcd is missing).
-if ! command -v etcd >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null) \
-      || echo "warning: etcd-server could not be installed; the cluster tests will be skipped"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null) \
+      || echo "warning: ${missing[*]} could not be installed; the tests that need them will be skipped"
   fi
 fi
 echo "setup done: $(python --version), $(python -c 'import torch; print("torch", torch.__version__)')"
