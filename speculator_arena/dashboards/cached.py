@@ -99,7 +99,9 @@ def speculation_profile(home: str, evaluation_id: str, protocol_version: int | N
 
 
 def clear() -> None:
-    """The sidebar's refresh button: read again now (the memo still skips unchanged files)."""
+    """The sidebar's refresh button: read again now, statting every partition whatever the
+    warehouse's change marker says (the memo still re-scores only changed files)."""
+    BoardMemo.recheck_all()
     for fn in (
         state,
         index,
