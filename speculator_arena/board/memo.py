@@ -74,7 +74,7 @@ class BoardMemo:
         # and the digest and version it reported; a request takes its rows with one mask per frame
         self._kept: dict[int | None, tuple[dict[str, pd.DataFrame], str, int]] = {}
         self._combined: dict[tuple, object] = {}  # (ids, version) -> (prints, Scores, walk) of recent requests
-        self._boards: dict[tuple, tuple] = {}  # (task, version) -> (the Scores ranked, its ScoreFrames)
+        self._boards: dict[tuple, tuple] = {}  # (task, version) -> (the Scores ranked, its ScoreFrames, walk)
         self.last_refresh: dict[str, int] = {}
         self._index_seen = None  # (the marker before the index's last walk, its monotonic time, epoch)
         self.walks = {"index": 0, "fingerprints": 0}  # full re-checks done (tests count them)
@@ -258,19 +258,28 @@ class BoardMemo:
     def board(self, task_id: str, protocol_version: int | None, index: pd.DataFrame | None = None) -> data.ScoreFrames:
         """One task's board: what every board reads (the Streamlit pages, `arena board --text`,
         `GET /api/board`), scoring only what changed since the last call (`index`: the
-        evaluations index when the caller has just read it, so a render lists the warehouse once)."""
+        evaluations index when the caller has just read it, so a render lists the warehouse once).
+        Without `index`, a board computed since the change marker last moved is returned as it
+        is (module docstring): no candidates picked from 10,040 rows, nothing looked up."""
+        key = (task_id, protocol_version)
+        marker = generation.read(self.wh.home) if index is None else None
+        with self._lock:
+            last = self._boards.get(key)
+            if index is None and last is not None and self._unchanged(last[2], marker):
+                self.last_refresh.update(index_parts_read=0, evaluations_scored=0)
+                return last[1]
+            seen = (marker, time.monotonic(), BoardMemo._recheck_epoch) if index is None else None
         scores = data.score_board_candidates(
             self.index() if index is None else index, task_id, lambda ids: self.scores(ids, protocol_version)
         )
         # the same Scores object as last time (nothing changed): its ranking is the same too; the
         # bootstrap intervals of every ranked evaluation cost about a second at 870 evaluations
-        with self._lock:
-            last = self._boards.get((task_id, protocol_version))
         if scores is not None and last is not None and last[0] is scores:
-            return last[1]
-        frames = data.board_frames(scores, task_id, protocol_version)
+            frames = last[1]
+        else:
+            frames = data.board_frames(scores, task_id, protocol_version)
         with self._lock:
-            self._boards[(task_id, protocol_version)] = (scores, frames)
+            self._boards[key] = (scores, frames, seen)
         return frames
 
 
