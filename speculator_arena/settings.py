@@ -112,6 +112,13 @@ VARIABLES: dict[str, Variable] = {
         # board and front door
         Variable("ARENA_BOARD_TTL", "30", "seconds the board keeps a computed board before re-reading", "board"),
         Variable(
+            "ARENA_BOARD_FULL_CHECK",
+            "300",
+            "seconds the board trusts the warehouse's change marker (warehouse/generation.py) before it stats"
+            " every partition again anyway; `0`: on every re-read",
+            "board",
+        ),
+        Variable(
             "ARENA_SCORE_STORE",
             "1",
             "`0`: the board neither reads nor writes its score store (scores/board-store/)",

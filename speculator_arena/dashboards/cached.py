@@ -46,7 +46,8 @@ def index(home: str) -> pd.DataFrame:
 
 @st.cache_data(ttl=TTL, show_spinner="Scoring the board from raw rows…")
 def board(home: str, task_id: str, protocol_version: int | None) -> data.ScoreFrames:
-    return memo(home).board(task_id, protocol_version, index=index(home))
+    # no index passed: the memo lists the warehouse only when its change marker moved (memo.py)
+    return memo(home).board(task_id, protocol_version)
 
 
 def board_or_notice(sel) -> data.ScoreFrames | None:
@@ -99,7 +100,9 @@ def speculation_profile(home: str, evaluation_id: str, protocol_version: int | N
 
 
 def clear() -> None:
-    """The sidebar's refresh button: read again now (the memo still skips unchanged files)."""
+    """The sidebar's refresh button: read again now, statting every partition whatever the
+    warehouse's change marker says (the memo still re-scores only changed files)."""
+    BoardMemo.recheck_all()
     for fn in (
         state,
         index,

@@ -109,7 +109,9 @@ def score_and_record(warehouse: Warehouse, version: int | None = None, evaluatio
 
     version = load_protocol(version).version
     check_unchanged(warehouse, version)
+    prints = _board_prints(warehouse, evaluation_ids)
     scores = score_warehouse(warehouse, version, evaluation_ids)
+    _fill_board_store(warehouse, scores, prints)
     try:
         scores.copy_path = record(warehouse, scores, whole=evaluation_ids is None)
     except OSError as exc:
@@ -118,3 +120,27 @@ def score_and_record(warehouse: Warehouse, version: int | None = None, evaluatio
             raise
         scores.copy_error = str(full)
     return scores
+
+
+# the board's score store (board/fill.py): a cache of what was just scored, so the first board
+# read after a landing scores nothing. Never fails a scoring: the board scores what it lacks.
+_FILL_ERRORS = (OSError, ValueError, KeyError, TypeError)
+
+
+def _board_prints(warehouse: Warehouse, evaluation_ids) -> dict | None:
+    """The fingerprints board/fill.py stores the rows with, taken before the scorer reads."""
+    from speculator_arena.board import fill
+
+    try:
+        return fill.prepare(warehouse.home, evaluation_ids)
+    except _FILL_ERRORS:
+        return None
+
+
+def _fill_board_store(warehouse: Warehouse, scores, prints) -> None:
+    from speculator_arena.board import fill
+
+    try:
+        fill.record(warehouse.home, scores, prints)
+    except _FILL_ERRORS:
+        pass

@@ -41,7 +41,7 @@ import pyarrow.parquet as pq
 from speculator_arena import settings
 from speculator_arena.atomic import atomic_path
 from speculator_arena.rules.status import FINAL, current_frame
-from speculator_arena.warehouse import catalog, parts
+from speculator_arena.warehouse import catalog, generation, parts
 from speculator_arena.warehouse.schema import TABLES
 
 PACKED_TABLES = tuple(t for t in TABLES if t != "replies")
@@ -283,6 +283,7 @@ def pack(
         for old in live:
             (old / "RETIRED").write_text(str(time.time()), encoding="utf-8")
             retired += 1
+    generation.bump(home)  # the rows read the same, but readers that cache what they read re-check
     return PackReport(len(order), str(path), rewrite, retired, removed, skipped, time.monotonic() - t0)
 
 

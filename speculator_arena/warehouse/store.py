@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from speculator_arena import settings, sqlfiles
 from speculator_arena.atomic import atomic_path
 from speculator_arena.errors import ArenaError
+from speculator_arena.warehouse import generation
 from speculator_arena.warehouse.schema import TABLES
 
 if TYPE_CHECKING:  # the runner writes rows on machines without DuckDB (the GPU image)
@@ -109,6 +110,7 @@ class Warehouse:
                     other.unlink()
         if table == "evaluations":
             self._refresh_catalog(evaluation_id)
+        generation.bump(self.home)  # after the part is in place: readers re-check (generation.py)
         return dest
 
     def _refresh_catalog(self, evaluation_id: str) -> None:
@@ -130,6 +132,7 @@ class Warehouse:
             d = self.partition_dir(table, evaluation_id)
             if d.exists():
                 shutil.rmtree(d)
+        generation.bump(self.home)
 
     def read_table(self, table: str, evaluation_id: str | None = None) -> pa.Table:
         """Read one raw table (or one evaluation's rows) straight from Parquet, with the id column."""

@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 from speculator_arena.atomic import fsync_dir, write_json_atomic
 from speculator_arena.checkpoints.seal import sha256_file
 from speculator_arena.rules.status import FINAL
+from speculator_arena.warehouse import generation
 from speculator_arena.warehouse.parts import PREFIX, conform, part_files
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
@@ -249,6 +250,7 @@ def _apply(wh: Warehouse, evaluation_id: str, step) -> dict:
         dest.parent.mkdir(parents=True, exist_ok=True)
         os.rename(src, dest)
         fsync_dir(dest.parent)
+        generation.bump(wh.home)  # readers re-check (warehouse/generation.py); write_status bumps again
         step(f"landed {t}")
     final = journal["final_row"]
     row = write_status(
