@@ -82,10 +82,11 @@ def _score(wh, evaluation_id: str, context) -> dict:
     """The evaluation scored once, under the version in force, as it lands: its outcome is then
     on file for the quota (scoring/outcomes.py) and in this materialization's metadata. A
     scoring that fails (a full disk, a broken row) is logged; the rows stay, `arena score` redoes it."""
+    from speculator_arena.board import fill
     from speculator_arena.scoring.registry import score_and_record
 
     try:
-        ev = score_and_record(wh, None, [evaluation_id]).evaluations
+        ev = score_and_record(wh, None, [evaluation_id], keep=fill).evaluations
     except Exception as exc:  # noqa: BLE001 - the evaluation's own rows are whole; only the copy is missing
         context.log.warning(f"{evaluation_id} not scored as it landed ({type(exc).__name__}: {exc}); run `arena score`")
         return {}

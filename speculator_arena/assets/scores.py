@@ -24,13 +24,14 @@ protocol_partitions = dg.StaticPartitionsDefinition([str(v) for v in available_v
     io_manager_key="scores_io_manager",
 )
 def scores(context: dg.AssetExecutionContext, warehouse: WarehouseResource) -> dg.Output:
+    from speculator_arena.board import fill
     from speculator_arena.board.ranking import board_rows
     from speculator_arena.board.text import interval_label, rank_label
     from speculator_arena.scoring.registry import score_and_record, scores_dir
 
     version = int(context.partition_key)
     wh = warehouse.get()
-    result = score_and_record(wh, version)
+    result = score_and_record(wh, version, keep=fill)  # the board's score store too
     ev = result.evaluations
     previews = []
     for task in sorted(ev["task_id"].dropna().unique()):

@@ -1,11 +1,13 @@
 """The scorer fills the board's score store (board/store.py) with what it has just scored.
 
-Why: the `evaluation` asset scores each evaluation as it lands, and the `scores` asset and
-`arena score` score the whole warehouse; without this, the first board read after a landing
+Why: the `evaluation` asset scores each evaluation as it lands, and the `scores` asset and a
+publication score the whole warehouse; without this, the first board read after a landing
 scored the new evaluation again (about 0.3 s for one at 10,000 evaluations, seconds for the
-candidates after a new protocol version). `scoring/registry.py` `score_and_record` calls
-`prepare` before it scores and `record` after, so the next board read, in any process, takes
-the rows from the store and scores nothing.
+candidates after a new protocol version). They pass this module to `scoring/registry.py`
+`score_and_record` as its keeper (`keep=fill`: the scorer ranks below the board and does not
+import it), which calls `prepare` before it scores and `record` after, so the next board read,
+in any process, takes the rows from the store and scores nothing. `arena score` (the scorer's
+own command) keeps nothing: the board scores what it lacks.
 
 The store's rule holds (board/store.py): a row is stored with the fingerprint of its raw
 partitions taken BEFORE the scorer read them (board/memo.py `_fingerprints`), and only a

@@ -32,7 +32,7 @@ from speculator_arena.protocol.model import (
     available_versions,
     published_versions_dir,
 )
-from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse import Warehouse, generation
 
 
 class NotSeparatedError(ValueError, ArenaError):
@@ -105,11 +105,13 @@ def publish(
         encoding="utf-8",
     )
     os.replace(tmp, out / f"v{version}.yaml")  # the version appears whole or not at all
+    generation.bump(wh.home)  # boards asking for the latest version look again (warehouse/generation.py)
     say(f"published protocol v{version} ({task_id}) by {record['published_by']} at {record['published_at']}")
     if rescore:
+        from speculator_arena.board import fill
         from speculator_arena.scoring.registry import score_and_record
 
-        scores = score_and_record(wh, version)
+        scores = score_and_record(wh, version, keep=fill)
         record["rescored_evaluations"] = len(scores.evaluations)
         say(f"re-scored {len(scores.evaluations)} stored evaluations under v{version}")
     return record

@@ -97,9 +97,14 @@ def record(warehouse: Warehouse, scores, *, whole: bool = True) -> Path | None:
     return out
 
 
-def score_and_record(warehouse: Warehouse, version: int | None = None, evaluation_ids=None):
+def score_and_record(warehouse: Warehouse, version: int | None = None, evaluation_ids=None, *, keep=None):
     """Check immutability, score, record. What `arena score`, the `scores` asset and the
     `evaluation` asset (for the evaluation it ran: `evaluation_ids`) call.
+
+    `keep`: a keeper of what was just scored (the board's score store, `board/fill.py`, which
+    the assets and the publisher pass: the board ranks above the scorer, so the scorer takes it
+    as an argument instead of importing it), with `prepare(home, ids)` called before the scorer
+    reads the rows and `record(home, scores, prepared)` after. It never fails a scoring.
 
     The scores are computed from the raw rows whatever happens to the record: when the disk is
     full the scores are returned all the same, with `copy_error` saying what was not written
@@ -109,9 +114,9 @@ def score_and_record(warehouse: Warehouse, version: int | None = None, evaluatio
 
     version = load_protocol(version).version
     check_unchanged(warehouse, version)
-    prints = _board_prints(warehouse, evaluation_ids)
+    prints = _prepare_keep(keep, warehouse, evaluation_ids)
     scores = score_warehouse(warehouse, version, evaluation_ids)
-    _fill_board_store(warehouse, scores, prints)
+    _keep(keep, warehouse, scores, prints)
     try:
         scores.copy_path = record(warehouse, scores, whole=evaluation_ids is None)
     except OSError as exc:
@@ -122,25 +127,25 @@ def score_and_record(warehouse: Warehouse, version: int | None = None, evaluatio
     return scores
 
 
-# the board's score store (board/fill.py): a cache of what was just scored, so the first board
-# read after a landing scores nothing. Never fails a scoring: the board scores what it lacks.
-_FILL_ERRORS = (OSError, ValueError, KeyError, TypeError)
+# what a keeper (the board's score store, board/fill.py) may raise: it never fails a scoring, the
+# board scores what it lacks
+_KEEP_ERRORS = (OSError, ValueError, KeyError, TypeError)
 
 
-def _board_prints(warehouse: Warehouse, evaluation_ids) -> dict | None:
-    """The fingerprints board/fill.py stores the rows with, taken before the scorer reads."""
-    from speculator_arena.board import fill
-
+def _prepare_keep(keep, warehouse: Warehouse, evaluation_ids) -> dict | None:
+    """What the keeper takes before the scorer reads (board/fill.py: the rows' fingerprints)."""
+    if keep is None:
+        return None
     try:
-        return fill.prepare(warehouse.home, evaluation_ids)
-    except _FILL_ERRORS:
+        return keep.prepare(warehouse.home, evaluation_ids)
+    except _KEEP_ERRORS:
         return None
 
 
-def _fill_board_store(warehouse: Warehouse, scores, prints) -> None:
-    from speculator_arena.board import fill
-
+def _keep(keep, warehouse: Warehouse, scores, prepared) -> None:
+    if keep is None:
+        return
     try:
-        fill.record(warehouse.home, scores, prints)
-    except _FILL_ERRORS:
+        keep.record(warehouse.home, scores, prepared)
+    except _KEEP_ERRORS:
         pass

@@ -9,7 +9,8 @@ The rule: `$ARENA_HOME/catalog/generation` holds a value no bump ever wrote befo
 and a random suffix), replaced atomically (`atomic_path`). Every code path that lands,
 rewrites, repacks or deletes an evaluation's raw rows calls `bump` AFTER its change is in place
 (`Warehouse.write_rows`, `Warehouse.drop_evaluation`, the Kubernetes landing's moves, the
-packer). A reader reads the value BEFORE it walks the folders and keeps it with what it read;
+packer), and publishing a protocol version (`calibration/publish.py`: a board of the latest
+version must score under the new one). A reader reads the value BEFORE it walks the folders and keeps it with what it read;
 while the value is the same, nothing that bumped can have changed since the walk, so it may
 skip the next walk. A missing file is a value too (None): deleting it is always safe (readers
 walk once), and a home no writer has bumped yet compares None to None (nothing bumped since).

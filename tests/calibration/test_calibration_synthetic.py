@@ -23,7 +23,7 @@ from speculator_arena.calibration.publish import NotSeparatedError, publication,
 from speculator_arena.calibration.runs import resolve
 from speculator_arena.protocol import available_versions, load_protocol
 from speculator_arena.scoring import score_warehouse
-from speculator_arena.warehouse import Warehouse
+from speculator_arena.warehouse import Warehouse, generation
 
 TASK = "local-smollm2"
 # planted control -> the synthetic evaluation's attack that stands for it
@@ -160,6 +160,7 @@ def test_the_command_line_lists_the_candidate_and_refuses_to_publish_it_without_
 def _published(calibrated) -> dict:
     """Publish the candidate once per module (with the override its evidence needs)."""
     if "record" not in calibrated:
+        calibrated["marker_before"] = generation.read(calibrated["home"])
         calibrated["record"] = publish(
             calibrated["home"], TASK, calibrated["plan"].candidate_version, override=True, by="operator-ci"
         )
@@ -174,6 +175,8 @@ def test_publish_records_rescores_and_leaves_the_old_version_readable(calibrated
     assert rec["published_by"] == "operator-ci" and rec["override"] and publication(v)["published_at"]
     assert json.loads((wh.home / "scores" / f"v{v}" / "protocol.json").read_text())["version"] == v
     assert rec["rescored_evaluations"] == len(calibrated["before"].evaluations)
+    # boards of the latest version look again (the warehouse's change marker moved)
+    assert generation.read(wh.home) != calibrated["marker_before"]
     after_base = score_warehouse(wh, base)
     new = score_warehouse(wh, v)
     # the old version's scores, read under it, are unchanged

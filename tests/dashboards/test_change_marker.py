@@ -147,6 +147,7 @@ def test_every_writer_of_raw_rows_moves_the_marker(tmp_path):
 
 
 def test_the_scorer_fills_the_store_so_the_board_scores_nothing_after_a_landing(tmp_path, walks, monkeypatch):
+    from speculator_arena.board import fill
     from speculator_arena.scoring.registry import score_and_record
 
     monkeypatch.setenv("ARENA_DUCKDB_THREADS", "1")
@@ -168,7 +169,7 @@ def test_the_scorer_fills_the_store_so_the_board_scores_nothing_after_a_landing(
         created_at=1.8e9 + 99,
         speedups={"solo": 1.3, "team": 1.2, "busy": 1.1},
     )
-    score_and_record(wh, None, ["ev-beta-test"])
+    score_and_record(wh, None, ["ev-beta-test"], keep=fill)
     fresh = BoardMemo(home)
     landed = fresh.board(TASK, None)
     assert walks["scored"][1:] == [] and fresh.last_refresh["evaluations_scored"] == 0
