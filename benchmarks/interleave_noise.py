@@ -1,0 +1,147 @@
+"""How far apart two resident starts of the same engine serve the same requests, when they take
+turns, under CPU placements (issue 31: what the interleaved pairing's A/A noise is made of).
+
+    python benchmarks/interleave_noise.py --variants default,pin1 --blocks 24 --out DIR
+
+For each variant, two starts of the stock development engine (`A` and `B`, the same placement)
+are both resident; they take turns in the order A B, B A, B A, A B, ... (the one waiting is
+stopped with SIGSTOP, as the arena's freezer stops an engine's group), each turn one block of the
+same fixed work: `solo` (one request) and `team` (three requests at once), 32 tokens, fixed seeds,
+prefix caching off. The log of A's time over B's time for one block is what one interleaved pass
+of an A/A evaluation measures; its standard deviation over blocks, divided by the square root of
+the blocks an evaluation holds, is the A/A spread that placement would leave.
+
+Variants: `default` (the engines' own threads, no pinning: today's embedded task); `threads1`
+(one thread per engine, no pinning); `pin1` (one thread per engine, both engines on CPU 1 while
+this client and the rest of the machine keep CPU 0); `pin1x2` (two threads, both on CPU 1).
+
+Needs a quiet machine. Writes `DIR/interleave_noise.json` (every block; re-running appends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import engine_start_noise as esn  # noqa: E402  (the prompts, the request and the health wait)
+
+REPO = Path(__file__).resolve().parents[1]
+PORTS = {"A": 18561, "B": 18562}
+# variant -> (engine threads or None, CPUs the engines run on or None, CPUs this client runs on or None)
+VARIANTS = {
+    "default": (None, None, None),
+    "threads1": (1, None, None),
+    "pin1": (1, "1", {0}),
+    "pin1x2": (2, "1", {0}),
+}
+
+
+def start(name: str, target: str, variant: str) -> subprocess.Popen:
+    threads, cpus, _ = VARIANTS[variant]
+    env = dict(os.environ)
+    env.update(
+        TARGET=target, PORT=str(PORTS[name]), SERVED_NAME="target", MAX_MODEL_LEN="2048", MAX_NUM_SEQS="4",
+        PREFIX_CACHING="0", DEV_ENGINE_SPEC="none", TOKENIZERS_PARALLELISM="false", THP_MEM_ALLOC_ENABLE="1",
+    )  # fmt: skip
+    if threads:
+        env["DEV_ENGINE_THREADS"] = str(threads)
+    prefix = ["taskset", "-c", cpus] if cpus else []
+    return subprocess.Popen(
+        prefix + [sys.executable, "-m", "speculator_arena.engine.serve"],
+        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def block(name: str, kind: str, k: int, texts: list[str]) -> float:
+    esn.PORT = PORTS[name]
+    t = time.perf_counter()
+    if kind == "solo":
+        esn.post(texts[k % 6], 1000 + k)
+    else:
+        with cf.ThreadPoolExecutor(3) as pool:
+            list(pool.map(lambda i: esn.post(texts[(k + i) % 6], 2000 + 3 * k + i), range(3)))
+    return time.perf_counter() - t
+
+
+def run_variant(target: str, variant: str, blocks: int, texts: list[str]) -> list[dict]:
+    client_cpus = VARIANTS[variant][2]
+    os.sched_setaffinity(0, client_cpus or set(range(os.cpu_count() or 1)))
+    procs = {n: start(n, target, variant) for n in "AB"}
+    rows = []
+    try:
+        for n, p in procs.items():
+            esn.PORT = PORTS[n]
+            esn.wait_ready(p)
+            esn.post(texts[8], 1), esn.post(texts[7], 2)  # warm-up
+            p.send_signal(signal.SIGSTOP)
+        for kind in ("solo", "team"):
+            for k in range(blocks):
+                order = "AB" if k % 4 in (0, 3) else "BA"
+                t = {}
+                for n in order:
+                    procs[n].send_signal(signal.SIGCONT)
+                    t[n] = block(n, kind, k, texts)
+                    procs[n].send_signal(signal.SIGSTOP)
+                rows.append({"variant": variant, "kind": kind, "block": k, "A": t["A"], "B": t["B"]})
+                print(f"{variant} {kind} {k}: A {t['A']:.2f} s, B {t['B']:.2f} s", flush=True)
+    finally:
+        for p in procs.values():
+            p.send_signal(signal.SIGCONT)
+            p.terminate()
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return rows
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    out = []
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        for kind in ("solo", "team"):
+            xs = [r for r in rows if r["variant"] == variant and r["kind"] == kind]
+            if len(xs) < 3:
+                continue
+            lr = [math.log(r["A"] / r["B"]) for r in xs]
+            out.append({
+                "variant": variant, "kind": kind, "blocks": len(xs),
+                "mean_block_s": statistics.mean(r["A"] + r["B"] for r in xs) / 2,
+                "log_ratio_mean": statistics.mean(lr), "log_ratio_sd": statistics.stdev(lr),
+                "lag1_autocorrelation": statistics.correlation(lr[:-1], lr[1:]) if len(lr) > 3 else None,
+            })  # fmt: skip
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", default=str(Path.home() / ".cache/speculator_arena/checkpoints/local-smollm2"))
+    ap.add_argument("--variants", default="default,pin1")
+    ap.add_argument("--blocks", type=int, default=24)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    names = args.variants.split(",")
+    if set(names) - set(VARIANTS):
+        sys.exit(f"unknown variants {sorted(set(names) - set(VARIANTS))}; known: {sorted(VARIANTS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    store = args.out / "interleave_noise.json"
+    rows = json.loads(store.read_text())["blocks"] if store.exists() else []
+    texts = esn.prompts()
+    for variant in names:
+        rows += run_variant(args.target, variant, args.blocks, texts)
+        store.write_text(json.dumps({"blocks": rows, "summary": summary(rows)}, indent=1))
+    for line in summary(rows):
+        print(json.dumps(line))
+
+
+if __name__ == "__main__":
+    main()
