@@ -13,7 +13,9 @@ the blocks an evaluation holds, is the A/A spread that placement would leave.
 
 Variants: `default` (the engines' own threads, no pinning: today's embedded task); `threads1`
 (one thread per engine, no pinning); `pin1` (one thread per engine, both engines on CPU 1 while
-this client and the rest of the machine keep CPU 0); `pin1x2` (two threads, both on CPU 1).
+this client and the rest of the machine keep CPU 0); `pin1x2` (two threads, both on CPU 1);
+`sampled` (`default` with the arena's own contention sampler running in this client during each
+turn, at the embedded task's interval of 1 s, as in a timed pass).
 
 Needs a quiet machine. Writes `DIR/interleave_noise.json` (every block; re-running appends).
 """
@@ -43,6 +45,7 @@ VARIANTS = {
     "threads1": (1, None, None),
     "pin1": (1, "1", {0}),
     "pin1x2": (2, "1", {0}),
+    "sampled": (None, None, None),  # default, with the arena's contention sampler during each turn
 }
 
 
@@ -62,8 +65,16 @@ def start(name: str, target: str, variant: str) -> subprocess.Popen:
     )  # fmt: skip
 
 
-def block(name: str, kind: str, k: int, texts: list[str]) -> float:
+def block(name: str, kind: str, k: int, texts: list[str], sampled: bool = False) -> float:
     esn.PORT = PORTS[name]
+    if sampled:
+        from speculator_arena.runners.contention import ContentionSampler
+
+        sampler = ContentionSampler(1.0).start()
+        try:
+            return block(name, kind, k, texts)
+        finally:
+            sampler.stop()
     t = time.perf_counter()
     if kind == "solo":
         esn.post(texts[k % 6], 1000 + k)
@@ -90,7 +101,7 @@ def run_variant(target: str, variant: str, blocks: int, texts: list[str]) -> lis
                 t = {}
                 for n in order:
                     procs[n].send_signal(signal.SIGCONT)
-                    t[n] = block(n, kind, k, texts)
+                    t[n] = block(n, kind, k, texts, sampled=variant == "sampled")
                     procs[n].send_signal(signal.SIGSTOP)
                 rows.append({"variant": variant, "kind": kind, "block": k, "A": t["A"], "B": t["B"]})
                 print(f"{variant} {kind} {k}: A {t['A']:.2f} s, B {t['B']:.2f} s", flush=True)
