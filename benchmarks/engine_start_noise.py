@@ -57,7 +57,7 @@ def prompts() -> list[str]:
     return [text[i * 1500 : i * 1500 + 1200 + 150 * (i % 4)] for i in range(9)]
 
 
-def post(prompt: str, seed: int) -> int:
+def post(prompt: str, seed: int, port: int = PORT) -> int:
     body = {
         "model": "target",
         "messages": [{"role": "user", "content": prompt}],
@@ -65,18 +65,18 @@ def post(prompt: str, seed: int) -> int:
         **{"temperature": 0.7, "top_p": 0.8, "top_k": 20, "seed": seed},
     }
     req = urllib.request.Request(
-        f"http://127.0.0.1:{PORT}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(req, timeout=300) as r:
         return json.loads(r.read())["usage"]["completion_tokens"]
 
 
-def wait_ready(proc: subprocess.Popen) -> None:
+def wait_ready(proc: subprocess.Popen, port: int = PORT) -> None:
     for _ in range(1500):
         if proc.poll() is not None:
             raise RuntimeError(f"the engine exited with {proc.returncode} before it was healthy")
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=2)
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
             return
         except OSError:
             time.sleep(0.2)
@@ -88,18 +88,32 @@ def host_steal() -> tuple[int, int]:
     return int(f[8]), sum(int(x) for x in f[1:])
 
 
-def one_start(target: str, variant: str, texts: list[str]) -> dict:
-    extra, prefix = VARIANTS[variant]
+def start_engine(target: str, port: int, extra: dict[str, str], prefix: list[str]) -> subprocess.Popen:
+    """The stock development engine on `port`, prefix caching off, `extra` in its environment and
+    `prefix` before its command (setarch, taskset)."""
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     env.update(
-        TARGET=target, PORT=str(PORT), SERVED_NAME="target", MAX_MODEL_LEN="2048", MAX_NUM_SEQS="4",
+        TARGET=target, PORT=str(port), SERVED_NAME="target", MAX_MODEL_LEN="2048", MAX_NUM_SEQS="4",
         PREFIX_CACHING="0", DEV_ENGINE_SPEC="none", TOKENIZERS_PARALLELISM="false", **extra,
     )  # fmt: skip
-    steal0 = host_steal()
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         prefix + [sys.executable, "-m", "speculator_arena.engine.serve"],
         env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+
+def stop_engine(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def one_start(target: str, variant: str, texts: list[str]) -> dict:
+    steal0 = host_steal()
+    proc = start_engine(target, PORT, *VARIANTS[variant])
     try:
         wait_ready(proc)
         post(texts[8], 1), post(texts[7], 2)  # warm-up
@@ -115,12 +129,7 @@ def one_start(target: str, variant: str, texts: list[str]) -> dict:
         row["tokens"] += sum(post(texts[i], 100 + i) for i in range(6))
         row["solo2"] = time.perf_counter() - t
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_engine(proc)
     steal1 = host_steal()
     row["steal"] = (steal1[0] - steal0[0]) / max(1, steal1[1] - steal0[1])
     return row

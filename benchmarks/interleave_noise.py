@@ -11,10 +11,9 @@ prefix caching off. The log of A's time over B's time for one block is what one 
 of an A/A evaluation measures; its standard deviation over blocks, divided by the square root of
 the blocks an evaluation holds, is the A/A spread that placement would leave.
 
-Variants: `default` (the engines' own threads, no pinning: today's embedded task); `threads1`
-(one thread per engine, no pinning); `pin1` (one thread per engine, both engines on CPU 1 while
-this client and the rest of the machine keep CPU 0); `pin1x2` (two threads, both on CPU 1);
-`sampled` (`default` with the arena's own contention sampler running in this client during each
+Variants: `default` (the engines' own threads, no pinning: today's embedded task); `pin1` (one
+thread per engine, both engines on CPU 1 while this client and the rest of the machine keep
+CPU 0); `sampled` (`default` with the arena's own contention sampler running in this client during each
 turn, at the embedded task's interval of 1 s, as in a timed pass).
 
 Needs a quiet machine. Writes `DIR/interleave_noise.json` (every block; re-running appends).
@@ -29,59 +28,46 @@ import math
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import engine_start_noise as esn  # noqa: E402  (the prompts, the request and the health wait)
+import engine_start_noise as esn  # noqa: E402  (the prompts, the engine's start and stop, the request)
 
-REPO = Path(__file__).resolve().parents[1]
 PORTS = {"A": 18561, "B": 18562}
 # variant -> (engine threads or None, CPUs the engines run on or None, CPUs this client runs on or None)
 VARIANTS = {
     "default": (None, None, None),
-    "threads1": (1, None, None),
     "pin1": (1, "1", {0}),
-    "pin1x2": (2, "1", {0}),
     "sampled": (None, None, None),  # default, with the arena's contention sampler during each turn
 }
 
 
-def start(name: str, target: str, variant: str) -> subprocess.Popen:
+def start(name: str, target: str, variant: str):
     threads, cpus, _ = VARIANTS[variant]
-    env = dict(os.environ)
-    env.update(
-        TARGET=target, PORT=str(PORTS[name]), SERVED_NAME="target", MAX_MODEL_LEN="2048", MAX_NUM_SEQS="4",
-        PREFIX_CACHING="0", DEV_ENGINE_SPEC="none", TOKENIZERS_PARALLELISM="false", THP_MEM_ALLOC_ENABLE="1",
-    )  # fmt: skip
-    if threads:
-        env["DEV_ENGINE_THREADS"] = str(threads)
-    prefix = ["taskset", "-c", cpus] if cpus else []
-    return subprocess.Popen(
-        prefix + [sys.executable, "-m", "speculator_arena.engine.serve"],
-        env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    extra = {"THP_MEM_ALLOC_ENABLE": "1", **({"DEV_ENGINE_THREADS": str(threads)} if threads else {})}
+    return esn.start_engine(target, PORTS[name], extra, ["taskset", "-c", cpus] if cpus else [])
 
 
 def block(name: str, kind: str, k: int, texts: list[str], sampled: bool = False) -> float:
-    esn.PORT = PORTS[name]
-    if sampled:
-        from speculator_arena.runners.contention import ContentionSampler
+    """Seconds engine `name` takes for block `k` of `kind` (the sampler's start and last reading
+    fall outside the time)."""
+    from speculator_arena.runners.contention import ContentionSampler
 
-        sampler = ContentionSampler(1.0).start()
-        try:
-            return block(name, kind, k, texts)
-        finally:
+    port = PORTS[name]
+    sampler = ContentionSampler(1.0).start() if sampled else None
+    try:
+        t = time.perf_counter()
+        if kind == "solo":
+            esn.post(texts[k % 6], 1000 + k, port)
+        else:
+            with cf.ThreadPoolExecutor(3) as pool:
+                list(pool.map(lambda i: esn.post(texts[(k + i) % 6], 2000 + 3 * k + i, port), range(3)))
+        return time.perf_counter() - t
+    finally:
+        if sampler is not None:
             sampler.stop()
-    t = time.perf_counter()
-    if kind == "solo":
-        esn.post(texts[k % 6], 1000 + k)
-    else:
-        with cf.ThreadPoolExecutor(3) as pool:
-            list(pool.map(lambda i: esn.post(texts[(k + i) % 6], 2000 + 3 * k + i), range(3)))
-    return time.perf_counter() - t
 
 
 def run_variant(target: str, variant: str, blocks: int, texts: list[str]) -> list[dict]:
@@ -91,9 +77,8 @@ def run_variant(target: str, variant: str, blocks: int, texts: list[str]) -> lis
     rows = []
     try:
         for n, p in procs.items():
-            esn.PORT = PORTS[n]
-            esn.wait_ready(p)
-            esn.post(texts[8], 1), esn.post(texts[7], 2)  # warm-up
+            esn.wait_ready(p, PORTS[n])
+            esn.post(texts[8], 1, PORTS[n]), esn.post(texts[7], 2, PORTS[n])  # warm-up
             p.send_signal(signal.SIGSTOP)
         for kind in ("solo", "team"):
             for k in range(blocks):
@@ -108,11 +93,7 @@ def run_variant(target: str, variant: str, blocks: int, texts: list[str]) -> lis
     finally:
         for p in procs.values():
             p.send_signal(signal.SIGCONT)
-            p.terminate()
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+            esn.stop_engine(p)
     return rows
 
 
