@@ -20,30 +20,18 @@ import argparse
 import collections
 import math
 import statistics
+from pathlib import Path
 
 import duckdb
 
-MATCHED = """
-with r as (
-  select evaluation_id e, engine, workload, pass_index, session_id, turn, seed, output_tokens n,
-         ended_at - sent_at dt
-  from read_parquet('{home}/raw/requests/*/*.parquet', hive_partitioning = true)
-  where done and output_tokens > 1
-), interleaved as (
-  select evaluation_id from read_parquet('{home}/raw/passes/*/*.parquet', hive_partitioning = true)
-  group by 1 having count(*) >= 24
-)
-select a.e, a.workload, a.pass_index, ln(a.dt / b.dt) as lr
-from r a join r b using (e, workload, pass_index, session_id, turn, seed, n)
-where a.engine = 'candidate' and b.engine = 'stock' and a.e in (select evaluation_id from interleaved)
-"""
+MATCHED = Path(__file__).resolve().parent / "sql" / "aa_pass_noise.sql"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--home", required=True)
     args = ap.parse_args()
-    rows = duckdb.sql(MATCHED.format(home=args.home)).fetchall()
+    rows = duckdb.sql(MATCHED.read_text().format(home=args.home)).fetchall()
     by_pass: dict[tuple, list[float]] = collections.defaultdict(list)
     for e, w, p, lr in rows:
         by_pass[(e, w, p)].append(lr)
