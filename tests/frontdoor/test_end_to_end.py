@@ -37,9 +37,13 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
     # One pass of a second or two per workload, no warm-up waves and the fewest probes that leave
     # every gate measured: what is under test is the way in (invite, submit, queue, board), not the
     # speed figures or the gates' power, which the session's real evaluation and the attack runs test.
+    # The statistical gates are loose (ci_profile.LOOSE_LIMITS): with this few probe items an honest
+    # engine fails one of them by chance about one run in ten, and the rank asserted below is the
+    # subject here.
     version = stage_ci_protocol(
         tmp_path / "protocol",
         warmup_waves=0,
+        loose_gates=True,
         passes_per_workload=1,
         workloads={
             "solo": {"interleave": 1, "pass_seconds": 1, "speed": "request_time"},
@@ -114,7 +118,7 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
         ours = [r for r in board["participants"] if r["evaluation_id"] == status["evaluation_id"]]
         assert len(ours) == 1 and ours[0]["account_id"].startswith("acct-")
         assert not any(r["evaluation_id"] == status["evaluation_id"] for r in board["references"])
-        assert ours[0]["ranked"] and ours[0]["rank"] == 1, ours[0]
+        assert ours[0]["ranked"] and ours[0]["rank"] == 1, (ours[0].get("failed_gates"), ours[0])
     finally:
         server.stop()
 

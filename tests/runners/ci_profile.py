@@ -85,12 +85,27 @@ ATTACK_OVERRIDES = {
 }
 
 
+# Gate limits that no honest engine fails by chance, for tests of something other than the gates
+# (stage_ci_protocol's loose_gates). With a handful of probe items the likelihood and first-choice
+# checks of an honest candidate fail about one run in ten (two tests at 1.96 standard errors,
+# estimated from four replies): CI at cd19e73 scored the front door's honest n-gram engine 0.
+LOOSE_LIMITS = {"likelihood_bound": 100.0, "first_choice_bound": 1.0, "greedy_agreement_floor": 0.0}
+LOOSE_LENGTH_BOUND = 1.0
+
+
 def stage_ci_protocol(
-    directory: Path, task_id: str = "local-smollm2", *, warmup_waves: int | None = None, **extra
+    directory: Path,
+    task_id: str = "local-smollm2",
+    *,
+    warmup_waves: int | None = None,
+    loose_gates: bool = False,
+    **extra,
 ) -> int:
     """Write v<latest+1>.yaml into `directory` from the latest shipped version; return its number.
     `extra` overrides the task's values; `warmup_waves` (a protocol-wide value) the warm-up waves,
-    which evaluations that measure no speed skip (a quarter of an evaluation of the real model)."""
+    which evaluations that measure no speed skip (a quarter of an evaluation of the real model);
+    `loose_gates` the statistical gates' limits (LOOSE_LIMITS), for tests whose subject is not the
+    gates: the fidelity ceiling, answering and memory stay the shipped ones."""
     shipped = resources.files("speculator_arena.protocol") / "versions"
     latest = max(int(f.name[1:-5]) for f in shipped.iterdir() if f.name.startswith("v") and f.name.endswith(".yaml"))
     doc = yaml.safe_load((shipped / f"v{latest}.yaml").read_text())
@@ -102,6 +117,9 @@ def stage_ci_protocol(
         task[k] = v
     if warmup_waves is not None:
         doc["warmup_waves"] = warmup_waves
+    if loose_gates:
+        task["limits"] = {**task["limits"], **LOOSE_LIMITS}
+        doc["gates"]["length"]["bound"] = LOOSE_LENGTH_BOUND
     # CI's machine is a VM whose hypervisor steals 5% or more of its CPU time in a short pass
     # (CI at 5b49bd8: "steal 5.3%" voided three attack runs and the test-split run), which no test
     # controls; the staged test version allows it (CI_MAX_STEAL_SHARE). The foreign-CPU limit stays
