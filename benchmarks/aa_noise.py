@@ -48,6 +48,10 @@ VARIANTS = {
     "v8": (8, {}),
     # v9: v8's interleaved pairing in four passes per workload (one A B, B A, B A, A B cycle)
     "v9": (9, {}),
+    # v11: v9's runs, scored with the steal correction (the same runs as v9, the latest's scoring)
+    "v11": (11, {}),
+    # a draft v12 staged in ARENA_PROTOCOL_DIR (not shipped): more, shorter turns (issue 31)
+    "v12-draft": (12, {}),
 }
 
 
@@ -223,30 +227,42 @@ def held_out(specscores: list[float], n: int) -> dict:
     }
 
 
-def stage_speed_noise(task_id: str, variant: str, v: dict, home: Path, folder: Path) -> Path:
+def stage_speed_noise(
+    task_id: str, variant: str, v: dict, home: Path, folder: Path, recalibrate_latest: bool = False
+) -> Path:
     """vN.yaml = the latest version with `task_id`'s speed noise (mean and max |1 - S| of the
     derivation runs) and dev/test gap (5 x the max, SCORING.md), and vN.speed_noise.json: every
     run's id and SpecScore, which were held out, and whether each held-out run fell within the
     max. Its gate limits stay the latest's, whose evidence stays with the version that derived
-    them (a pairing changes the speeds, not the probes)."""
+    them (a pairing changes the speeds, not the probes).
+
+    `recalibrate_latest`: N is the latest version itself, a draft whose scoring of the task changed
+    (v11's steal correction) and whose noise must be derived under it (the runs are scored under
+    the latest version); the evidence names the task's values that changed from N-1 beside the noise."""
     import yaml
 
     from speculator_arena.protocol import load_protocol
     from speculator_arena.protocol.model import version_path
 
-    base = load_protocol().version
+    latest = load_protocol().version
+    base = latest - 1 if recalibrate_latest else latest
     held = v["held_out"]
     if not held["all_within"]:
         raise SystemExit(f"a held-out A/A run lies beyond the derived max {held['max_abs_error']}: not staged")
-    doc = yaml.safe_load(version_path(base).read_text())
+    doc = yaml.safe_load(version_path(latest).read_text())
     version = base + 1
-    doc["version"], doc["published"] = version, time.strftime("%Y-%m-%d")
-    doc["notes"] = (
-        f"v{base} with {task_id}'s speed noise and dev/test gap calibrated under its pairing from "
-        f"{held['derived_from']} A/A runs and checked on {len(held['held_out_errors'])} held-out ones "
-        f"(benchmarks/aa_noise.py; evidence in v{version}.speed_noise.json); every other value as v{base}"
-    )
+    if not recalibrate_latest:
+        doc["version"], doc["published"] = version, time.strftime("%Y-%m-%d")
+        doc["notes"] = (
+            f"v{base} with {task_id}'s speed noise and dev/test gap calibrated under its pairing from "
+            f"{held['derived_from']} A/A runs and checked on {len(held['held_out_errors'])} held-out ones "
+            f"(benchmarks/aa_noise.py; evidence in v{version}.speed_noise.json); every other value as v{base}"
+        )
+    before = yaml.safe_load(version_path(base).read_text())["tasks"][task_id]
     task = doc["tasks"][task_id]
+    changed = sorted(
+        k for k in set(before) | set(task) if k not in ("speed_noise", "dev_test_gap") and before.get(k) != task.get(k)
+    )
     task["speed_noise"] = {"mean_abs_error": held["mean_abs_error"], "max_abs_error": held["max_abs_error"]}
     task["dev_test_gap"] = round(5 * held["max_abs_error"], 4)
     folder.mkdir(parents=True, exist_ok=True)
@@ -255,13 +271,16 @@ def stage_speed_noise(task_id: str, variant: str, v: dict, home: Path, folder: P
         "task_id": task_id,
         "version": version,
         "base_version": base,
+        # the task's values that changed from the base beside the noise (a re-scoring version's)
+        "scoring_changes": changed,
         "variant": variant,
         "evaluations": v["evaluations"],
         "specscores": v["specscores"],
         **held,
         "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": f"python benchmarks/aa_noise.py --home {home} --variants {variant} --runs "
-        f"{len(v['specscores'])} --check {len(held['held_out_errors'])} --stage-version DIR",
+        f"{len(v['specscores'])} --check {len(held['held_out_errors'])} --stage-version DIR"
+        + (" --recalibrate-latest" if recalibrate_latest else ""),
     }
     (folder / f"v{version}.speed_noise.json").write_text(json.dumps(evidence, indent=1))
     return folder / f"v{version}.yaml"
@@ -299,6 +318,12 @@ def main() -> int:
         help="with --check: write the next protocol version into this folder: the latest with the task's "
         "speed noise and dev/test gap derived from the last variant's runs (held-out ones excepted), "
         "and vN.speed_noise.json, its evidence",
+    )
+    ap.add_argument(
+        "--recalibrate-latest",
+        action="store_true",
+        help="with --stage-version: derive the noise of the latest version itself (a draft whose scoring "
+        "changed, which scores the runs) instead of staging the next one",
     )
     ap.add_argument(
         "--check",
@@ -366,7 +391,9 @@ def main() -> int:
             )
         (home / "aa_noise.json").write_text(json.dumps(fig, indent=1))
         if args.stage_version:
-            out = stage_speed_noise(args.task, variants[-1], fig[variants[-1]], home, args.stage_version)
+            out = stage_speed_noise(
+                args.task, variants[-1], fig[variants[-1]], home, args.stage_version, args.recalibrate_latest
+            )
             print(f"staged {out} with its evidence beside it")
     print(f"figures: {home / 'aa_noise.json'}; plot: {home / 'aa_noise.png'}")
     return 0

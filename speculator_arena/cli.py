@@ -13,6 +13,7 @@ import sys
 
 from speculator_arena import settings
 from speculator_arena.diskspace import full_disk
+from speculator_arena.errors import ArenaError
 
 COMMAND_MODULES = (
     "speculator_arena.protocol.commands",
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         # traceback. A full disk is recognised wherever it was raised (the runner, the scorer,
         # Dagster's sqlite storage) and names the path and the space left (diskspace.py).
         full = full_disk(exc, settings.arena_home(getattr(args, "home", None) or None))
-        if full is None and not isinstance(exc, (ValueError, KeyError, FileNotFoundError, RuntimeError)):
+        if full is None and not isinstance(exc, (ArenaError, ValueError, KeyError, FileNotFoundError, RuntimeError)):
             raise
         if settings.flag("ARENA_DEBUG"):
             raise

@@ -34,6 +34,7 @@ import duckdb
 import pandas as pd
 
 from speculator_arena import sqlfiles
+from speculator_arena.errors import ArenaError
 from speculator_arena.rules.status import current_frame
 from speculator_arena.warehouse import catalog
 from speculator_arena.warehouse.schema import TABLES
@@ -42,7 +43,7 @@ from speculator_arena.warehouse.store import Warehouse, arena_home
 GIB = 1 << 30
 
 
-class BoardDataError(RuntimeError):
+class BoardDataError(RuntimeError, ArenaError):
     """The warehouse could not be read for a reason the page should explain."""
 
 

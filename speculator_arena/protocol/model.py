@@ -260,6 +260,9 @@ class Task(_Strict):
     # another task of the version whose sealed target, tokenizer and session pools this task uses
     # (v6 on: local-smollm2-vllm serves local-smollm2's model and sessions with another stock engine)
     target_task: str | None = None
+    # each engine's time on a timed pass less the CPU time the hypervisor took from the machine
+    # meanwhile (v11 on, the embedded CPU task; docs/scoring.md "Steal correction")
+    steal_correction: bool = False
 
     @model_validator(mode="after")
     def _every_workload_has_lanes(self) -> Task:
@@ -363,6 +366,7 @@ class TaskProtocol(_Strict):
     pairing: Literal[PAIRINGS] = "sequential"
     interleaving: Interleaving | None = None
     placement: dict[str, str] = {}
+    steal_correction: bool = False
 
     @model_validator(mode="after")
     def _mirrored_halves(self) -> TaskProtocol:
@@ -371,6 +375,8 @@ class TaskProtocol(_Strict):
                 f"{self.task_id}: mirrored pairing splits each workload's passes in two halves, "
                 f"so passes_per_workload must be even (got {self.passes_per_workload})"
             )
+        if self.steal_correction and self.contention is None:
+            raise ValueError(f"{self.task_id}: the steal correction is bounded by the contention limits; set them")
         return self
 
     def pass_halves(self) -> list[tuple[str, range]]:
@@ -423,6 +429,7 @@ class TaskProtocol(_Strict):
             pairing=t.pairing or "sequential",
             interleaving=t.interleaving,
             placement=t.placement or {},
+            steal_correction=t.steal_correction,
         )
 
     @property

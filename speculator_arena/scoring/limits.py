@@ -43,6 +43,7 @@ def protocol_limits(proto: Protocol) -> pd.DataFrame:
                 count_slack_tokens=int(tp.count_slack_tokens),
                 max_foreign_cpu_share=float(tp.contention.max_foreign_cpu_share) if tp.contention else float("nan"),
                 max_steal_share=float(tp.contention.max_steal_share) if tp.contention else float("nan"),
+                steal_correction=bool(tp.steal_correction),
                 dev_test_gap=float(tp.dev_test_gap),
                 passes=int(tp.passes_per_workload),
             )

@@ -43,15 +43,25 @@ def test_speed_noise_is_rederived_from_its_runs_and_holds_on_runs_it_was_not_der
     for s in held:
         assert abs(1 - s) <= max(errs), (s, max(errs))
     assert len(ev["evaluations"]) == len(ev["specscores"])
+    # runs made after the derivation's (v11: on another day, before the correction scored them)
+    fresh = ev.get("fresh_runs", {"evaluations": [], "specscores": []})
+    assert len(fresh["evaluations"]) == len(fresh["specscores"])
+    for s in fresh["specscores"]:
+        assert abs(1 - s) <= max(errs), (s, max(errs))
 
 
 @pytest.mark.parametrize("evidence_file", EVIDENCE, ids=[p.name for p in EVIDENCE])
 def test_a_speed_noise_version_changes_only_the_speed_noise_and_gap(evidence_file):
+    """...and the task's values its evidence names as changed with them (`scoring_changes`: v11's
+    steal correction, under which its noise was derived), each of which must really differ."""
     ev = json.loads(evidence_file.read_text())
     base, new = load_protocol(ev["base_version"]).model_dump(), load_protocol(ev["version"]).model_dump()
+    changed = ev.get("scoring_changes", [])
+    for k in changed:
+        assert base["tasks"][ev["task_id"]][k] != new["tasks"][ev["task_id"]][k], k
     for d in (base, new):
         d.pop("version"), d.pop("published"), d.pop("notes")
-        for k in ("speed_noise", "dev_test_gap"):
+        for k in ("speed_noise", "dev_test_gap", *changed):
             d["tasks"][ev["task_id"]].pop(k)
     assert base == new
 

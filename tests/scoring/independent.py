@@ -216,7 +216,7 @@ def recompute(home, evaluation_id: str, tokenizer, protocol_version: int | None 
             columns=["pass_id", "engine", "workload", "request_id", "session_id", "turn", "text", "tokens", "counted"]
         )
         eng = pd.DataFrame(columns=["pass_id", "engine", "workload", "pass_index", "counted_tokens"])
-    paired = _pass_ratios(eng, rules)
+    paired = _pass_ratios(eng, rules, _steal_fractions(raw["contention"], rules))
     r = {
         w: float(np.median(paired.loc[paired.workload == w, "ratio"].to_numpy(dtype=float)))
         if (paired.workload == w).any()
@@ -380,9 +380,27 @@ def _engine_passes(req, passes, rules, tokenizer, findings) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _pass_ratios(eng: pd.DataFrame, rules) -> pd.DataFrame:
+def _steal_fractions(rows: pd.DataFrame, rules) -> dict[tuple[str, str], float]:
+    """docs/scoring.md "Steal correction" (a task's `steal_correction`, v11 on): per (pass, engine),
+    the steal CPU-seconds of its intervals read without error per second of them, with the steal
+    share of all CPU time counted at most up to the contention limit. Empty when the task has none."""
+    if not rules.get("steal_correction") or not len(rows):
+        return {}
+    cap = float(rules["contention"]["max_steal_share"])
+    out = {}
+    for (pid, engine), g in rows[rows["error"].isna()].groupby(["pass_id", "engine"]):
+        seconds, total = float((g["ended_at"] - g["started_at"]).sum()), float(g["total_cpu_seconds"].sum())
+        if seconds > 0 and total > 0:
+            share = min(float(g["steal_seconds"].sum()) / total, cap)
+            out[(pid, engine)] = min(share * total / seconds, 0.5)  # never over half the pass
+    return out
+
+
+def _pass_ratios(eng: pd.DataFrame, rules, steal: dict | None = None) -> pd.DataFrame:
     """Pass ratio = candidate speed / stock speed, 0 under the failure rule; "the pass's requests"
-    are read as the larger of the two engines' request counts on it."""
+    are read as the larger of the two engines' request counts on it. `steal`: (pass, engine) ->
+    the fraction of its time the steal correction takes off (speed / (1 - fraction))."""
+    steal = steal or {}
     fr = rules["failure_rule"]
     rows = []
     for (pid, w), g in eng.groupby(["pass_id", "workload"]) if len(eng) else ():
@@ -394,16 +412,19 @@ def _pass_ratios(eng: pd.DataFrame, rules) -> pd.DataFrame:
         c, s = by.loc["candidate"], by.loc["stock"]
         n = max(int(c["requests"]), int(s["requests"]))
         zeroed = int(c["failures"]) - int(s["failures"]) > max(fr["min_excess"], fr["share_of_requests"] * n)
-        cs = float(c[col]) if c[col] == c[col] else 0.0  # a candidate with no counted token: speed 0
-        ss = float(s[col])
+        fc, fs = steal.get((pid, "candidate"), 0.0), steal.get((pid, "stock"), 0.0)
+        c_speed, ss = float(c[col]) / (1.0 - fc), float(s[col]) / (1.0 - fs)
+        cs = c_speed if c_speed == c_speed else 0.0  # a candidate with no counted token: speed 0
         ratio = 0.0 if zeroed else (cs / ss if ss > 0 else float("nan"))  # no stock speed: void, above
         rows.append(
             dict(
                 pass_id=pid,
                 workload=w,
                 pass_index=int(c["pass_index"]),
-                candidate_speed=float(c[col]),
+                candidate_speed=c_speed,
                 stock_speed=ss,
+                candidate_steal_fraction=fc,
+                stock_steal_fraction=fs,
                 candidate_failures=int(c["failures"]),
                 stock_failures=int(s["failures"]),
                 requests=n,
@@ -417,6 +438,8 @@ def _pass_ratios(eng: pd.DataFrame, rules) -> pd.DataFrame:
         "pass_index",
         "candidate_speed",
         "stock_speed",
+        "candidate_steal_fraction",
+        "stock_steal_fraction",
         "candidate_failures",
         "stock_failures",
         "requests",

@@ -42,6 +42,7 @@ from speculator_arena.backends.kubernetes.deadline import active_deadline_second
 from speculator_arena.backends.kubernetes.outcome import PodOutcome, classify_pod, is_started
 from speculator_arena.backends.kubernetes.results import ResultsRejected, land
 from speculator_arena.backends.kubernetes.settings import KubernetesSettings
+from speculator_arena.errors import ArenaError
 from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.status import FINAL, RUNNING, VOID
@@ -52,7 +53,7 @@ from speculator_arena.runners.status import EvaluationStateError, write_status
 from speculator_arena.warehouse.store import Warehouse
 
 
-class PodEnded(Exception):
+class PodEnded(ArenaError):
     """The pod ended (or can never start) before its logs could be followed."""
 
     def __init__(self, outcome: PodOutcome):

@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 
 from speculator_arena.atomic import fsync_dir, write_json_atomic
 from speculator_arena.checkpoints.seal import sha256_file
+from speculator_arena.errors import ArenaError
 from speculator_arena.rules.status import FINAL
 from speculator_arena.warehouse import generation
 from speculator_arena.warehouse.parts import PREFIX, conform, part_files
@@ -49,7 +50,7 @@ FORMAT = 1
 STATUS_TABLE = "evaluations"
 
 
-class ResultsRejected(Exception):
+class ResultsRejected(ArenaError):
     """The results directory is not whole; nothing was landed. `reason` says why."""
 
     def __init__(self, reason: str):

@@ -144,6 +144,13 @@ def score_section(ev: pd.Series, passes: pd.DataFrame, version: int) -> None:
             "why blank": passes.get("ratio_reason", pd.Series([None] * len(passes))).map(fmt.text),
         }
     )
+    steal = [
+        passes.get(f"{e}_steal_fraction", pd.Series(0.0, index=passes.index)).fillna(0.0)
+        for e in ("candidate", "stock")
+    ]
+    if any((s > 0).any() for s in steal):
+        # the version corrects the speeds for the hypervisor's steal (docs/scoring.md "Steal correction")
+        shown.insert(4, "steal taken off (candidate / stock)", [f"{c:.1%} / {s:.1%}" for c, s in zip(*steal)])
     st.table(shown, hide_index=True)
 
 

@@ -5,6 +5,11 @@
 -- (evaluation_id, passes_run: the passes per workload it was run with, scoring/limits.py's
 -- passes_run); and busy_windows (evaluation_id, pass_id, engine, busy_seconds, busy_tokens) from
 -- scoring/busy.py, the same numbers as the view pass_busy.
+-- Under a task's steal correction (v11 on; docs/scoring.md "Steal correction") each engine's speed
+-- on a pass is its tokens over its time less the hypervisor's steal: speed / (1 - f), where f is the
+-- steal CPU-seconds of the pass's sampled intervals per second of them, the steal share counted at
+-- most up to the contention limit (max_steal_share), so f is at most that share times the CPUs,
+-- and never over 0.5 (a guard for versions whose steal limit is loose: the test versions' 50%).
 WITH ev AS (
     SELECT evaluation_id, task_id FROM raw_evaluations
     WHERE $ids IS NULL OR list_contains($ids, evaluation_id)
@@ -16,19 +21,34 @@ expected AS (
     JOIN evaluation_passes AS n USING (evaluation_id),
     range(coalesce(CAST(n.passes_run AS BIGINT), w.passes)) AS g(pass_index)
 ),
+steal AS (
+    SELECT evaluation_id, pass_id, engine, sum(steal_seconds) AS steal_seconds,
+           sum(total_cpu_seconds) AS total_cpu_seconds, sum(ended_at - started_at) AS seconds
+    FROM raw_contention
+    WHERE error IS NULL AND evaluation_id IN (SELECT evaluation_id FROM ev)
+    GROUP BY ALL
+),
 speeds AS MATERIALIZED (
-    SELECT r.*, CASE WHEN b.busy_seconds > 0 THEN b.busy_tokens / b.busy_seconds END AS busy_window_speed
+    SELECT r.*, CASE WHEN b.busy_seconds > 0 THEN b.busy_tokens / b.busy_seconds END AS busy_window_speed,
+           CASE WHEN l.steal_correction AND st.seconds > 0 AND st.total_cpu_seconds > 0
+                THEN least(least(st.steal_seconds / st.total_cpu_seconds, l.max_steal_share) * st.total_cpu_seconds / st.seconds, 0.5)
+                ELSE 0.0 END AS steal_fraction
     FROM pass_requests AS r
+    JOIN ev USING (evaluation_id)
+    JOIN protocol_limits AS l ON l.task_id = ev.task_id
     LEFT JOIN busy_windows AS b USING (evaluation_id, pass_id, engine)
-    WHERE r.evaluation_id IN (SELECT evaluation_id FROM ev)
+    LEFT JOIN steal AS st USING (evaluation_id, pass_id, engine)
 ),
 c AS (SELECT * FROM speeds WHERE engine = 'candidate'),
 s AS (SELECT * FROM speeds WHERE engine = 'stock'),
 paired AS (
     SELECT x.evaluation_id, x.task_id, x.workload, x.pass_index, x.pass_id,
            c.pass_status AS candidate_status, s.pass_status AS stock_status,
-           CASE x.speed_kind WHEN 'request_time' THEN c.request_time_speed ELSE c.busy_window_speed END AS candidate_speed,
-           CASE x.speed_kind WHEN 'request_time' THEN s.request_time_speed ELSE s.busy_window_speed END AS stock_speed,
+           (CASE x.speed_kind WHEN 'request_time' THEN c.request_time_speed ELSE c.busy_window_speed END)
+               / (1.0 - c.steal_fraction) AS candidate_speed,
+           (CASE x.speed_kind WHEN 'request_time' THEN s.request_time_speed ELSE s.busy_window_speed END)
+               / (1.0 - s.steal_fraction) AS stock_speed,
+           c.steal_fraction AS candidate_steal_fraction, s.steal_fraction AS stock_steal_fraction,
            c.failures AS candidate_failures, s.failures AS stock_failures,
            greatest(c.requests, s.requests) AS requests,
            c.requests AS candidate_requests, s.requests AS stock_requests,
@@ -51,6 +71,7 @@ ruled AS (
     FROM paired
 )
 SELECT evaluation_id, task_id, workload, pass_index, pass_id, candidate_speed, stock_speed,
+       candidate_steal_fraction, stock_steal_fraction,
        CASE
            WHEN missing_reason IS NOT NULL THEN NULL
            WHEN zeroed_by_failure_rule THEN 0.0
