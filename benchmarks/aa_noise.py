@@ -48,8 +48,6 @@ VARIANTS = {
     "v8": (8, {}),
     # v9: v8's interleaved pairing in four passes per workload (one A B, B A, B A, A B cycle)
     "v9": (9, {}),
-    # v11: v9's runs, scored with the steal correction (the same runs as v9, the latest's scoring)
-    "v11": (11, {}),
     # a draft v12 staged in ARENA_PROTOCOL_DIR (not shipped): more, shorter turns (issue 31)
     "v12-draft": (12, {}),
 }
