@@ -145,20 +145,24 @@ def sd(xs: list[float]) -> float:
 
 
 def figures(home: Path, ids: dict[str, list[str]]) -> dict:
+    from speculator_arena.calibration.derive import BOUND_GATES
     from speculator_arena.dagster_project import launch
 
     scores = launch.score(home)
     ev = scores.evaluations.set_index("evaluation_id")
+    gates = scores.gates.set_index(["evaluation_id", "gate"])
     passes = scores.passes
     matched = matched_ratios(home)
     out = {}
     for variant, eids in ids.items():
         specscores, between, per_eval, resid, per_pass_requests, n_passes = [], [], [], [], [], []
+        scored = []  # the runs with a SpecScore, in order
         for eid in eids:
             s = ev.loc[eid, "specscore"] if eid in ev.index else None
             if s is None or (isinstance(s, float) and math.isnan(s)):
                 continue
             specscores.append(float(s))
+            scored.append(eid)
             mine = passes[passes.evaluation_id == eid]
             for w, g in mine.groupby("workload"):
                 for i, x in zip(g.pass_index, g.ratio):
@@ -183,11 +187,21 @@ def figures(home: Path, ids: dict[str, list[str]]) -> dict:
                 per_eval.append(sum(pair_logs) / len(pair_logs))
         dev = [abs(1 - s) for s in specscores]
         sigma_pass = sd(resid)
+        # the bound gates' rows of the runs that have a SpecScore, in their order (stage_speed_noise
+        # re-derives the bounds from them: an A/A run's D is 0, its standard error is the probes')
+        bound_rows = {
+            gate: {
+                col: [float(gates.at[(e, gate), col]) for e in scored]
+                for col in ("statistic", "se", "ci_low", "ci_high")
+            }
+            for gate in BOUND_GATES
+        }
         req = sum(per_pass_requests) / max(len(per_pass_requests), 1)
         passes_per_score = sum(n_passes) / max(len(specscores), 1)
         out[variant] = {
             "evaluations": eids,
             "specscores": [round(s, 4) for s in specscores],
+            "bound_gates": bound_rows,
             "mean_abs_error": round(sum(dev) / len(dev), 4) if dev else None,
             "max_abs_error": round(max(dev), 4) if dev else None,
             # the spread of one candidate start against one stock start (the same requests)
@@ -225,8 +239,31 @@ def held_out(specscores: list[float], n: int) -> dict:
     }
 
 
+def rebound(task: dict, v: dict, n: int) -> dict:
+    """Set the task's likelihood and first-choice bounds from the first `n` runs' gate rows by the
+    calibration's rule (calibration/derive.py `bound`: no honest interval beyond, at least the
+    largest honest standard error, plus a step); return each bound's evidence. A/A runs are
+    honest runs whose probes are the version's: a version that changes the probes (v12: fewer
+    replies) changes their standard error, which the bounds must follow."""
+    from speculator_arena.calibration.derive import BOUND_GATES, BOUND_RULE, bound
+
+    out = {}
+    for gate, key in BOUND_GATES.items():
+        rows = {col: xs[:n] for col, xs in v["bound_gates"][gate].items()}
+        b = bound(rows["ci_low"], rows["ci_high"], rows["se"])
+        out[key] = {"gate": gate, "bound": b, "previous": task["limits"][key], "rule": BOUND_RULE, **rows}
+        task["limits"][key] = b
+    return out
+
+
 def stage_speed_noise(
-    task_id: str, variant: str, v: dict, home: Path, folder: Path, recalibrate_latest: bool = False
+    task_id: str,
+    variant: str,
+    v: dict,
+    home: Path,
+    folder: Path,
+    recalibrate_latest: bool = False,
+    rebound_gates: bool = False,
 ) -> Path:
     """vN.yaml = the latest version with `task_id`'s speed noise (mean and max |1 - S| of the
     derivation runs) and dev/test gap (5 x the max, SCORING.md), and vN.speed_noise.json: every
@@ -236,7 +273,8 @@ def stage_speed_noise(
 
     `recalibrate_latest`: N is the latest version itself, a draft whose scoring of the task changed
     (v11's steal correction) and whose noise must be derived under it (the runs are scored under
-    the latest version); the evidence names the task's values that changed from N-1 beside the noise."""
+    the latest version); the evidence names the task's values that changed from N-1 beside the noise.
+    `rebound_gates`: the likelihood and first-choice bounds re-derived from the same runs (`rebound`)."""
     import yaml
 
     from speculator_arena.protocol import load_protocol
@@ -249,6 +287,8 @@ def stage_speed_noise(
         raise SystemExit(f"a held-out A/A run lies beyond the derived max {held['max_abs_error']}: not staged")
     doc = yaml.safe_load(version_path(latest).read_text())
     version = base + 1
+    task = doc["tasks"][task_id]
+    bounds = rebound(task, v, held["derived_from"]) if rebound_gates else {}
     if not recalibrate_latest:
         doc["version"], doc["published"] = version, time.strftime("%Y-%m-%d")
         doc["notes"] = (
@@ -257,7 +297,6 @@ def stage_speed_noise(
             f"(benchmarks/aa_noise.py; evidence in v{version}.speed_noise.json); every other value as v{base}"
         )
     before = yaml.safe_load(version_path(base).read_text())["tasks"][task_id]
-    task = doc["tasks"][task_id]
     changed = sorted(
         k for k in set(before) | set(task) if k not in ("speed_noise", "dev_test_gap") and before.get(k) != task.get(k)
     )
@@ -275,10 +314,12 @@ def stage_speed_noise(
         "evaluations": v["evaluations"],
         "specscores": v["specscores"],
         **held,
+        **({"bounds": bounds} if bounds else {}),
         "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": f"python benchmarks/aa_noise.py --home {home} --variants {variant} --runs "
         f"{len(v['specscores'])} --check {len(held['held_out_errors'])} --stage-version DIR"
-        + (" --recalibrate-latest" if recalibrate_latest else ""),
+        + (" --recalibrate-latest" if recalibrate_latest else "")
+        + (" --rebound" if rebound_gates else ""),
     }
     (folder / f"v{version}.speed_noise.json").write_text(json.dumps(evidence, indent=1))
     return folder / f"v{version}.yaml"
@@ -322,6 +363,12 @@ def main() -> int:
         action="store_true",
         help="with --stage-version: derive the noise of the latest version itself (a draft whose scoring "
         "changed, which scores the runs) instead of staging the next one",
+    )
+    ap.add_argument(
+        "--rebound",
+        action="store_true",
+        help="with --stage-version: re-derive the likelihood and first-choice bounds from the derivation "
+        "runs' gate rows as well (a version whose probes changed: v12)",
     )
     ap.add_argument(
         "--check",
@@ -390,7 +437,13 @@ def main() -> int:
         (home / "aa_noise.json").write_text(json.dumps(fig, indent=1))
         if args.stage_version:
             out = stage_speed_noise(
-                args.task, variants[-1], fig[variants[-1]], home, args.stage_version, args.recalibrate_latest
+                args.task,
+                variants[-1],
+                fig[variants[-1]],
+                home,
+                args.stage_version,
+                args.recalibrate_latest,
+                args.rebound,
             )
             print(f"staged {out} with its evidence beside it")
     print(f"figures: {home / 'aa_noise.json'}; plot: {home / 'aa_noise.png'}")

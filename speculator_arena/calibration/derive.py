@@ -21,6 +21,10 @@ QUANTIZED_FACTOR = 1.5  # without a quantized control: 1.5 x the highest honest 
 FLOOR_SEPARATION = 0.2  # the greedy floor needs honest and quantized this far apart
 GAP_FACTOR = 5  # dev/test gap = 5 x the worst A/A noise
 MAX_GAP = 0.95  # the protocol's dev_test_gap must stay below 1 (a cap, reported when hit)
+BOUND_RULE = (
+    "smallest multiple of 0.005 beyond which no honest run's 95% interval lies and at least the largest "
+    "honest standard error of D, plus 0.005"
+)
 BOUND_GATES = {"sampled_likelihood": "likelihood_bound", "first_choice": "first_choice_bound"}
 
 
@@ -47,15 +51,28 @@ def speed_noise(aa_scores) -> dict:
     return {"mean_abs_error": round(float(err.mean()), 4), "max_abs_error": round(float(err.max()), 4), "runs": len(s)}
 
 
-def bound(honest_low, honest_high, step: float = STEP) -> float:
+def bound(honest_low, honest_high, honest_se=None, step: float = STEP) -> float:
     """The smallest multiple of `step` beyond which no honest CI lies (entirely above +b or
-    entirely below -b), plus one step."""
+    entirely below -b) and which is at least the largest honest standard error of D, plus one step.
+
+    Why the standard error (protocol v12; SCORING.md's rule had the intervals only): an honest
+    candidate's D scatters about 0 with its standard error, so with b far under one SE it fails
+    whenever its D lands 1.96 SE from 0, about 5% of honest runs per gate. The GPU tasks' bounds
+    are about one SE of their 512 replies wide (0.02), where that rate is 0.3%; the CPU tasks'
+    few replies have SEs of 0.05-0.3 that the interval rule alone left at 0.005 (an A/A run's D
+    is exactly 0, so A/A runs never widen it). With b >= SE an honest run fails by chance at most
+    2 x Phi(-(1.96 + 1)) = 0.3% per gate, and a control is caught when its shift exceeds b by its
+    own 1.96 SE (every planted control of the v5 calibration still is: docs/scoring.md)."""
     lo = np.asarray(honest_low, dtype=float)
     hi = np.asarray(honest_high, dtype=float)
     keep = ~(np.isnan(lo) | np.isnan(hi))
     if not keep.any():
         raise ValueError("no honest run has an interval for this gate: the bound cannot be calibrated")
     need = max(0.0, float(np.max(lo[keep])), float(np.max(-hi[keep])))
+    se = np.asarray([] if honest_se is None else honest_se, dtype=float)
+    se = se[~np.isnan(se)]
+    if len(se):
+        need = max(need, float(np.max(se)))
     k = math.ceil(need / step - 1e-9)
     return round((k + 1) * step, 6)
 
@@ -132,8 +149,8 @@ def derive(runs: pd.DataFrame, gates: pd.DataFrame, evaluations: pd.DataFrame) -
 
     limits, why = {}, {}
     for gate, key in BOUND_GATES.items():
-        limits[key] = bound(stat(honest, gate, "ci_low"), stat(honest, gate, "ci_high"))
-        why[key] = "smallest multiple of 0.005 beyond which no honest run's 95% interval lies, plus 0.005"
+        limits[key] = bound(stat(honest, gate, "ci_low"), stat(honest, gate, "ci_high"), stat(honest, gate, "se"))
+        why[key] = BOUND_RULE
     limits["fidelity_ceiling"], why["fidelity_ceiling"] = fidelity_ceiling(
         stat(honest, "target_fidelity"), stat(quant, "target_fidelity")
     )

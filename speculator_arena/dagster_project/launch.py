@@ -93,13 +93,19 @@ def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_c
     row counts, `outcome`: the scorer's verdict as it landed), then refresh the analysts'
     database downstream of it.
 
+    Every run is tagged with the device it uses (`frontdoor.queue.DEVICE_TAG`, `ARENA_DEVICE`),
+    whoever starts it (`arena evaluate`, `arena demo`, a calibration, the queue), so the queue's
+    one-run-per-device check sees every evaluation in flight; `tags` add to it.
+
     `rerun_contended`: how many times an evaluation voided because the host was contended is made
     again under a fresh evaluation id (SCORING.md "Host contention": the operator re-runs it; the
     void one stays stored, refunded). The summary of the last attempt is returned, with
     `attempts`, every attempt's id and how it ended."""
     from speculator_arena.backends import preflight
+    from speculator_arena.frontdoor.queue import DEVICE_TAG, device_name
     from speculator_arena.runners import queued
 
+    tags = {DEVICE_TAG: device_name(), **(tags or {})}
     attempts = []
     while True:
         preflight(backend, spec, home)
@@ -288,19 +294,18 @@ CALIBRATION_TAG = "arena/calibration"  # a calibration's evaluation runs: the ta
 
 def calibration_evaluations(task_id: str, config: dict, home, backend: str = "", progress=None) -> dict:
     """A calibration's planned evaluations not stored yet, each run through `evaluate` (an
-    `evaluation` partition like any other, on `backend`), tagged with the device
-    (`frontdoor.queue.DEVICE_TAG`), so the queue's one-run-per-device check sees them in flight,
-    and with the task calibrated. Returns run name -> evaluation id (None: none measured).
+    `evaluation` partition like any other, on `backend`, tagged with the device as every
+    evaluation is), tagged with the task calibrated. Returns run name -> evaluation id (None: none
+    measured).
 
     Why here and not in the `calibration_runs` asset: an asset that ran the `evaluation` asset
     inside its step made the assets and the launchers import each other; the asset now records
     what is stored (calibration/calibrate.py step_runs)."""
     from speculator_arena.assets.calibration import CalibrationConfig
     from speculator_arena.calibration.calibrate import run_evaluations
-    from speculator_arena.frontdoor.queue import DEVICE_TAG, device_name
     from speculator_arena.warehouse import Warehouse
 
-    tags = {DEVICE_TAG: device_name(), CALIBRATION_TAG: task_id}
+    tags = {CALIBRATION_TAG: task_id}
 
     def through_the_door(spec, wh, say) -> str:
         return evaluate(spec, wh.home, backend=backend, progress=say, tags=tags)["status"]

@@ -95,9 +95,17 @@ def test_derived_values_follow_the_rules_of_scoring_md(calibrated):
     honest = [ids[r.name] for r in p.runs if r.honest]
     quantized = [ids["quantized"]]
     for gate, key in (("sampled_likelihood", "likelihood_bound"), ("first_choice", "first_choice_bound")):
-        k = 0  # the smallest multiple of 0.005 beyond which no honest CI lies, by counting up
-        while any(g.at[(e, gate), "ci_low"] > k * 0.005 or g.at[(e, gate), "ci_high"] < -k * 0.005 for e in honest):
+        # the smallest multiple of 0.005 beyond which no honest CI lies and which no honest
+        # standard error of D exceeds (v12), by counting up
+        k = 0
+        while any(
+            g.at[(e, gate), "ci_low"] > k * 0.005
+            or g.at[(e, gate), "ci_high"] < -k * 0.005
+            or g.at[(e, gate), "se"] > k * 0.005
+            for e in honest
+        ):
             k += 1
+        assert k * 0.005 >= max(g.at[(e, gate), "se"] for e in honest) > 0
         assert task["limits"][key] == pytest.approx((k + 1) * 0.005), key
     h = max(g.at[(e, "target_fidelity"), "statistic"] for e in honest)
     q = min(g.at[(e, "target_fidelity"), "statistic"] for e in quantized)

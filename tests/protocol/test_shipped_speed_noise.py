@@ -74,3 +74,75 @@ def test_the_latest_version_carries_the_latest_speed_noise():
         latest, calibrated = load_protocol().tasks[task_id], load_protocol(ev["version"]).tasks[task_id]
         assert latest.speed_noise == calibrated.speed_noise
         assert latest.dev_test_gap == calibrated.dev_test_gap
+
+
+REBOUND = [p for p in EVIDENCE if "bounds" in json.loads(p.read_text())]
+
+
+@pytest.mark.parametrize("evidence_file", REBOUND, ids=[p.name for p in REBOUND])
+def test_rederived_bounds_follow_the_rule_from_the_runs_own_gate_rows(evidence_file):
+    """v12 (fewer probe replies) re-derives the likelihood and first-choice bounds from its A/A
+    runs: the smallest multiple of 0.005 beyond which no run's interval lies and which no run's
+    standard error of D exceeds, plus 0.005 (docs/scoring.md), counted up here from the evidence."""
+    ev = json.loads(evidence_file.read_text())
+    limits = load_protocol(ev["version"]).tasks[ev["task_id"]].limits
+    assert "limits" in ev["scoring_changes"]
+    for key, b in ev["bounds"].items():
+        n = len(b["se"])
+        assert n == ev["derived_from"] and len(b["ci_low"]) == len(b["ci_high"]) == n
+        k = 0
+        while any(
+            lo > k * 0.005 or hi < -k * 0.005 or se > k * 0.005
+            for lo, hi, se in zip(b["ci_low"], b["ci_high"], b["se"])
+        ):
+            k += 1
+        assert getattr(limits, key) == b["bound"] == pytest.approx((k + 1) * 0.005), key
+        assert getattr(limits, key) > max(b["se"]) > 0  # wider than one standard error of D
+
+
+@pytest.mark.parametrize("evidence_file", REBOUND, ids=[p.name for p in REBOUND])
+def test_rederived_bounds_still_catch_every_control_and_pass_every_honest_run_of_the_calibration(evidence_file):
+    """The calibration in force (its evidence ships with the version that made it) ran the planted
+    controls: under the new bounds each control still fails a gate, judged from its stored
+    intervals by the rule of SCORING.md (entirely beyond +-b), and each honest run still passes."""
+    from speculator_arena.calibration.publish import task_calibrations
+
+    ev = json.loads(evidence_file.read_text())
+    limits = load_protocol(ev["version"]).tasks[ev["task_id"]].limits
+    found = [
+        c
+        for v, c, _ in task_calibrations(ev["version"], Path("/nonexistent-arena-home"))
+        if c["task_id"] == ev["task_id"]
+    ]
+    assert found, f"no calibration of {ev['task_id']} ships its evidence"
+    cal = found[0]
+    gates = {"sampled_likelihood": limits.likelihood_bound, "first_choice": limits.first_choice_bound}
+    # the other gates' verdicts as the calibration judged them (under its own limits, which the
+    # new version keeps); the bound gates' re-judged from the stored intervals
+    failed = {
+        r["name"]: {g for g, v in r["verdicts"].items() if v == "fail" and g not in gates} for r in cal["verdicts"]
+    }
+    for r in cal["gate_rows"]:
+        if r["gate"] in gates and r["ci_low"] is not None:
+            b = gates[r["gate"]]
+            if r["ci_low"] > b or r["ci_high"] < -b:
+                failed[r["name"]].add(r["gate"])
+    roles = {r["name"]: r["role"] for r in cal["verdicts"]}
+    controls = [n for n, role in roles.items() if role == "control"]
+    assert controls
+    for name, role in roles.items():
+        if role == "control":
+            assert failed.get(name), f"{name} is no longer caught under {gates}"
+        else:
+            assert not failed.get(name), (name, failed.get(name))
+
+
+@pytest.mark.parametrize("evidence_file", REBOUND, ids=[p.name for p in REBOUND])
+def test_rederived_bounds_hold_on_the_fresh_runs(evidence_file):
+    """Runs not used to derive the bounds (made after them) have standard errors of D within them,
+    so an honest run of the same probes fails either check by chance at most 2 x Phi(-2.96)."""
+    ev = json.loads(evidence_file.read_text())
+    for key, b in ev["bounds"].items():
+        fresh = b.get("fresh_runs_se", [])
+        assert len(fresh) == len(ev.get("fresh_runs", {}).get("specscores", [])), key
+        assert all(0 < se <= b["bound"] for se in fresh), (key, fresh, b["bound"])

@@ -161,6 +161,14 @@ def test_the_demo_reruns_a_contended_evaluation_then_says_what_was_busy(built_ho
     # the void attempts are stored as such (refunded), each with its reason
     for e in made:
         assert current_row(Warehouse(home), e)["void_reason"].startswith("host contended")
+    # every run the demo made is tagged with the device, as the queue's own runs are (issue 34):
+    # the queue's one-run-per-device check sees an `arena demo` or `arena evaluate` in flight
+    from speculator_arena.dagster_project.launch import dagster_instance
+    from speculator_arena.frontdoor.queue import DEVICE_TAG
+
+    stored = set(statuses(Warehouse(home)))
+    runs = [r for r in dagster_instance(home).get_runs() if r.tags.get("dagster/partition") in stored]
+    assert len(runs) == len(stored) == 4 and {r.tags.get(DEVICE_TAG) for r in runs} == {"local"}, [r.tags for r in runs]
     # and the demo's output is the arena's own progress only: no Dagster event lines
     noise = [ln for ln in busy.stderr.splitlines() if " - dagster - " in ln or "DEBUG" in ln]
     assert noise == [], noise[:5]
