@@ -94,7 +94,13 @@ VARIABLES: dict[str, Variable] = {
             "ARENA_NO_NVML", None, "set: no NVML device-memory sampling (the memory gate is not measured)", "runner"
         ),
         Variable("ARENA_BACKEND", "local", "where evaluations run: `local` or `kubernetes`", "runner"),
-        Variable("ARENA_DEVICE", "local", "the name of the device the queue worker serves", "runner"),
+        Variable(
+            "ARENA_DEVICE",
+            "local",
+            "the device the queue runs one evaluation at a time on; on the kubernetes backend a comma-separated "
+            "list of GPU nodes, each pod pinned to its run's (rules/devices.py)",
+            "runner",
+        ),
         Variable(
             "ARENA_VLLM_VENV",
             "/opt/arena-vllm-cpu",

@@ -77,6 +77,20 @@ class _WithoutStorageReports:
         return getattr(self._stream, name)
 
 
+# The instance's settings: no telemetry, and the daemon's run queue holds one run per device (the
+# `arena/device` tag's value) as a second guard beside the submission sensor's own check.
+INSTANCE_YAML = """telemetry:
+  enabled: false
+concurrency:
+  runs:
+    tag_concurrency_limits:
+      - key: "arena/device"
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
+"""
+
+
 def dagster_instance(home) -> dg.DagsterInstance:
     """The persistent instance of this ARENA_HOME (what `dagster dev` opens with DAGSTER_HOME)."""
     d = Path(home) / "dagster"
@@ -84,7 +98,7 @@ def dagster_instance(home) -> dg.DagsterInstance:
     os.environ.setdefault("DAGSTER_HOME", str(d))  # for Dagster itself, in this process
     yaml_path = d / "dagster.yaml"
     if not yaml_path.exists():
-        yaml_path.write_text("telemetry:\n  enabled: false\n")
+        yaml_path.write_text(INSTANCE_YAML)
     return dg.DagsterInstance.from_config(str(d))
 
 
@@ -93,7 +107,7 @@ def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_c
     row counts, `outcome`: the scorer's verdict as it landed), then refresh the analysts'
     database downstream of it.
 
-    Every run is tagged with the device it uses (`frontdoor.queue.DEVICE_TAG`, `ARENA_DEVICE`),
+    Every run is tagged with the device it uses (`rules/devices.py`, `ARENA_DEVICE`),
     whoever starts it (`arena evaluate`, `arena demo`, a calibration, the queue), so the queue's
     one-run-per-device check sees every evaluation in flight; `tags` add to it.
 
@@ -102,7 +116,8 @@ def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_c
     void one stays stored, refunded). The summary of the last attempt is returned, with
     `attempts`, every attempt's id and how it ended."""
     from speculator_arena.backends import preflight
-    from speculator_arena.frontdoor.queue import DEVICE_TAG, device_name
+    from speculator_arena.frontdoor.queue import device_name
+    from speculator_arena.rules.devices import DEVICE_TAG
     from speculator_arena.runners import queued
 
     tags = {DEVICE_TAG: device_name(), **(tags or {})}
@@ -279,7 +294,9 @@ def work_queue_once(home=None, say=print) -> str | None:
     if not isinstance(result, dg.SensorResult) or not result.run_requests:
         say(f"queue: {getattr(result, 'skip_message', result)}")
         return None
-    request = result.run_requests[0]
+    request, *others = result.run_requests
+    if others:  # one evaluation at a time in this process; the Dagster daemon serves every device at once
+        say(f"queue: {len(others)} more wait for the next tick (devices free: {len(result.run_requests)})")
     spec = EvaluationSpec.from_json(request.run_config["ops"]["evaluation"]["config"]["spec"])
     say(f"queue: evaluating {request.partition_key} (submission {request.tags['arena/submission']})")
     try:

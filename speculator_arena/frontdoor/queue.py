@@ -12,17 +12,33 @@ it), and `refused` with the reason if the fetch failed (nothing runs; its quota 
 from __future__ import annotations
 
 from speculator_arena import settings
+from speculator_arena.errors import ArenaError
 from speculator_arena.frontdoor.state import sql
+from speculator_arena.rules.devices import devices_problem, parse_devices
 from speculator_arena.rules.status import ACCEPTED, FETCHING, QUEUED
 from speculator_arena.warehouse.evaluations import statuses as evaluation_statuses
 
-DEVICE_TAG = "arena/device"
 SUBMISSION_TAG = "arena/submission"
 
 
+class DeviceSettingError(ValueError, ArenaError):
+    """`ARENA_DEVICE` names devices the queue cannot use as given (rules/devices.py says why)."""
+
+
+def device_names() -> list[str]:
+    """The devices the queue runs evaluations on (`ARENA_DEVICE`, comma-separated), one evaluation
+    at a time on each; several only on the kubernetes backend, each a GPU node."""
+    names = parse_devices(settings.get("ARENA_DEVICE"))
+    why = devices_problem(names, settings.get("ARENA_BACKEND") or "local")
+    if why:
+        raise DeviceSettingError(why)
+    return names
+
+
 def device_name() -> str:
-    """The device this queue's runs use (`ARENA_DEVICE`); one evaluation at a time on each."""
-    return settings.get("ARENA_DEVICE")
+    """The device an evaluation started outside the queue (`arena evaluate`, `arena demo`, a
+    calibration) is tagged with and, on the kubernetes backend, pinned to: the first one."""
+    return device_names()[0]
 
 
 def waiting(con, wh) -> list[dict]:

@@ -150,6 +150,22 @@ def test_gpu_and_node_selector_follow_the_task():
     }
 
 
+def test_a_device_pins_the_pod_to_its_node():
+    """Issue 32: the run's device (`ARENA_DEVICE`, one GPU node each) is the node the pod may run
+    on, beside the task's GPU labels; without one, any node with the task's GPU."""
+    task = load_protocol(1).task("qwen3-8b")
+    spec = example_spec("qwen3-8b", 1)
+    pinned = manifests.to_dict(manifests.evaluation_pod(spec, task, KubernetesSettings(), node="gpu-b"))
+    assert pinned["spec"]["nodeSelector"] == {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-B200",
+        "kubernetes.io/hostname": "gpu-b",
+    }
+    validate(pinned)
+    free = manifests.to_dict(manifests.evaluation_pod(spec, task, KubernetesSettings()))
+    assert "kubernetes.io/hostname" not in free["spec"]["nodeSelector"]
+
+
 def test_namespace_quota_and_policy():
     _, files = _objects(1, "qwen3-8b", KubernetesSettings(gpu_quota=3))
     ns = manifests.to_dict(files["namespace.yaml"][0])

@@ -91,7 +91,8 @@ def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_pa
         "adopt": adopt,
     }
     from speculator_arena.assets.calibration import calibration_runs
-    from speculator_arena.frontdoor.queue import DEVICE_TAG, device_name
+    from speculator_arena.frontdoor.queue import device_name
+    from speculator_arena.rules.devices import DEVICE_TAG
 
     ids = launch.calibration_evaluations(TASK, config, home)
     planned = run.evaluation_id(TASK, p.candidate_version)
@@ -164,7 +165,7 @@ def test_the_demo_reruns_a_contended_evaluation_then_says_what_was_busy(built_ho
     # every run the demo made is tagged with the device, as the queue's own runs are (issue 34):
     # the queue's one-run-per-device check sees an `arena demo` or `arena evaluate` in flight
     from speculator_arena.dagster_project.launch import dagster_instance
-    from speculator_arena.frontdoor.queue import DEVICE_TAG
+    from speculator_arena.rules.devices import DEVICE_TAG
 
     stored = set(statuses(Warehouse(home)))
     runs = [r for r in dagster_instance(home).get_runs() if r.tags.get("dagster/partition") in stored]

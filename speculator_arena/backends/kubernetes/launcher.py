@@ -45,6 +45,7 @@ from speculator_arena.backends.kubernetes.settings import KubernetesSettings
 from speculator_arena.errors import ArenaError
 from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
+from speculator_arena.rules.devices import DEVICE_TAG
 from speculator_arena.rules.status import FINAL, RUNNING, VOID
 from speculator_arena.runners.queued import queue
 from speculator_arena.runners.sidecar_engine import ISOLATION_SIDECAR
@@ -267,9 +268,18 @@ class KubernetesLauncher:
             "engine_isolation": ISOLATION_SIDECAR,
         }
         row = write_status(self.wh, row, RUNNING, provenance=where)
-        outcome = self.run_pod(context, manifests.evaluation_pod(pod_spec, task, self.s, name=pod_name), task)
+        pod = manifests.evaluation_pod(pod_spec, task, self.s, name=pod_name, node=self.device_node(context))
+        outcome = self.run_pod(context, pod, task)
         self.say(f"[evaluate {spec.evaluation_id}] pod {pod_name}: {outcome.kind}: {outcome.reason}")
         return self.conclude(row, outcome, results, where)["status"]
+
+    @staticmethod
+    def device_node(context) -> str | None:
+        """The GPU node the run's device names (its `arena/device` tag, `ARENA_DEVICE`): the pod
+        is pinned there, so one evaluation per device is one per node. `local`, the default
+        device, pins nothing (any node with the task's GPU)."""
+        device = context.run.tags.get(DEVICE_TAG)
+        return device if device and device != "local" else None
 
     @staticmethod
     def name_pod(context) -> str:

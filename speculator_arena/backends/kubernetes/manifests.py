@@ -33,6 +33,7 @@ from speculator_arena.backends.kubernetes.in_pod import (
 )
 from speculator_arena.backends.kubernetes.settings import (
     GPU_RESOURCE,
+    HOSTNAME_LABEL,
     KUBERNETES_VERSION,
     KubernetesSettings,
     gpu_request,
@@ -241,7 +242,7 @@ def engine_inputs(spec: EvaluationSpec) -> list[str]:
 
 
 def evaluation_pod(
-    spec: EvaluationSpec, task: TaskProtocol, s: KubernetesSettings, name: str | None = None
+    spec: EvaluationSpec, task: TaskProtocol, s: KubernetesSettings, name: str | None = None, node: str | None = None
 ) -> k8s.V1Pod:
     """The pod of one evaluation; `spec` holds pod paths (pod_spec_of).
 
@@ -250,8 +251,12 @@ def evaluation_pod(
     with the pools) and the engine, a native sidecar (an init container that keeps running and
     that the kubelet stops once the runner ended; the pod's logs and phase are the runner's)
     holding the GPU, with only the engine's inputs mounted (engine_sidecar.py, sidecar_engine.py).
+    `node`: the GPU node the pod must run on (its run's device, `ARENA_DEVICE`), so that the
+    queue's one evaluation per device is one per node.
     """
     gpus, selector = gpu_request(task, s)
+    if node:
+        selector = {**selector, HOSTNAME_LABEL: node}
     limits = {GPU_RESOURCE: str(gpus)}
     requests = dict(limits)
     if s.memory_limit:

@@ -19,6 +19,7 @@ KUBERNETES_VERSION = "1.36"
 
 # Labels of NVIDIA's GPU feature discovery (part of the GPU operator) on GPU nodes.
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # the kubelet's label of its node: a device pins its pod there
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
 
