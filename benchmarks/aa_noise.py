@@ -243,8 +243,8 @@ def rebound(task: dict, v: dict, n: int) -> dict:
     """Set the task's likelihood and first-choice bounds from the first `n` runs' gate rows by the
     calibration's rule (calibration/derive.py `bound`: no honest interval beyond, at least the
     largest honest standard error, plus a step); return each bound's evidence. A/A runs are
-    honest runs whose probes are the version's: a version that changes the probes (v12: fewer
-    replies) changes their standard error, which the bounds must follow."""
+    honest runs whose probes are the version's: their standard errors of D are what the bounds
+    must cover (v12: v11's runs, whose D is 0 and whose intervals alone left the bounds at 0.005)."""
     from speculator_arena.calibration.derive import BOUND_GATES, BOUND_RULE, bound
 
     out = {}
@@ -368,7 +368,7 @@ def main() -> int:
         "--rebound",
         action="store_true",
         help="with --stage-version: re-derive the likelihood and first-choice bounds from the derivation "
-        "runs' gate rows as well (a version whose probes changed: v12)",
+        "runs' gate rows as well (v12: at least one standard error of D)",
     )
     ap.add_argument(
         "--check",

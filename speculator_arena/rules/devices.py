@@ -7,12 +7,13 @@ node; all of them read the tag here, below them all.
 
 from __future__ import annotations
 
+LOCAL_DEVICE = "local"  # the default device: on the kubernetes backend it pins no node
 DEVICE_TAG = "arena/device"  # a Dagster run's device: no second run starts on it while one is in flight
 
 
 def parse_devices(text: str | None) -> list[str]:
     """The comma-separated device names (`local` when none)."""
-    return [d.strip() for d in (text or "").split(",") if d.strip()] or ["local"]
+    return [d.strip() for d in (text or "").split(",") if d.strip()] or [LOCAL_DEVICE]
 
 
 def devices_problem(names: list[str], backend: str) -> str | None:

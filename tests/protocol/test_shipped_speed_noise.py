@@ -81,7 +81,7 @@ REBOUND = [p for p in EVIDENCE if "bounds" in json.loads(p.read_text())]
 
 @pytest.mark.parametrize("evidence_file", REBOUND, ids=[p.name for p in REBOUND])
 def test_rederived_bounds_follow_the_rule_from_the_runs_own_gate_rows(evidence_file):
-    """v12 (fewer probe replies) re-derives the likelihood and first-choice bounds from its A/A
+    """v12 re-derives the likelihood and first-choice bounds from its A/A
     runs: the smallest multiple of 0.005 beyond which no run's interval lies and which no run's
     standard error of D exceeds, plus 0.005 (docs/scoring.md), counted up here from the evidence."""
     ev = json.loads(evidence_file.read_text())

@@ -45,7 +45,7 @@ from speculator_arena.backends.kubernetes.settings import KubernetesSettings
 from speculator_arena.errors import ArenaError
 from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
-from speculator_arena.rules.devices import DEVICE_TAG
+from speculator_arena.rules.devices import DEVICE_TAG, LOCAL_DEVICE
 from speculator_arena.rules.status import FINAL, RUNNING, VOID
 from speculator_arena.runners.queued import queue
 from speculator_arena.runners.sidecar_engine import ISOLATION_SIDECAR
@@ -279,7 +279,7 @@ class KubernetesLauncher:
         is pinned there, so one evaluation per device is one per node. `local`, the default
         device, pins nothing (any node with the task's GPU)."""
         device = context.run.tags.get(DEVICE_TAG)
-        return device if device and device != "local" else None
+        return device if device and device != LOCAL_DEVICE else None
 
     @staticmethod
     def name_pod(context) -> str:
