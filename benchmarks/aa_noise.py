@@ -50,6 +50,9 @@ VARIANTS = {
     "v9": (9, {}),
     # a draft v12 staged in ARENA_PROTOCOL_DIR (not shipped): more, shorter turns (issue 31)
     "v12-draft": (12, {}),
+    # a draft v13 staged in ARENA_PROTOCOL_DIR (benchmarks/v13-draft.yaml): v12 with the passes sliced
+    # (both engines serve each pass at once, thawed in turn 0.2 s each: runners/sliced.py)
+    "v13-draft": (13, {}),
 }
 
 

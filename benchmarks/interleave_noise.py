@@ -14,7 +14,9 @@ the blocks an evaluation holds, is the A/A spread that placement would leave.
 Variants: `default` (the engines' own threads, no pinning: today's embedded task); `pin1` (one
 thread per engine, both engines on CPU 1 while this client and the rest of the machine keep
 CPU 0); `sampled` (`default` with the arena's own contention sampler running in this client during each
-turn, at the embedded task's interval of 1 s, as in a timed pass).
+turn, at the embedded task's interval of 1 s, as in a timed pass); `slice` (the sliced pass of
+runners/sliced.py: both engines get the block at once and are thawed in turn `--quantum` seconds
+each, the other stopped; an engine's time is the sum of its turns until its block is answered).
 
 Needs a quiet machine. Writes `DIR/interleave_noise.json` (every block; re-running appends).
 """
@@ -29,6 +31,7 @@ import os
 import signal
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -41,6 +44,7 @@ VARIANTS = {
     "default": (None, None, None),
     "pin1": (1, "1", {0}),
     "sampled": (None, None, None),  # default, with the arena's contention sampler during each turn
+    "slice": (None, None, None),  # default's placement; the block served by both at once, in turns
 }
 
 
@@ -70,7 +74,39 @@ def block(name: str, kind: str, k: int, texts: list[str], sampled: bool = False)
             sampler.stop()
 
 
-def run_variant(target: str, variant: str, blocks: int, texts: list[str]) -> list[dict]:
+def sliced_block(procs: dict, kind: str, k: int, texts: list[str], quantum: float) -> dict[str, float]:
+    """Block `k` sent to both engines at once; they are thawed in turn `quantum` seconds each (the
+    one first that the A B, B A, B A, A B order serves first), the other stopped; each engine's time
+    is the sum of its turns until its block is answered."""
+    done = {n: threading.Event() for n in procs}
+
+    def work(n: str) -> None:
+        try:
+            block(n, kind, k, texts)
+        finally:
+            done[n].set()
+
+    workers = [threading.Thread(target=work, args=(n,)) for n in procs]
+    for w in workers:
+        w.start()
+    thawed = dict.fromkeys(procs, 0.0)
+    order, turn = ("AB" if k % 4 in (0, 3) else "BA"), 0
+    while not all(d.is_set() for d in done.values()):
+        n = order[turn % 2]
+        turn += 1
+        if done[n].is_set():
+            continue
+        procs[n].send_signal(signal.SIGCONT)
+        t = time.perf_counter()
+        done[n].wait(quantum)
+        procs[n].send_signal(signal.SIGSTOP)
+        thawed[n] += time.perf_counter() - t
+    for w in workers:
+        w.join()
+    return thawed
+
+
+def run_variant(target: str, variant: str, blocks: int, texts: list[str], quantum: float = 0.2) -> list[dict]:
     client_cpus = VARIANTS[variant][2]
     os.sched_setaffinity(0, client_cpus or set(range(os.cpu_count() or 1)))
     procs = {n: start(n, target, variant) for n in "AB"}
@@ -83,8 +119,8 @@ def run_variant(target: str, variant: str, blocks: int, texts: list[str]) -> lis
         for kind in ("solo", "team"):
             for k in range(blocks):
                 order = "AB" if k % 4 in (0, 3) else "BA"
-                t = {}
-                for n in order:
+                t = sliced_block(procs, kind, k, texts, quantum) if variant == "slice" else {}
+                for n in order if variant != "slice" else ():
                     procs[n].send_signal(signal.SIGCONT)
                     t[n] = block(n, kind, k, texts, sampled=variant == "sampled")
                     procs[n].send_signal(signal.SIGSTOP)
@@ -120,6 +156,7 @@ def main() -> None:
     ap.add_argument("--variants", default="default,pin1")
     ap.add_argument("--blocks", type=int, default=24)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--quantum", type=float, default=0.2, help="the `slice` variant's turn, seconds")
     args = ap.parse_args()
     names = args.variants.split(",")
     if set(names) - set(VARIANTS):
@@ -129,7 +166,7 @@ def main() -> None:
     rows = json.loads(store.read_text())["blocks"] if store.exists() else []
     texts = esn.prompts()
     for variant in names:
-        rows += run_variant(args.target, variant, args.blocks, texts)
+        rows += run_variant(args.target, variant, args.blocks, texts, args.quantum)
         store.write_text(json.dumps({"blocks": rows, "summary": summary(rows)}, indent=1))
     for line in summary(rows):
         print(json.dumps(line))

@@ -97,6 +97,10 @@ class Interleaving(_Strict):
     # a pass is a few seconds of work here, in which one burst of the hypervisor's steal is over
     # 5%, and one disturbed pass of eight moves a workload's median ratio little
     contention_per_workload: bool = True
+    # each pass served by both engines at once, thawed in turn this many seconds each (the sliced
+    # pass, runners/sliced.py): the host's speed, which moves within seconds, falls on both alike.
+    # None: each pass served by one engine, then the other
+    slice_seconds: float | None = Field(default=None, gt=0)
 
 
 class GreedyProbe(_Strict):

@@ -39,6 +39,7 @@ from speculator_arena.runners.memory import Device
 from speculator_arena.runners.passes import TimedPasses
 from speculator_arena.runners.probe_phase import ProbePhase
 from speculator_arena.runners.queued import queue
+from speculator_arena.runners.sliced import SlicedPasses
 from speculator_arena.runners.spec import EvaluationSpec, resolve_engine_path, stock_engine_of
 from speculator_arena.runners.status import (
     EvaluationStateError,
@@ -55,7 +56,7 @@ from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.store import Warehouse
 
 
-class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, ProbePhase):
+class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, SlicedPasses, ProbePhase):
     """The harness for one evaluation. `run()` returns the final status.
 
     The steps are mixins over this object's state (engines.py, passes.py, probe_phase.py); what

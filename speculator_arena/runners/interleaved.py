@@ -87,6 +87,9 @@ class InterleavedPasses:
             for engine in order[0]:
                 self._turn(engine, lambda e=engine, w=w: self._warmup(e, self.resident[e], cfgs[e], w))
             for i, pair in enumerate(order):
+                if self.task.interleaving.slice_seconds:
+                    self._sliced_pass(pair, cfgs, w, i)
+                    continue
                 for engine in pair:
                     self._turn(
                         engine,

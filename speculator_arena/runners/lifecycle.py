@@ -153,6 +153,20 @@ def _proc_pids(pgid: int | None = None, uid: int | None = None) -> list[int]:
     return sorted(set(out))
 
 
+def _lingering(pgid: int) -> str:
+    """The state and signal masks of the group's processes still there after the grace: why a
+    SIGTERM did not end them (blocked, ignored, pending, stopped) is what an operator asks."""
+    out = []
+    for pid in _proc_pids(pgid=pgid):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        except OSError:
+            continue
+        keep = [x for x in status if x.split(":")[0] in ("Name", "State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn")]
+        out.append(f"pid {pid}: " + "; ".join(" ".join(x.split()) for x in keep))
+    return " | ".join(out) or "the engine's process had not been reaped"
+
+
 @dataclass
 class EngineRun:
     """One start of an engine: its process, workspace, log, and what its stop found."""
@@ -175,6 +189,7 @@ class EngineRun:
     healthy_at: float | None = None
     stopped_at: float | None = None
     stop_signal: str | None = None
+    stop_note: str | None = None  # what the processes left after the grace were doing (state, signals)
     exit_code: int | None = None
     died: bool = False
     log_path: Path | None = None
@@ -319,6 +334,7 @@ class EngineRun:
                     break
                 time.sleep(0.1)
             if _proc_pids(pgid=pgid) or self.proc.poll() is None:
+                self.stop_note = _lingering(pgid)
                 try:
                     os.killpg(pgid, signal.SIGKILL)
                 except ProcessLookupError:

@@ -146,7 +146,6 @@ class TimedPasses:
         cpu_before = _group_cpu(er, idle)
         started = time.time()
         ends, grace_ends = started + wl.pass_seconds, started + wl.pass_seconds + t.grace_seconds
-        error = None
         try:
             records = asyncio.run(
                 run_lanes(
@@ -170,6 +169,48 @@ class TimedPasses:
             sent = {r.session_id for r in records}
             sessions = [s for s in self.workload_sessions if s.session_id in sent]
         cpu_used = [b - a if a is not None else None for a, b in zip(cpu_before, _group_cpu(er, idle))]
+        self._land_pass(
+            engine,
+            er,
+            w,
+            i,
+            records,
+            sessions,
+            times=(started, ends, grace_ends, finished),
+            samples=samples,
+            host=host,
+            cpu_used=cpu_used,
+            metrics_before=metrics_before,
+            idle_engine=idle.engine if idle is not None else None,
+        )
+
+    def _land_pass(
+        self,
+        engine: str,
+        er: EngineRun,
+        w: str,
+        i: int,
+        records: list,
+        sessions: list,
+        *,
+        times: tuple[float, float, float, float],
+        samples: list[dict],
+        host: list[dict],
+        cpu_used: list[float | None],
+        metrics_before: list[dict],
+        idle_engine: str | None,
+        judge_idle: bool = True,
+    ) -> None:
+        """A pass's rows, its `passes` row last, then its judgements: the engine died
+        (`EngineFailure`), the host was contended (`ArenaVoid`), the idle engine used CPU
+        (`IdleFault`, when `judge_idle`). `times`: started, ends, grace end, finished, on the
+        clock the pass's request times are on (the wall's, or the engine's under the sliced
+        pass: sliced.py)."""
+        t = self.task
+        L, wl = t.lanes[w], t.workloads[w]
+        pass_id = f"{w}-{i}"
+        started, ends, grace_ends, finished = times
+        error = None
         died = not er.alive()
         if died:
             er.died = True
@@ -243,7 +284,7 @@ class TimedPasses:
         if died:
             self.stop_engine(er, record=True)
             raise EngineFailure(f"{engine} engine died during {pass_id}")
-        per_workload = idle is not None and t.interleaving.contention_per_workload
+        per_workload = idle_engine is not None and t.interleaving.contention_per_workload
         if per_workload:
             self.workload_host.extend(host)  # judged over the workload's passes (interleaved.py)
         why = pass_rows_contended(host, t.contention) if t.contention is not None and not per_workload else None
@@ -251,11 +292,11 @@ class TimedPasses:
             self.stop_engine(er, record=True)
             busy = busiest(host)
             raise ArenaVoid(f"host contended ({engine} {pass_id}: {why}{'; ' + busy if busy else ''})")
-        if idle is not None:
+        if idle_engine is not None and judge_idle:
             fault = idle_cpu_fault(cpu_used[1], t.interleaving.max_idle_cpu_seconds)
             if fault:
                 raise IdleFault(
-                    idle.engine, f"{idle.engine} engine {fault} during the {engine} engine's pass {pass_id}"
+                    idle_engine, f"{idle_engine} engine {fault} during the {engine} engine's pass {pass_id}"
                 )
 
 

@@ -88,7 +88,8 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device, task=None) -> d
 
 def timed_starts(task, evaluation_id: str) -> dict:
     """What the pairing makes of the timed starts: each start with the passes it serves, and
-    under the interleaved pairing who serves each pass first (`engine_order`: interleaved.pass_order)."""
+    under the interleaved pairing who serves each pass first (`engine_order`: interleaved.pass_order)
+    and the sliced pass's turn (`slice_seconds`)."""
     if task.pairing != "interleaved":
         return {"timed_starts": [{"engine": e, "passes": list(ix)} for e, ix in task.pass_halves()]}
     from speculator_arena.runners.interleaved import pass_order
@@ -97,4 +98,6 @@ def timed_starts(task, evaluation_id: str) -> dict:
     return {
         "timed_starts": [{"engine": e, "passes": list(range(task.passes_per_workload))} for e in order[0]],
         "engine_order": [list(pair) for pair in order],  # per pass: who serves it first, then second
+        # each pass served by both at once in turns of this many seconds (sliced.py); null: one, then the other
+        "slice_seconds": task.interleaving.slice_seconds,
     }

@@ -68,15 +68,30 @@ def own_socket_inodes(pid: int | None = None) -> set[int]:
     return inodes
 
 
-def foreign_connections(port: int) -> list[str]:
+def foreign_connections(port: int, reads: int = 3) -> list[str]:
     """Connections to `port` that the runner did not open and that could still bring the engine
     work: open (established, or half-open in the accept queue) or closed by their client with
     data the engine has not read (the kernel counts the client's FIN as one byte unread). A
-    connection closed with nothing to read is not work. Each as a line naming the client's uid and the state."""
+    connection closed with nothing to read is not work. Each as a line naming the client's uid and the state.
+
+    A connection counts only when `reads` listings in a row find it foreign: the kernel lists
+    /proc/net/tcp a page at a time, so while the runner's lanes open and close connections (the
+    sliced pass: sliced.py) one listing can miss the runner's own client socket and its request
+    look like a stranger's. A real one waits in the frozen engine's queue and is found every time."""
+    found: dict[tuple[str, str], str] | None = None
+    for _ in range(reads):
+        now = _foreign_once(port)
+        found = now if found is None else {k: v for k, v in now.items() if k in found}
+        if not found:
+            return []
+    return list(found.values())
+
+
+def _foreign_once(port: int) -> dict[tuple[str, str], str]:
     all_sockets = sockets()
     own = own_socket_inodes()
     by_local = {s.local: s for s in all_sockets}
-    found = []
+    found = {}
     for s in all_sockets:
         if s.local_port != port or s.state not in STATES:
             continue
@@ -86,5 +101,5 @@ def foreign_connections(port: int) -> list[str]:
         if client is not None and client.inode in own:
             continue
         who = f"uid {client.uid}" if client is not None and client.inode else "a closed client"
-        found.append(f"{who}, {STATES[s.state]}, {s.rx_queue} bytes unread")
+        found[s.local, s.remote] = f"{who}, {STATES[s.state]}, {s.rx_queue} bytes unread"
     return found

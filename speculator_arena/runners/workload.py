@@ -108,6 +108,22 @@ def request_body(
     return body
 
 
+class WallClock:
+    """The wall's clock, on which every pass but a sliced one runs (sliced.py's EngineClock is
+    the other)."""
+
+    @staticmethod
+    def now() -> float:
+        return time.time()
+
+    @staticmethod
+    def map_result(res) -> None:
+        """Stream times are stamped on the wall's clock already."""
+
+
+WALL = WallClock()
+
+
 class Lane:
     def __init__(
         self,
@@ -151,12 +167,24 @@ class Lane:
             del st.counts[keep_head]
         st.cut = True
 
-    async def run(self, ends_at: float, grace_ends_at: float, max_requests: int | None = None, stop_check=None) -> None:
+    async def run(
+        self,
+        ends_at: float,
+        grace_ends_at: float,
+        max_requests: int | None = None,
+        stop_check=None,
+        clock=None,
+        stream_deadline: float | None = None,
+    ) -> None:
+        """`clock`: the engine's clock of a sliced pass (sliced.py), on which `ends_at`, think
+        times and every stored time of a request are; `stream_deadline` then cuts streams on the
+        wall's clock (`grace_ends_at` otherwise)."""
         cfg = self.cfg
+        clock = clock or WALL
         sent = 0
-        await self._admit(time.time())
+        await self._admit(clock.now())
         while self.live:
-            now = time.time()
+            now = clock.now()
             if now >= ends_at or (max_requests is not None and sent >= max_requests):
                 return
             if stop_check is not None and stop_check():
@@ -181,12 +209,15 @@ class Lane:
             prompt_tokens = sum(st.counts) + st.tools_tokens
             seed = request_seed(cfg.evaluation_id, s.session_id, turn_index)
             body = request_body(cfg, st.messages, tools=getattr(s, "tools", None), max_tokens=max_tokens, seed=seed)
-            if time.time() >= ends_at:  # no request is sent after the pass ends
+            if clock.now() >= ends_at:  # no request is sent after the pass ends
                 st.messages.pop()
                 st.counts.pop()
                 return
             sent += 1
-            result = await stream_chat(self.client, cfg.url, body, deadline=grace_ends_at)
+            result = await stream_chat(
+                self.client, cfg.url, body, deadline=grace_ends_at if stream_deadline is None else stream_deadline
+            )
+            clock.map_result(result)
             rec = RequestRecord(
                 request_id=f"{cfg.engine}:{self.pass_id}:{s.session_id}:{turn_index}",
                 lane=self.lane,
@@ -215,7 +246,7 @@ class Lane:
             if not result.done or st.done:
                 # A session whose turn failed cannot continue its closed loop: the lane moves on.
                 self.live.remove(st)
-                await self._admit(time.time())
+                await self._admit(clock.now())
                 continue
             nxt = s.turns[st.next_turn]
             think = min(float(nxt.think_time_s or 0.0), cfg.think_cap_s) * cfg.think_scale
@@ -234,12 +265,15 @@ async def run_lanes(
     max_requests_per_lane: int | None = None,
     stop_check=None,
     lane_state: list[Lane] | None = None,
+    clock=None,
+    stream_deadline: float | None = None,
 ) -> list[RequestRecord]:
     """Run one pass (or a warm-up wave: one request per lane) and return every request it sent.
 
     `stop_check` (the engine died) ends every lane before its next request. `lane_state`: lanes
     made by `make_lanes` and kept by the caller, which go on from where their last pass left
     their sessions (the interleaved pairing's passes of one workload; `sessions` is unused).
+    `clock`, `stream_deadline`: a sliced pass's engine clock (`Lane.run`).
     """
     records: list[RequestRecord] = []
     own = client is None
@@ -252,7 +286,9 @@ async def run_lanes(
             tasks = lane_state
         for t in tasks:
             t.client, t.pass_id, t.records = client, pass_id, records
-        await asyncio.gather(*(t.run(ends_at, grace_ends_at, max_requests_per_lane, stop_check) for t in tasks))
+        await asyncio.gather(
+            *(t.run(ends_at, grace_ends_at, max_requests_per_lane, stop_check, clock, stream_deadline) for t in tasks)
+        )
     finally:
         if own:
             await client.aclose()

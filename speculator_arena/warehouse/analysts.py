@@ -142,6 +142,21 @@ ALLOWLIST: dict[str, dict[str, str]] = {
         )
     }
     | {"error": DEV},
+    "slices": {
+        c: ALL
+        for c in (
+            "evaluation_id",
+            "workload",
+            "pass_id",
+            "pass_index",
+            "engine",
+            "slice_index",
+            "started_at",
+            "ended_at",
+            "cpu_seconds",
+            "other_cpu_seconds",
+        )
+    },
     "sessions": {c: ALL for c in ("evaluation_id", "pass_id", "engine", "session_id", "family", "app")},
     "probe_greedy": {c: ALL for c in ("evaluation_id", "engine", "prompt_id", "prompt_index", "answered")}
     | {"token_ids": DEV, "text": DEV, "error": DEV},

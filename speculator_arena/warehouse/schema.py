@@ -164,6 +164,23 @@ CONTENTION = pa.schema(
     ]
 )
 
+# The slices of a sliced pass (`interleaving.slice_seconds`, runners/sliced.py): one row per slice,
+# the wall times an engine was thawed alone; the pass's other rows are on each engine's clock.
+SLICES = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("workload", STR),
+        ("pass_id", STR),
+        ("pass_index", I64),
+        ("engine", STR),  # the engine thawed in this slice
+        ("slice_index", I64),  # its place in the pass, from 0
+        ("started_at", F64),  # thawed (runner clock)
+        ("ended_at", F64),  # frozen again
+        ("cpu_seconds", F64),  # its control group's CPU over the slice
+        ("other_cpu_seconds", F64),  # the frozen engine's group's CPU over the slice (0 unless it escaped)
+    ]
+)
+
 # The sessions each timed pass served, with their pool's family and app: one row per pass, engine
 # and session (the same sessions for both engines). What requests.session_id joins to when the
 # board and analysts split a figure by family or app; no text.
@@ -253,6 +270,7 @@ TABLES: dict[str, pa.Schema] = {
     "metrics": METRICS,
     "memory": MEMORY,
     "contention": CONTENTION,
+    "slices": SLICES,
     "sessions": SESSIONS,
     "probe_greedy": PROBE_GREEDY,
     "probe_scored": PROBE_SCORED,

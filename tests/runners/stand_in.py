@@ -13,7 +13,10 @@ fidelity probe.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from sse_engine import MALFORMED
@@ -88,6 +91,36 @@ def run_stand_in(eid: str, cand: Path, stock: Path, built: dict, attempts: int =
         spec = spec.again()
     scored = score_warehouse(wh, evaluation_ids=[spec.evaluation_id]).evaluations.iloc[0]
     return {"eid": spec.evaluation_id, "status": status, "row": row, "wh": wh, "scored": scored}
+
+
+def run_with_escaped_spinner(eid: str, run) -> dict:
+    """`run(eid)` (an interleaved evaluation) with a task that escaped the freezer: a spinner the
+    test puts into the candidate's CPU accounting group only, which no engine can do itself
+    (test_interleaved.py, test_sliced.py)."""
+    from speculator_arena.runners.interleaved import engine_cgroup
+
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    done = threading.Event()
+
+    def plant():
+        group = engine_cgroup(eid, "candidate")
+        while not done.is_set():
+            if group.cpuacct.exists():
+                try:
+                    (group.cpuacct / "cgroup.procs").write_text(str(spinner.pid))
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.05)
+
+    planter = threading.Thread(target=plant, daemon=True)
+    planter.start()
+    try:
+        return run(eid)
+    finally:
+        done.set()
+        spinner.kill()
+        spinner.wait()
 
 
 # What the arena records for a request whose stream carries each shape (sse_engine.MALFORMED).

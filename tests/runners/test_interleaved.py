@@ -13,15 +13,12 @@ engines' users, so the suite runs these as root (as CI does) and skips them othe
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from ci_profile import stage_ci_protocol
-from stand_in import FAST, make_engine, run_stand_in
+from stand_in import FAST, make_engine, run_stand_in, run_with_escaped_spinner
 
 from speculator_arena.protocol import load_protocol
 from speculator_arena.runners import freezer
@@ -153,30 +150,7 @@ def test_a_candidate_reaching_the_frozen_stock_engine_scores_0(interleaved):
 def escaped(interleaved):
     """A task that escaped the freezer (here: a spinner the test puts into the candidate's CPU
     accounting group only, which no engine can do itself)."""
-    eid = "fx-interleaved-escape"
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    done = threading.Event()
-
-    def plant():
-        group = engine_cgroup(eid, "candidate")
-        while not done.is_set():
-            if group.cpuacct.exists():
-                try:
-                    (group.cpuacct / "cgroup.procs").write_text(str(spinner.pid))
-                    return
-                except OSError:
-                    pass
-            time.sleep(0.05)
-
-    planter = threading.Thread(target=plant, daemon=True)
-    planter.start()
-    try:
-        r = interleaved(eid)
-    finally:
-        done.set()
-        spinner.kill()
-        spinner.wait()
-    return r
+    return run_with_escaped_spinner("fx-interleaved-escape", interleaved)
 
 
 def test_cpu_the_candidates_group_uses_while_frozen_scores_0(escaped):

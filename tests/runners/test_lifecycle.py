@@ -63,7 +63,7 @@ def test_start_health_stop_and_cleanup(engine_factory, tmp_path):
     # once took longer than 5 s to let it, and a fresh-clone CI run longer than 15 s
     # (test_sigkill_after_grace tests the SIGKILL path)
     er.stop(30)
-    assert er.stop_signal == "SIGTERM"
+    assert er.stop_signal == "SIGTERM", er.stop_note
     assert not er.alive() and not _proc_pids(pgid=er.proc.pid)
     assert not er.workspace.exists()
     if ROOT:
