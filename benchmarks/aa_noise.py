@@ -226,20 +226,25 @@ def figures(home: Path, ids: dict[str, list[str]]) -> dict:
     return out
 
 
-def held_out(specscores: list[float], n: int) -> dict:
+def held_out(specscores: list[float], n: int, prediction: bool = True) -> dict:
     """The noise derived from all runs but the last `n`, and whether each of those falls within
-    its max (SCORING.md's speed noise: mean and max |1 - SpecScore| over the A/A runs)."""
+    its max (docs/scoring.md's speed noise: mean and max |1 - SpecScore| over the A/A runs; the
+    max at least their 99% prediction bound, from v13: calibration/derive.py `speed_noise`)."""
+    from speculator_arena.calibration.derive import PREDICTION_RULE, speed_noise
+
     derive, check = specscores[:-n], specscores[-n:]
-    errs = [abs(1 - s) for s in derive]
-    worst = max(errs) if errs else float("nan")
+    noise = speed_noise(derive, prediction=prediction)
+    worst = noise["max_abs_error"]
     held = [round(abs(1 - s), 4) for s in check]
     return {
         "derived_from": len(derive),
-        "mean_abs_error": round(sum(errs) / len(errs), 4) if errs else None,
-        "max_abs_error": round(worst, 4) if errs else None,
+        "mean_abs_error": noise["mean_abs_error"],
+        "max_abs_error": worst,
+        **({"max_rule": PREDICTION_RULE, "observed_max_abs_error": noise["observed_max_abs_error"],
+            "prediction_bound": noise["prediction_bound"]} if prediction else {}),
         "held_out_errors": held,
-        "all_within": bool(errs) and all(e <= worst for e in held),
-    }
+        "all_within": worst is not None and all(e <= worst for e in held),
+    }  # fmt: skip
 
 
 def rebound(task: dict, v: dict, n: int) -> dict:

@@ -13,6 +13,7 @@ the workspace of one `EngineRun`, and a stop must undo exactly what its start di
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
 import re
@@ -153,6 +154,26 @@ def _proc_pids(pgid: int | None = None, uid: int | None = None) -> list[int]:
     return sorted(set(out))
 
 
+@functools.cache
+def default_signals() -> list[str]:
+    """The prefix that starts an engine with every signal at its default disposition.
+
+    Why: a signal the runner's process ignores stays ignored across fork and exec, and Popen
+    restores only SIGPIPE, SIGXFZ and SIGXFSZ. An engine started while the runner ignored SIGTERM
+    (seen in CI: `SigIgn` of the stand-in engine held SIGTERM, which the stand-in never ignores)
+    cannot be stopped by the protocol's SIGTERM and was killed after the grace; a shell cannot
+    undo an ignored signal, coreutils' `env --default-signal` can. Empty where `env` lacks the
+    option (a busybox image): the engine then starts as before."""
+    env = shutil.which("env")
+    if env is None:
+        return []
+    try:
+        ok = subprocess.run([env, "--default-signal", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        ok = False
+    return [env, "--default-signal"] if ok else []
+
+
 def _lingering(pgid: int) -> str:
     """The state and signal masks of the group's processes still there after the grace: why a
     SIGTERM did not end them (blocked, ignored, pending, stopped) is what an operator asks."""
@@ -266,6 +287,7 @@ class EngineRun:
             gid = kwargs.pop("group", None)
             kwargs.pop("extra_groups", None)
             argv = self.cgroup.create().wrap(argv, uid, gid)
+        argv = [*default_signals(), *argv]
         log_fh = open(self.log_path, "wb")
         self.started_at = time.time()
         try:

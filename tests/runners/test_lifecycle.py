@@ -74,6 +74,29 @@ def test_start_health_stop_and_cleanup(engine_factory, tmp_path):
     assert row["offload_detected"] is False
 
 
+def test_an_engine_started_while_the_runner_ignores_sigterm_still_stops_on_it(engine_factory, tmp_path):
+    """An ignored signal survives fork and exec: a CI run once found the stand-in engine ignoring
+    SIGTERM (its /proc status), killed after the grace. The engine starts with default signals."""
+    import signal
+
+    er = _run(engine_factory("eng", "normal"), tmp_path)
+    old = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        er.start(readable=[])
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert er.wait_healthy(20)
+    ignored = int(
+        next(x for x in Path(f"/proc/{er.proc.pid}/status").read_text().splitlines() if x.startswith("SigIgn")).split()[
+            1
+        ],
+        16,
+    )
+    assert not ignored & (1 << (signal.SIGTERM - 1))
+    er.stop(30)
+    assert er.stop_signal == "SIGTERM", er.stop_note
+
+
 def test_sigkill_after_grace(engine_factory, tmp_path):
     er = _run(engine_factory("stubborn", "ignore_term"), tmp_path)
     er.start(readable=[])
