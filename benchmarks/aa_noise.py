@@ -80,6 +80,18 @@ def stored_measured(home: Path, evaluation_id: str) -> str | None:
     return None
 
 
+def ended_unmeasured(home: Path, evaluation_id: str) -> str | None:
+    """The final status of a planned run that ended without a measurement (its last attempt
+    failed or void), or None."""
+    from speculator_arena.rules.status import FINAL, MEASURED
+    from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.evaluations import status_of
+
+    last = [evaluation_id, *attempts(home).get(evaluation_id, [])][-1]
+    status = status_of(Warehouse(home), last)
+    return getattr(status, "value", status) if status in FINAL and status != MEASURED else None
+
+
 def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> str | None:
     from speculator_arena.dagster_project import launch
     from speculator_arena.protocol import load_protocol
@@ -91,6 +103,10 @@ def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> 
     if done:
         say(f"{planned}: stored ({done})")
         return done
+    ended = ended_unmeasured(home, planned)
+    if ended:  # failed, or void after its re-runs: a later run number takes its place
+        say(f"{planned}: stored as {ended}, not made again")
+        return None
     ref = next(r for r in load_protocol().task(task_id).task.references if r.kind == "none")
     version, env = VARIANTS[variant]
     spec = calibration_spec(

@@ -16,6 +16,7 @@ owner uid and inode; the runner's own sockets are the inodes of its file descrip
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,20 +69,25 @@ def own_socket_inodes(pid: int | None = None) -> set[int]:
     return inodes
 
 
-def foreign_connections(port: int, reads: int = 3) -> list[str]:
+def foreign_connections(port: int, reads: int = 3, pause: float = 0.05) -> list[str]:
     """Connections to `port` that the runner did not open and that could still bring the engine
     work: open (established, or half-open in the accept queue) or closed by their client with
     data the engine has not read (the kernel counts the client's FIN as one byte unread). A
     connection closed with nothing to read is not work. Each as a line naming the client's uid and the state.
 
-    A connection counts only when `reads` listings in a row find it foreign: the kernel lists
-    /proc/net/tcp a page at a time, so while the runner's lanes open and close connections (the
-    sliced pass: sliced.py) one listing can miss the runner's own client socket and its request
-    look like a stranger's. A real one waits in the frozen engine's queue and is found every time."""
+    A connection counts only when `reads` listings in a row, `pause` seconds apart, find it
+    foreign: the kernel lists /proc/net/tcp a page at a time, so while the runner's lanes open and
+    close connections (the sliced pass, sliced.py, checks before every slice) a listing can miss
+    the runner's own client socket and its request look like a stranger's (an A/A run of the
+    draft v13 failed so once in about 5,000 checks, with three listings back to back). A real
+    one waits in the frozen engine's queue and is found every time; the pause costs only when
+    the first listing found something."""
     found: dict[tuple[str, str], str] | None = None
-    for _ in range(reads):
+    for k in range(reads):
+        if k:
+            time.sleep(pause)
         now = _foreign_once(port)
-        found = now if found is None else {k: v for k, v in now.items() if k in found}
+        found = now if found is None else {key: v for key, v in now.items() if key in found}
         if not found:
             return []
     return list(found.values())
@@ -100,6 +106,11 @@ def _foreign_once(port: int) -> dict[tuple[str, str], str]:
         client = by_local.get(s.remote)
         if client is not None and client.inode in own:
             continue
-        who = f"uid {client.uid}" if client is not None and client.inode else "a closed client"
+        if client is None:
+            who = "a client not listed"
+        elif client.inode:
+            who = f"uid {client.uid}"
+        else:  # closed by its process; the kernel keeps it for the rest of the TCP exchange
+            who = f"a closed client (uid {client.uid}, tcp state {client.state})"
         found[s.local, s.remote] = f"{who}, {STATES[s.state]}, {s.rx_queue} bytes unread"
     return found

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_shipped_speed_noise import latest_speed_noise
+from test_shipped_speed_noise import latest_speed_noise, speed_noise_evidence
 
 from speculator_arena.calibration.plan import CONTROLS
 from speculator_arena.calibration.publish import publication, task_calibrations
@@ -42,10 +42,12 @@ def test_the_calibration_in_force_ships_its_evidence(shipped):
     task, v, evidence, plots = shipped
     latest = load_protocol()
     # a later speed-noise calibration (test_shipped_speed_noise.py) carries the speed values on,
-    # and the bounds too where it re-derived them from its runs (v12: `limits` among its changes)
+    # and the bounds from the last one that re-derived them from its runs (v12: `limits` among its
+    # changes; v13 re-derived the speed noise only)
     speed = latest_speed_noise(task)
     speed_from = speed["version"] if speed is not None and speed["version"] > v else v
-    limits_from = speed_from if speed_from > v and "limits" in speed.get("scoring_changes", []) else v
+    rebound = [e["version"] for e in speed_noise_evidence(task) if "limits" in e.get("scoring_changes", [])]
+    limits_from = max([x for x in rebound if x > v], default=v)
     for k, at in (("limits", limits_from), ("speed_noise", speed_from), ("dev_test_gap", speed_from)):
         assert getattr(latest.tasks[task], k) == getattr(load_protocol(at).tasks[task], k), k
     assert evidence["task_id"] == task and evidence["candidate_version"] == v

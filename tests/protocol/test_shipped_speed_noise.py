@@ -26,9 +26,13 @@ def shipped_only(monkeypatch):
     monkeypatch.delenv("ARENA_PROTOCOL_DIR", raising=False)
 
 
+def speed_noise_evidence(task_id: str) -> list[dict]:
+    """The task's shipped speed-noise evidence, oldest version first."""
+    return [e for e in (json.loads(p.read_text()) for p in EVIDENCE) if e["task_id"] == task_id]
+
+
 def latest_speed_noise(task_id: str) -> dict | None:
-    found = [json.loads(p.read_text()) for p in EVIDENCE]
-    found = [e for e in found if e["task_id"] == task_id]
+    found = speed_noise_evidence(task_id)
     return found[-1] if found else None
 
 
