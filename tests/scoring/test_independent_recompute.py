@@ -314,11 +314,19 @@ def plant_candidate_empty_scored_replies(home, eid):
 
 def plant_reply_over_budget(home, eid):
     """A counted candidate reply of n tokens on solo-0 gets max_tokens n - 2: within a slack of 4,
-    beyond a slack of 0."""
+    beyond a slack of 0. The reply is one within its max_tokens: the arena counts a reply's tokens
+    from its text, which can run a token past the engine's count, and a reply over budget already
+    fails under v1's slack of 0 with or without the plant (CI at 0140486 picked such a reply)."""
     rid = _first_request(
         home,
         eid,
-        lambda df: (df["engine"] == "candidate") & (df["pass_id"] == "solo-0") & (df["output_tokens"] > 2) & df["done"],
+        lambda df: (
+            (df["engine"] == "candidate")
+            & (df["pass_id"] == "solo-0")
+            & (df["output_tokens"] > 2)
+            & (df["output_tokens"] <= df["max_tokens"])
+            & df["done"]
+        ),
     )
 
     def f(df):
