@@ -96,14 +96,16 @@ def foreign_connections(port: int, reads: int = 3, pause: float = 0.05) -> list[
 def _foreign_once(port: int) -> dict[tuple[str, str], str]:
     all_sockets = sockets()
     own = own_socket_inodes()
-    by_local = {s.local: s for s in all_sockets}
+    # the client end by its whole address pair: a client port in TIME_WAIT from an earlier connection
+    # to another port can be reused at once, so a local address alone may name two sockets
+    by_pair = {(s.local, s.remote): s for s in all_sockets}
     found = {}
     for s in all_sockets:
         if s.local_port != port or s.state not in STATES:
             continue
         if s.state == CLOSE_WAIT and s.rx_queue <= 1:  # the client's FIN counts one: nothing to read
             continue
-        client = by_local.get(s.remote)
+        client = by_pair.get((s.remote, s.local))
         if client is not None and client.inode in own:
             continue
         if client is None:
