@@ -76,12 +76,12 @@ def foreign_connections(port: int, reads: int = 3, pause: float = 0.05) -> list[
     connection closed with nothing to read is not work. Each as a line naming the client's uid and the state.
 
     A connection counts only when `reads` listings in a row, `pause` seconds apart, find it
-    foreign: the kernel lists /proc/net/tcp a page at a time, so while the runner's lanes open and
-    close connections (the sliced pass, sliced.py, checks before every slice) a listing can miss
-    the runner's own client socket and its request look like a stranger's (an A/A run of the
-    draft v13 failed so once in about 5,000 checks, with three listings back to back). A real
-    one waits in the frozen engine's queue and is found every time; the pause costs only when
-    the first listing found something."""
+    foreign: the kernel lists /proc/net/tcp a page at a time, and a listing taken while the runner's
+    lanes open and close connections (the sliced pass, sliced.py, checks before every slice) may
+    miss a socket. (The false findings of the draft v13's A/A run 9 and of CI had another cause: a
+    client port still in TIME_WAIT shadowed the live client socket that reused it; the client end
+    is now found by its whole address pair.) A real one waits in the frozen engine's queue and is
+    found every time; the pause costs only when the first listing found something."""
     found: dict[tuple[str, str], str] | None = None
     for k in range(reads):
         if k:
