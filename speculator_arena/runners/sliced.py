@@ -72,9 +72,6 @@ class EngineClock:
     def now(self) -> float:
         return self.at(time.time())
 
-    def thawed_seconds(self) -> float:
-        return self.now() - self.origin
-
     def map_result(self, res) -> None:
         """A stream's times (stamped on the wall's clock by stream.py) put on the engine's."""
         res.sent_at = self.at(res.sent_at)
