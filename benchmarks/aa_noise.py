@@ -53,6 +53,9 @@ VARIANTS = {
     # a draft v13 staged in ARENA_PROTOCOL_DIR (benchmarks/v13-draft.yaml): v12 with the passes sliced
     # (both engines serve each pass at once, thawed in turn 0.2 s each: runners/sliced.py)
     "v13-draft": (13, {}),
+    # a draft v14 staged in ARENA_PROTOCOL_DIR (benchmarks/v14-draft.yaml): v13 with local-smollm2-vllm
+    # paired as local-smollm2 is (interleaved, sliced); run with --task local-smollm2-vllm
+    "v14-draft": (14, {}),
 }
 
 
@@ -340,7 +343,7 @@ def stage_speed_noise(
         **held,
         **({"bounds": bounds} if bounds else {}),
         "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "command": f"python benchmarks/aa_noise.py --home {home} --variants {variant} --runs "
+        "command": f"python benchmarks/aa_noise.py --home {home} --task {task_id} --variants {variant} --runs "
         f"{len(v['specscores'])} --check {len(held['held_out_errors'])} --stage-version DIR"
         + (" --recalibrate-latest" if recalibrate_latest else "")
         + (" --rebound" if rebound_gates else ""),

@@ -32,7 +32,7 @@ WORKLOADS = ("solo", "team", "busy")
 #   half of every workload's passes and its second start the other half, so each pass pair has
 #   the candidate first in one half and the stock first in the other, and whatever favours an
 #   engine for being started first, or later, falls on both alike (docs/benchmarks/aa_noise.md);
-# - interleaved (v8 on, CPU tasks): both engines started once and resident, each as a user and in
+# - interleaved (CPU tasks: local-smollm2 from v8, local-smollm2-vllm from v14): both engines started once and resident, each as a user and in
 #   control groups of its own; every pass is served by one, then the other, the idle one frozen,
 #   in the order A B, B A, B A, A B, ... (A drawn per evaluation), so the machine's drift over
 #   minutes falls on both engines alike (runners/interleaved.py, docs/scoring.md "Pairing").
@@ -497,7 +497,13 @@ def document_digest(data: dict) -> str:
 
 def protocol_digest(version: int) -> str:
     """sha256 of the version's canonical JSON: what the warehouse pins scores to."""
-    return document_digest(yaml.safe_load(_raw_text(version)))
+    return _text_digest(_raw_text(version))
+
+
+@lru_cache(maxsize=64)
+def _text_digest(text: str) -> str:
+    # parsing a version's YAML costs tens of milliseconds; the score store's prune digests every version
+    return document_digest(yaml.safe_load(text))
 
 
 def load_protocol(version: int | None = None) -> Protocol:
