@@ -67,6 +67,9 @@ class WarehouseState:
     exists: bool
     evaluations: int
     message: str
+    # the tasks that have evaluations, in the index's order (newest activity first): the
+    # sidebar's first choices, so it need not read the index itself
+    tasks: tuple[str, ...] = ()
 
 
 def warehouse_state(home: str | os.PathLike | None = None, index: pd.DataFrame | None = None) -> WarehouseState:
@@ -81,7 +84,8 @@ def warehouse_state(home: str | os.PathLike | None = None, index: pd.DataFrame |
             0,
             f"No warehouse at {h}: set ARENA_HOME to a warehouse directory, or run `arena evaluate` to make one.",
         )
-    n = int((evaluations_index(h) if index is None else index)["evaluation_id"].nunique())
+    idx = evaluations_index(h) if index is None else index
+    n = int(idx["evaluation_id"].nunique())
     if n == 0:
         return WarehouseState(
             str(h),
@@ -90,7 +94,8 @@ def warehouse_state(home: str | os.PathLike | None = None, index: pd.DataFrame |
             f"The warehouse at {h} holds no evaluations yet. Run an evaluation "
             "(`arena evaluate ...`) and it appears here once its first rows are written.",
         )
-    return WarehouseState(str(h), True, n, f"{n} evaluation(s) in {h}")
+    tasks = tuple(dict.fromkeys(idx["task_id"].dropna().tolist()))
+    return WarehouseState(str(h), True, n, f"{n} evaluation(s) in {h}", tasks)
 
 
 # ---- listing evaluations ------------------------------------------------------------------

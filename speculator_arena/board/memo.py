@@ -77,6 +77,7 @@ class BoardMemo:
         self._boards: dict[tuple, tuple] = {}  # (task, version) -> (the Scores ranked, its ScoreFrames, walk)
         self.last_refresh: dict[str, int] = {}
         self._index_seen = None  # (the marker before the index's last walk, its monotonic time, epoch)
+        self._state = None  # (the index frame, its WarehouseState)
         self.walks = {"index": 0, "fingerprints": 0}  # full re-checks done (tests count them)
 
     def _unchanged(self, seen, marker) -> bool:
@@ -98,13 +99,18 @@ class BoardMemo:
     def index(self) -> pd.DataFrame:
         """The evaluations index, re-reading only partitions written since the last call (the
         catalog's rule, starting from this memo's last result rather than the stored snapshot)."""
+        return self.index_frame().copy()
+
+    def index_frame(self) -> pd.DataFrame:
+        """`index()` without the copy: the memo's own frame, the same object until something
+        changed (readers that key what they made of it by its identity must not modify it)."""
         with self._lock:
             base = self._index_table
             marker = generation.read(self.wh.home)
             if base is not None and self._index_frame is not None and self._unchanged(self._index_seen, marker):
                 self.last_refresh["index_parts_read"] = 0
                 self.last_refresh_racy = 0
-                return self._index_frame.copy()  # nothing bumped the marker since the last walk
+                return self._index_frame  # nothing bumped the marker since the last walk
             walked_at, epoch = time.monotonic(), BoardMemo._recheck_epoch
             self.walks["index"] += 1
             if base is None:
@@ -120,7 +126,16 @@ class BoardMemo:
             same = base is not None and not any(stats.values()) and table.num_rows == base.num_rows
             if not same or self._index_frame is None:
                 self._index_frame = data.index_frame(table)
-            return self._index_frame.copy()
+            return self._index_frame
+
+    def state(self) -> data.WarehouseState:
+        """`data.warehouse_state` of the index as `index_frame()` holds it, made once per index
+        frame (a render after the board's cache expired counts no 10,000 rows again)."""
+        frame = self.index_frame()
+        last = self._state
+        if last is None or last[0] is not frame:
+            last = self._state = (frame, data.warehouse_state(self.wh.home, index=frame))
+        return last[1]
 
     # ---- scores -------------------------------------------------------------------------
     def scores(self, evaluation_ids: list[str], protocol_version: int | None):

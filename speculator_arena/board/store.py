@@ -18,7 +18,8 @@ version or a changed scorer never reads another's rows: it starts an empty store
 It is never authoritative. A row is used only when its evaluation's fingerprint equals the one
 the reader has just taken (a racy fingerprint is never stored); anything unreadable, from
 another key or not yet complete counts as absent and is scored again. Deleting it is always
-safe. A generation is written whole under a temporary name and renamed (atomic.py), so a
+safe, and a store no current key names (another scorer's source, a document no longer here) is
+deleted an hour after its last write, at the next save (`prune`). A generation is written whole under a temporary name and renamed (atomic.py), so a
 reader sees a complete one or the previous one; writers are best effort (a read-only or full
 disk leaves the board scoring in memory as before). `ARENA_SCORE_STORE=0` turns it off.
 
@@ -52,6 +53,7 @@ KEEP_GENERATIONS = 2  # the newest, and the one a reader may still be reading
 OBJECTS = b"arena_object_columns"  # schema metadata: the columns that were of dtype object
 NAN_MARK = "__nan__"  # side column: which missing cells of an object column were NaN, not None
 CODE_DIRS = ("scoring", "rules", "protocol", "warehouse")
+STALE_AFTER_SECONDS = 3600.0  # a store no current key names is removed once unwritten this long (`prune`)
 
 
 def enabled() -> bool:
@@ -169,10 +171,57 @@ def save(
     except (OSError, pa.ArrowException, ValueError, TypeError, AssertionError):
         return None  # a read-only home, a full disk, a frame Parquet cannot hold: score in memory
     for old in _generations(d)[KEEP_GENERATIONS:]:
-        try:
-            for f in old.iterdir():
-                f.unlink(missing_ok=True)
-            old.rmdir()
-        except OSError:
-            pass  # another writer removed it first
+        _remove_generation(old)
+    prune(home)
     return gen
+
+
+def _remove_generation(gen: Path) -> None:
+    try:
+        for f in gen.iterdir():
+            f.unlink(missing_ok=True)
+        gen.rmdir()
+    except OSError:
+        pass  # another writer removed it first
+
+
+def prune(home: str | os.PathLike, stale_after: float = STALE_AFTER_SECONDS) -> list[Path]:
+    """Remove the stores no current key names (rows scored under a protocol document or by
+    scorer code that no longer exist here: they can never be read again) once their newest
+    write is `stale_after` seconds old, so that a process still running the old code (a server
+    not yet restarted after an upgrade) is not robbed of its store mid-session. Without it,
+    every change of the scorer's source left its whole store behind. Returns what it removed."""
+    from speculator_arena.protocol import available_versions, protocol_digest
+
+    root = Path(home) / "scores" / "board-store"
+    try:
+        names = os.listdir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    current = {store_dir(home, v, protocol_digest(v)).name for v in available_versions()}
+    removed = []
+    now = time.time()
+    for name in sorted(set(names) - current):
+        d = root / name
+        if not name.startswith("v") or not d.is_dir():
+            continue  # not a store of this module's making
+        gens = _generations(d)
+        try:
+            newest = max([d.stat().st_mtime] + [g.stat().st_mtime for g in gens])
+        except OSError:
+            continue
+        if now - newest < stale_after:
+            continue
+        for g in gens:
+            _remove_generation(g)
+        try:
+            for leftover in d.iterdir():  # a generation's temporary left by a crashed writer
+                if leftover.is_dir():
+                    _remove_generation(leftover)
+                else:
+                    leftover.unlink(missing_ok=True)
+            d.rmdir()
+            removed.append(d)
+        except OSError:
+            pass  # written to meanwhile: kept
+    return removed

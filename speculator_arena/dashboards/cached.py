@@ -15,6 +15,8 @@ from speculator_arena import settings
 from speculator_arena.board import data, export
 from speculator_arena.board.memo import BoardMemo
 from speculator_arena.board.shown import ShownRows, read_shown
+from speculator_arena.dashboards import board_view as views
+from speculator_arena.dashboards.board_view import BoardView
 from speculator_arena.warehouse.store import arena_home
 
 TTL = settings.number("ARENA_BOARD_TTL")
@@ -32,11 +34,12 @@ def memo(home: str) -> BoardMemo:
 
 @st.cache_data(ttl=TTL, show_spinner=False)
 def state(home: str) -> data.WarehouseState:
+    """What the sidebar needs of the warehouse (a few numbers and names, cheap to cache)."""
     from pathlib import Path
 
     if not Path(home).exists():
         return data.warehouse_state(home)
-    return data.warehouse_state(home, index=index(home))
+    return memo(home).state()
 
 
 @st.cache_data(ttl=TTL, show_spinner="Listing evaluations…")
@@ -48,6 +51,17 @@ def index(home: str) -> pd.DataFrame:
 def board(home: str, task_id: str, protocol_version: int | None) -> data.ScoreFrames:
     # no index passed: the memo lists the warehouse only when its change marker moved (memo.py)
     return memo(home).board(task_id, protocol_version)
+
+
+@st.cache_data(ttl=TTL, show_spinner="Scoring the board from raw rows…")
+def board_view(home: str, task_id: str, protocol_version: int, split: str) -> BoardView:
+    """The board page's text (board_view.py): what a render after the time-to-live re-reads."""
+    return views.board_view(memo(home), task_id, protocol_version, split)
+
+
+@st.cache_data(ttl=TTL, show_spinner=False)
+def participants_page(home: str, task_id: str, protocol_version: int, split: str, page: int) -> str:
+    return views.participants_page(memo(home), task_id, protocol_version, split, page)
 
 
 def board_or_notice(sel) -> data.ScoreFrames | None:
@@ -107,6 +121,8 @@ def clear() -> None:
         state,
         index,
         board,
+        board_view,
+        participants_page,
         evaluation_scores,
         evaluation_raw,
         shown_rows,

@@ -49,13 +49,10 @@ def _seed_task_from_evaluation(home: str, state: data.WarehouseState, tasks: lis
         st.session_state["task"] = hit.iloc[0]
 
 
-def task_options(home: str, state: data.WarehouseState) -> list[str]:
+def task_options(state: data.WarehouseState) -> list[str]:
     """Tasks with evaluations first (newest activity first), then the protocol's public tasks,
     then its development tasks (the embedded `local-smollm2`)."""
-    present: list[str] = []
-    if state.evaluations:
-        idx = cached.index(home)
-        present = list(dict.fromkeys(idx["task_id"].dropna().tolist()))
+    present = list(state.tasks)
     proto = load_protocol()
     listed = proto.public_tasks() + [t for t in proto.tasks if t not in proto.public_tasks()]
     return present + [t for t in listed if t not in present]
@@ -65,7 +62,7 @@ def sidebar() -> Selection:
     home = cached.home()
     state = cached.state(home)
     versions = available_versions()
-    tasks = task_options(home, state)
+    tasks = task_options(state)
     with st.sidebar:
         _seed_task_from_evaluation(home, state, tasks)
         _seed_from_query("task", tasks)

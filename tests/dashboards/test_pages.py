@@ -309,6 +309,42 @@ def test_board_caches_reads_but_sees_new_evaluations_after_refresh(app, tmp_path
     assert "[second]" in _board_rows(at)[0]
 
 
+def test_a_render_after_the_ttl_formats_nothing_again_until_an_evaluation_lands(app, tmp_path, monkeypatch):
+    """Issue 36: what the board page writes is made once per board the memo computed
+    (dashboards/board_view.py). A render after Streamlit's caches expired, with nothing landed,
+    formats no table again and shows the same page; once an evaluation lands, the next render
+    after the TTL shows it."""
+    import streamlit as st
+    from synthetic import write_synthetic_evaluation
+
+    from speculator_arena.dashboards import board_table
+    from speculator_arena.warehouse import Warehouse
+
+    home = tmp_path / "expiring"
+    wh = Warehouse(home)
+    write_synthetic_evaluation(wh, "x-1", account_id="acct-1", label="first", seed=11)
+    made = []
+    real = board_table.markdown
+    monkeypatch.setattr(board_table, "markdown", lambda *a, **k: made.append(1) or real(*a, **k))
+    at = app(home, task=TASK, split="dev")
+    _no_exception(at)
+    def shown_of(at):
+        return [m.value for m in at.markdown], [(m.label, m.value) for m in at.metric], [c.value for c in at.caption]
+
+    shown, tables = shown_of(at), len(made)
+    assert "[first]" in _board_rows(at)[0] and tables >= 1
+    st.cache_data.clear()  # what the TTL's expiry does (the memo, a cache_resource, stays)
+    at.run()
+    _no_exception(at)
+    assert len(made) == tables  # nothing formatted again
+    assert shown_of(at) == shown
+    write_synthetic_evaluation(wh, "x-2", account_id="acct-2", label="second", seed=12, created_at=1.9e9)
+    st.cache_data.clear()
+    at.run()
+    _no_exception(at)
+    assert "[second]" in _board_rows(at)[0] and len(made) > tables
+
+
 def test_a_link_to_an_evaluation_opens_its_task(app, synthetic_home):
     at = app(synthetic_home, "evaluation", evaluation="ev-alpha")  # newest task is qwen3-8b
     assert at.sidebar.selectbox[0].value == TASK

@@ -154,3 +154,34 @@ def test_stored_frames_read_back_exactly(synthetic_home, tmp_path):
         pd.testing.assert_frame_equal(back[name], frames[name].reset_index(drop=True), check_exact=True)
     # another document's digest reads nothing of it
     assert store.load(home, scores.protocol_version, "0" * 64) is None
+
+
+def test_a_store_no_current_key_names_is_pruned_once_an_hour_unwritten(tmp_path):
+    """Each change of the scorer's source or a protocol document starts a new store and can never
+    read the old one again: the next save removes it once it is an hour unwritten, and keeps the
+    current stores of every version and a stale one written lately (a server still running the
+    old code)."""
+    import os
+
+    from speculator_arena.protocol import protocol_digest
+
+    v = load_protocol().version
+    frames = {
+        name: pd.DataFrame({"evaluation_id": pd.Series(["e"], dtype=object), "x": [1.0]}) for name in store.FRAMES
+    }
+    prints = {"e": tuple(range(len(TABLES)))}
+    home = tmp_path / "h"
+    gone = store.save(home, v, "0" * 64, frames, prints)  # a document no longer here
+    lately = store.save(home, v, "1" * 64, frames, prints)
+    older_version = store.save(home, v - 1, protocol_digest(v - 1), frames, prints)
+    then = time.time() - store.STALE_AFTER_SECONDS - 60
+    for d in (gone, gone.parent):
+        os.utime(d, (then, then))
+    current = store.save(home, v, protocol_digest(v), frames, prints)
+    assert not gone.parent.exists()
+    assert lately.exists() and older_version.exists() and current.exists()
+    assert store.load(home, v, protocol_digest(v))[1] == prints
+    # nothing else under the store's root is touched, and a second prune finds nothing
+    (home / "scores" / "board-store" / "README").write_text("operator's note")
+    assert store.prune(home) == []
+    assert (home / "scores" / "board-store" / "README").exists()
