@@ -157,7 +157,11 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=24)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--quantum", type=float, default=0.2, help="the `slice` variant's turn, seconds")
+    ap.add_argument(
+        "--max-tokens", type=int, default=esn.MAX_TOKENS[0], help="per request (a GPU serves 32 within a few turns)"
+    )
     args = ap.parse_args()
+    esn.MAX_TOKENS[0] = args.max_tokens
     names = args.variants.split(",")
     if set(names) - set(VARIANTS):
         sys.exit(f"unknown variants {sorted(set(names) - set(VARIANTS))}; known: {sorted(VARIANTS)}")

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from sse_engine import MALFORMED
@@ -91,6 +93,27 @@ def run_stand_in(eid: str, cand: Path, stock: Path, built: dict, attempts: int =
         spec = spec.again()
     scored = score_warehouse(wh, evaluation_ids=[spec.evaluation_id]).evaluations.iloc[0]
     return {"eid": spec.evaluation_id, "status": status, "row": row, "wh": wh, "scored": scored}
+
+
+@contextmanager
+def staged_runs(root: Path, built: dict, overrides: dict, engine_env: dict | None = None) -> Iterator[Callable]:
+    """A protocol version staged under `root` with `overrides` over the CI profile (in force while
+    this is open), one stock stand-in, and `run(eid, mode="normal")`: an evaluation of a fresh
+    candidate stand-in of that mode against it (the fixtures of test_interleaved.py and
+    test_sliced.py). `engine_env`: variables both engines start with."""
+    import pytest
+    from ci_profile import stage_ci_protocol
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ARENA_PROTOCOL_DIR", str(root / "protocol"))
+        stage_ci_protocol(root / "protocol", **{**FAST, **overrides})
+        stock = make_engine(root / "engines", "stock", extra_env=engine_env)
+
+        def run(eid: str, mode: str = "normal") -> dict:
+            cand = make_engine(root / "engines", f"cand-{eid}", mode, extra_env=engine_env)
+            return run_stand_in(eid, cand, stock, built)
+
+        yield run
 
 
 def run_with_escaped_spinner(eid: str, run) -> dict:

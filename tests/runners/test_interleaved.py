@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from ci_profile import stage_ci_protocol
-from stand_in import FAST, make_engine, run_stand_in, run_with_escaped_spinner
+from stand_in import FAST, run_with_escaped_spinner, staged_runs
 
 from speculator_arena.protocol import load_protocol
 from speculator_arena.runners import freezer
@@ -43,16 +43,7 @@ INTERLEAVED = {
 @pytest.fixture(scope="module")
 def interleaved(built_home, tmp_path_factory):
     """A protocol version staged with the interleaved pairing, and a runner of evaluations under it."""
-    root = tmp_path_factory.mktemp("interleaved")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ARENA_PROTOCOL_DIR", str(root / "protocol"))
-        stage_ci_protocol(root / "protocol", **{**FAST, **INTERLEAVED})
-        stock = make_engine(root / "engines", "stock")
-
-        def run(eid: str, mode: str = "normal") -> dict:
-            cand = make_engine(root / "engines", f"cand-{eid}", mode)
-            return run_stand_in(eid, cand, stock, built_home)
-
+    with staged_runs(tmp_path_factory.mktemp("interleaved"), built_home, INTERLEAVED) as run:
         yield run
 
 

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from ci_profile import stage_ci_protocol
-from stand_in import FAST, make_engine, run_stand_in, run_with_escaped_spinner
+from stand_in import FAST, run_with_escaped_spinner, staged_runs
 
 from speculator_arena.runners import freezer
 from speculator_arena.runners.interleaved import pass_order
@@ -62,18 +61,8 @@ def test_the_engine_clock_counts_only_thawed_seconds():
 @pytest.fixture(scope="module")
 def sliced(built_home, tmp_path_factory):
     """A protocol version staged with the sliced pass, and a runner of evaluations under it."""
-    root = tmp_path_factory.mktemp("sliced")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ARENA_PROTOCOL_DIR", str(root / "protocol"))
-        stage_ci_protocol(root / "protocol", **{**FAST, **SLICED})
-        # replies slow enough that a pass takes several slices
-        slow = {"ENGINE_CHUNK_DELAY": "0.04"}
-        stock = make_engine(root / "engines", "stock", extra_env=slow)
-
-        def run(eid: str, mode: str = "normal") -> dict:
-            cand = make_engine(root / "engines", f"cand-{eid}", mode, extra_env=slow)
-            return run_stand_in(eid, cand, stock, built_home)
-
+    # replies slow enough that a pass takes several slices
+    with staged_runs(tmp_path_factory.mktemp("sliced"), built_home, SLICED, {"ENGINE_CHUNK_DELAY": "0.04"}) as run:
         yield run
 
 
