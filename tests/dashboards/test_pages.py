@@ -328,6 +328,7 @@ def test_a_render_after_the_ttl_formats_nothing_again_until_an_evaluation_lands(
     monkeypatch.setattr(board_table, "markdown", lambda *a, **k: made.append(1) or real(*a, **k))
     at = app(home, task=TASK, split="dev")
     _no_exception(at)
+
     def shown_of(at):
         return [m.value for m in at.markdown], [(m.label, m.value) for m in at.metric], [c.value for c in at.caption]
 
