@@ -19,9 +19,10 @@ It is never authoritative. A row is used only when its evaluation's fingerprint 
 the reader has just taken (a racy fingerprint is never stored); anything unreadable, from
 another key or not yet complete counts as absent and is scored again. Deleting it is always
 safe, and a store no current key names (another scorer's source, a document no longer here) is
-deleted an hour after its last write, at the next save (`prune`). A generation is written whole under a temporary name and renamed (atomic.py), so a
-reader sees a complete one or the previous one; writers are best effort (a read-only or full
-disk leaves the board scoring in memory as before). `ARENA_SCORE_STORE=0` turns it off.
+deleted an hour after its last write, at the next save (`prune`). A generation is written whole
+under a temporary name and renamed (atomic.py), so a reader sees a complete one or the previous
+one; writers are best effort (a read-only or full disk leaves the board scoring in memory as
+before). `ARENA_SCORE_STORE=0` turns it off.
 
 Exact: pandas' dtypes travel in the Parquet's pandas metadata and floats are stored as their
 64 bits; a missing value in an object column is NaN or None as the scorer made it (a side
@@ -212,14 +213,12 @@ def prune(home: str | os.PathLike, stale_after: float = STALE_AFTER_SECONDS) -> 
             continue
         if now - newest < stale_after:
             continue
-        for g in gens:
-            _remove_generation(g)
         try:
-            for leftover in d.iterdir():  # a generation's temporary left by a crashed writer
-                if leftover.is_dir():
-                    _remove_generation(leftover)
+            for entry in d.iterdir():  # its generations, and any temporary a crashed writer left
+                if entry.is_dir():
+                    _remove_generation(entry)
                 else:
-                    leftover.unlink(missing_ok=True)
+                    entry.unlink(missing_ok=True)
             d.rmdir()
             removed.append(d)
         except OSError:

@@ -49,8 +49,7 @@ class BoardView:
     intervals_caption: str
     references_md: str | None
     no_references: str | None
-    aa_check: str
-    aa_flag: bool
+    noise: dict | None  # board/ranking.py board_noise, for board_table.show_aa_check (None: no rows)
     pending: tuple[str, str] | None  # (the expander's title, its Markdown) of evaluations not ranked yet
 
 
@@ -127,8 +126,7 @@ def _make(frames, index: pd.DataFrame, task_id: str, protocol_version: int, spli
             "",
             None,
             None,
-            "",
-            False,
+            None,
             pending,
         )
     noise = board_noise(version, task_id, rows)
@@ -163,8 +161,7 @@ def _make(frames, index: pd.DataFrame, task_id: str, protocol_version: int, spli
         "No reference speculator has been measured on this task and split yet (see the References page)."
         if references.empty
         else None,
-        "A/A check: " + fmt.md_escape(noise["note"]),
-        bool(noise["aa_flag"]),
+        noise,
         pending,
     )
 

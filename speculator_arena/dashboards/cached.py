@@ -64,23 +64,25 @@ def participants_page(home: str, task_id: str, protocol_version: int, split: str
     return views.participants_page(memo(home), task_id, protocol_version, split, page)
 
 
-def board_or_notice(sel) -> data.ScoreFrames | None:
-    """The selected task's board, or None after telling the viewer why there is none (no
-    evaluation or task yet, or a warehouse that cannot be read)."""
+def board_or_notice(sel, read=None):
+    """The selected task's board (`read()`, when given, instead: another view of it, such as
+    `board_view`), or None after telling the viewer why there is none (no evaluation or task
+    yet, or a warehouse that cannot be read)."""
     if sel.state.evaluations == 0 or sel.task_id is None:
         st.info(sel.state.message)
         return None
     try:
-        return board(sel.home, sel.task_id, sel.protocol_version)
+        return read() if read is not None else board(sel.home, sel.task_id, sel.protocol_version)
     except data.BoardDataError as exc:
         st.error(str(exc))
         return None
 
 
-def titled_board(sel, title: str) -> data.ScoreFrames | None:
-    """A page about the selected task and split: its title, then the board or the notice why none."""
+def titled_board(sel, title: str, read=None):
+    """A page about the selected task and split: its title, then the board (or `read()`, as
+    `board_or_notice`) or the notice why none."""
     st.title(f"{title}: {sel.task_id or 'no task'} ({sel.split})")
-    return board_or_notice(sel)
+    return board_or_notice(sel, read)
 
 
 @st.cache_data(ttl=TTL, show_spinner="Scoring the evaluation from raw rows…")

@@ -32,8 +32,8 @@ WORKLOADS = ("solo", "team", "busy")
 #   half of every workload's passes and its second start the other half, so each pass pair has
 #   the candidate first in one half and the stock first in the other, and whatever favours an
 #   engine for being started first, or later, falls on both alike (docs/benchmarks/aa_noise.md);
-# - interleaved (CPU tasks: local-smollm2 from v8, local-smollm2-vllm from v14): both engines started once and resident, each as a user and in
-#   control groups of its own; every pass is served by one, then the other, the idle one frozen,
+# - interleaved (CPU tasks: local-smollm2 from v8, local-smollm2-vllm from v14): both engines
+#   started once and resident, each as a user and in control groups of its own; every pass is served by one, then the other, the idle one frozen,
 #   in the order A B, B A, B A, A B, ... (A drawn per evaluation), so the machine's drift over
 #   minutes falls on both engines alike (runners/interleaved.py, docs/scoring.md "Pairing").
 PAIRINGS = ("sequential", "mirrored", "interleaved")

@@ -6,8 +6,7 @@ only writes it, so a render after the caches expired costs about what an empty b
 
 import streamlit as st
 
-from speculator_arena.board import data
-from speculator_arena.dashboards import cached
+from speculator_arena.dashboards import board_table, cached
 from speculator_arena.dashboards.board_view import PAGE_SIZE
 
 
@@ -25,14 +24,10 @@ def pending_notice(view) -> None:
 
 def main() -> None:
     sel = st.session_state["selection"]
-    st.title(f"Board: {sel.task_id or 'no task'} ({sel.split})")
-    if sel.state.evaluations == 0 or sel.task_id is None:
-        st.info(sel.state.message)
-        return
-    try:
-        view = cached.board_view(sel.home, sel.task_id, sel.protocol_version, sel.split)
-    except data.BoardDataError as exc:
-        st.error(str(exc))
+    view = cached.titled_board(
+        sel, "Board", lambda: cached.board_view(sel.home, sel.task_id, sel.protocol_version, sel.split)
+    )
+    if view is None:
         return
     st.caption(view.caption)
     if view.no_rows:
@@ -67,10 +62,7 @@ def main() -> None:
         st.info(view.no_references)
     else:
         st.markdown(view.references_md)
-    if view.aa_flag:
-        st.warning(view.aa_check)
-    else:
-        st.caption(view.aa_check)
+    board_table.show_aa_check(st, view.noise)
     pending_notice(view)
 
 
