@@ -56,6 +56,9 @@ VARIANTS = {
     # a draft v14 staged in ARENA_PROTOCOL_DIR (benchmarks/v14-draft.yaml): v13 with local-smollm2-vllm
     # paired as local-smollm2 is (interleaved, sliced); run with --task local-smollm2-vllm
     "v14-draft": (14, {}),
+    # a draft v15 staged in ARENA_PROTOCOL_DIR (benchmarks/v15-draft.yaml): v14 with local-smollm2-vllm's
+    # workloads each served by fresh starts of both engines; run with --task local-smollm2-vllm
+    "v15-draft": (15, {}),
 }
 
 

@@ -101,6 +101,11 @@ class Interleaving(_Strict):
     # pass, runners/sliced.py): the host's speed, which moves within seconds, falls on both alike.
     # None: each pass served by one engine, then the other
     slice_seconds: float | None = Field(default=None, gt=0)
+    # each workload served by fresh starts of both engines (both stopped and started again before
+    # every workload after the first): a start's own speed, which lasts as long as the start
+    # (vLLM's CPU build: 1.1% per start, docs/benchmarks/aa_noise.md "v15"), is then averaged over
+    # three starts per engine instead of falling whole on the evaluation
+    fresh_starts_per_workload: bool = False
 
 
 class GreedyProbe(_Strict):

@@ -72,16 +72,13 @@ class InterleavedPasses:
         if why:
             raise ArenaVoid(f"interleaved pairing not possible here: {why}")
         order = pass_order(self.eid, self.task.passes_per_workload)
-        self.resident: dict[str, EngineRun] = {}
-        util = self.task.engine_environment.gpu_memory_utilization
-        for engine in order[0]:  # the engine served first starts first
-            er = self.start_engine(
-                engine, src[engine], "timed", util, run_user=USERS[engine], cgroup=self._cgroup(engine)
-            )
-            self.resident[engine] = er
-            er.cgroup.freeze()
-        cfgs = {e: self.client_config(e, er) for e, er in self.resident.items()}
-        for w in WORKLOADS:
+        cfgs = self._start_resident(src, order[0])
+        for k, w in enumerate(WORKLOADS):
+            if k and self.task.interleaving.fresh_starts_per_workload:
+                self.stop_resident()
+                if not self._idle_ok:
+                    raise ArenaVoid(self._idle_reason)
+                cfgs = self._start_resident(src, order[0])
             self.workload_host: list[dict] = []
             self._begin_workload(w)
             for engine in order[0]:
@@ -98,6 +95,19 @@ class InterleavedPasses:
                         ),
                     )
             self._judge_workload(w)
+
+    def _start_resident(self, src: dict[str, Path], first: tuple[str, str]) -> dict:
+        """Start both engines for the timed passes (the one served first starts first), each
+        frozen once healthy; their client configurations."""
+        self.resident: dict[str, EngineRun] = {}
+        util = self.task.engine_environment.gpu_memory_utilization
+        for engine in first:
+            er = self.start_engine(
+                engine, src[engine], "timed", util, run_user=USERS[engine], cgroup=self._cgroup(engine)
+            )
+            self.resident[engine] = er
+            er.cgroup.freeze()
+        return {e: self.client_config(e, er) for e, er in self.resident.items()}
 
     def _begin_workload(self, w: str) -> None:
         """The workload's sessions, every pass's block of the pool in pass order (each salted for

@@ -31,7 +31,12 @@ PASSES = 4
 SLICE = 0.2
 SLICED = {
     "pairing": "interleaved",
-    "interleaving": {"max_idle_cpu_seconds": 0.05, "probes_on_timed_start": True, "slice_seconds": SLICE},
+    "interleaving": {
+        "max_idle_cpu_seconds": 0.05,
+        "probes_on_timed_start": True,
+        "slice_seconds": SLICE,
+        "fresh_starts_per_workload": True,
+    },
     "passes_per_workload": PASSES,
     "workloads": {w: dict(v, pass_seconds=2, requests_per_lane=2) for w, v in FAST["workloads"].items()},
 }
@@ -116,6 +121,30 @@ def test_both_engines_serve_each_pass_in_alternating_slices(spinning):
         assert turns[p["pass_id"], "candidate"] == turns[p["pass_id"], "stock"], p["pass_id"]
     prov = json.loads(current_row(wh, eid)["provenance"])
     assert prov["pairing"] == "interleaved" and prov["slice_seconds"] == SLICE
+
+
+@needs_freezer
+def test_each_workload_is_served_by_fresh_starts_of_both_engines(spinning):
+    """`fresh_starts_per_workload`: three timed starts per engine, every slice of a workload within
+    one start of its engine, and no two workloads on the same start."""
+    wh, eid = spinning["wh"], spinning["eid"]
+    starts = [s for s in wh.read_table("engine_starts", eid).to_pylist() if s["purpose"] == "timed"]
+    for engine in ("candidate", "stock"):
+        mine = sorted((s for s in starts if s["engine"] == engine), key=lambda s: s["started_at"])
+        assert len(mine) == 3, mine
+        served: dict[str, set] = {}
+        for sl in wh.read_table("slices", eid).to_pylist():
+            if sl["engine"] != engine:
+                continue
+            within = [
+                k
+                for k, s in enumerate(mine)
+                if s["healthy_at"] <= sl["started_at"] and sl["ended_at"] <= s["stopped_at"]
+            ]
+            assert len(within) == 1, sl
+            served.setdefault(sl["workload"], set()).add(within[0])
+        assert all(len(v) == 1 for v in served.values()), served
+        assert len({next(iter(v)) for v in served.values()}) == 3, served
 
 
 @needs_freezer
