@@ -61,7 +61,7 @@ VARIABLES: dict[str, Variable] = {
         Variable(
             "ARENA_POOL_SOURCES",
             None,
-            "the YAML declaring the pools' source sets (default: the package's `pools/source_sets/default.yaml`)",
+            "the YAML declaring the pools' source sets (default: the package's `pools/ingest/source_sets/default.yaml`)",
             "pools",
         ),
         Variable("ARENA_POOL_KEY", None, "the operators' split key (hidden pools are built only with a key)", "pools"),

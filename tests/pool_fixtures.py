@@ -37,8 +37,8 @@ def built_local(tmp_path_factory, shared_data):
         }
     )
     try:
-        from speculator_arena.pools.build.candidates import split_candidates
-        from speculator_arena.pools.build.context import BuildContext
+        from speculator_arena.pools.builder.candidates import split_candidates
+        from speculator_arena.pools.builder.context import BuildContext
         from speculator_arena.pools.hashing import keyed_u
 
         # The operators' paraphrase file: rewrite the first question of the hidden reserve's

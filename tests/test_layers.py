@@ -190,3 +190,16 @@ def test_the_assets_hold_definitions_only():
             if name in ("materialize", "materialize_to_memory", "execute_in_process"):
                 runs.append(f"{path.name}:{node.lineno} calls {name}")
     assert runs == [], "\n".join(runs)
+
+
+def test_the_pools_ingest_reads_sources_and_nothing_of_the_builder():
+    """pools/ is split (issue 34): `pools.ingest` reads the sources (readers, formats, the declared
+    sets) and imports nothing of `pools.builder` (the build's steps) or of the served pool's API;
+    the builder reads through it."""
+    up = [
+        f"{me}:{line} imports {name}"
+        for me, name, line in _edges()
+        if me.startswith("speculator_arena.pools.ingest")
+        and (name.startswith("speculator_arena.pools.builder") or name == "speculator_arena.pools.api")
+    ]
+    assert up == [], "\n".join(up)

@@ -17,14 +17,14 @@ import sys
 import dagster as dg
 
 from speculator_arena.assets.resources import PoolBuildsResource, WarehouseResource
-from speculator_arena.pools import checks as C
-from speculator_arena.pools.build.context import BuildContext
-from speculator_arena.pools.build.folders import switch_build
-from speculator_arena.pools.build.inputs import fit_and_store_structure, store_sources_manifest
-from speculator_arena.pools.build.probes import build_probes
-from speculator_arena.pools.build.sessions import load_paraphrases
-from speculator_arena.pools.build.splits import build_split
-from speculator_arena.pools.build.warmup import build_warmup
+from speculator_arena.pools.builder import checks as C
+from speculator_arena.pools.builder.context import BuildContext
+from speculator_arena.pools.builder.folders import switch_build
+from speculator_arena.pools.builder.inputs import fit_and_store_structure, store_sources_manifest
+from speculator_arena.pools.builder.probes import build_probes
+from speculator_arena.pools.builder.sessions import load_paraphrases
+from speculator_arena.pools.builder.splits import build_split
+from speculator_arena.pools.builder.warmup import build_warmup
 from speculator_arena.pools.layout import data_card_dir, pool_root, read_jsonl, split_folder
 from speculator_arena.pools.settings import operator_key
 from speculator_arena.protocol import load_protocol
@@ -118,7 +118,7 @@ def pool_structure(
     ctx = _ctx(context, config, warehouse, pool_builds)
     doc = fit_and_store_structure(ctx, config.production_stats or None)
     rows = ["| family | statistic | n | p50 | p90 | source |", "|---|---|---|---|---|---|"]
-    from speculator_arena.pools.structure import quantile
+    from speculator_arena.pools.builder.structure import quantile
 
     for fam, stats in doc["families"].items():
         for k, d in stats.items():
@@ -285,7 +285,7 @@ def pool_data_card(
     context: dg.AssetExecutionContext, config: PoolConfig, warehouse: WarehouseResource, pool_builds: PoolBuildsResource
 ):
     """The generated data card (markdown, JSON, PNG) in the pool folder (and data_cards/)."""
-    from speculator_arena.pools.datacard import REPO_DATA_CARDS, build_data_card
+    from speculator_arena.pools.builder.datacard import REPO_DATA_CARDS, build_data_card
 
     ctx = _ctx(context, config, warehouse, pool_builds)
     dirs = [data_card_dir(ctx.root)] + ([REPO_DATA_CARDS] if config.write_repo_data_card else [])

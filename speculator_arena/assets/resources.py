@@ -12,7 +12,7 @@ from speculator_arena.backends.resource import EvaluationBackendResource
 from speculator_arena.warehouse import Warehouse, arena_home
 
 if TYPE_CHECKING:
-    from speculator_arena.pools.build.context import BuildContext
+    from speculator_arena.pools.builder.context import BuildContext
 
 
 class WarehouseResource(dg.ConfigurableResource):
@@ -60,8 +60,8 @@ class PoolBuildsResource(dg.ConfigurableResource):
     ) -> BuildContext:
         """The run's build context for these inputs (opened on first use, its build folder begun
         as `pools/.builds/<task>/run-<run id>`), reporting to `progress` (the calling asset's log)."""
-        from speculator_arena.pools.build.context import BuildContext
-        from speculator_arena.pools.build.folders import begin_build
+        from speculator_arena.pools.builder.context import BuildContext
+        from speculator_arena.pools.builder.folders import begin_build
 
         key = (run_id, task_id, data_dir, home, cc_traces, sources)
         if key not in self._builds:

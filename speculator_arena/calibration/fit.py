@@ -96,7 +96,7 @@ def choose(points: list[dict], targets: dict) -> dict:
 
 def data_card(home, task_id: str) -> dict:
     """The task's data card statistics (the served pool's, else the repository's copy): the targets."""
-    from speculator_arena.pools.datacard import load_data_card
+    from speculator_arena.pools.builder.datacard import load_data_card
 
     card = load_data_card(task_id, home)
     if card is None or not card.stats or "cache_hit_targets" not in card.stats:

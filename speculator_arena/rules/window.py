@@ -4,7 +4,7 @@ what the chat template adds; a prompt whose estimate and reply budget would not 
 `max_model_len` has its history after the first message cut to `cut_to_fraction` of the window.
 
 The runner's workload client cuts histories with it, and the pool builder sizes turns so that
-they fit a cut history (pools/build/context.py), so both apply the same estimate.
+they fit a cut history (pools/builder/context.py), so both apply the same estimate.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from speculator_arena.board import data
 from speculator_arena.board.memo import BoardMemo
 from speculator_arena.board.protocol_diff import flatten, protocol_diff
 from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.pools.datacard import load_data_card
+from speculator_arena.pools.builder.datacard import load_data_card
 from speculator_arena.protocol import load_protocol
 from speculator_arena.warehouse import Warehouse, catalog
 

@@ -186,8 +186,8 @@ def test_a_real_test_split_evaluation_shows_no_reply_or_hidden_text(app, test_sp
     """The evaluation page and the board of a real test-split evaluation whose engine echoed
     its hidden prompts (tests/pool_fixtures.py): none of its replies, probe replies or the
     hidden pool's texts appear."""
-    from speculator_arena.pools import checks
-    from speculator_arena.pools.build.context import BuildContext
+    from speculator_arena.pools.builder import checks
+    from speculator_arena.pools.builder.context import BuildContext
 
     home, eid = test_split_evaluation["home"], test_split_evaluation["evaluation_id"]
     wh = Warehouse(home)

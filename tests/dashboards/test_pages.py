@@ -34,7 +34,7 @@ def test_every_page_explains_an_empty_warehouse(app, empty_home, page):
     elif page == "protocol":
         assert protocol_digest(load_protocol().version) in text
     else:
-        from speculator_arena.pools.datacard import load_data_card
+        from speculator_arena.pools.builder.datacard import load_data_card
 
         task = at.sidebar.selectbox[0].value
         card = load_data_card(task, empty_home)  # the repository's data_cards/ copy, when it has one

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from speculator_arena.pools import diversity, readers
+from speculator_arena.pools.builder import diversity
+from speculator_arena.pools.ingest import readers
 
 
 def test_swap_refinement_never_worsens_greedy():

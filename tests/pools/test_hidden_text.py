@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from speculator_arena.pools import checks
-from speculator_arena.pools.build.context import BuildContext
+from speculator_arena.pools.builder import checks
+from speculator_arena.pools.builder.context import BuildContext
 from speculator_arena.warehouse import Warehouse
 
 pytestmark = pytest.mark.slow

@@ -107,8 +107,8 @@ def test_no_key_no_hidden_pool(tmp_path, monkeypatch):
     monkeypatch.delenv("ARENA_POOL_KEY_FILE", raising=False)
     with pytest.raises(PoolNotBuilt, match="ARENA_POOL_KEY"):
         load_pool(TASK, "test", home=tmp_path)
-    from speculator_arena.pools.build.context import BuildContext, PoolBuildError
-    from speculator_arena.pools.build.splits import build_split
+    from speculator_arena.pools.builder.context import BuildContext, PoolBuildError
+    from speculator_arena.pools.builder.splits import build_split
 
     with pytest.raises(PoolBuildError, match="key"):
         build_split(BuildContext(TASK, home=tmp_path), "test", key=None)

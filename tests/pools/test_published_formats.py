@@ -19,9 +19,9 @@ import pytest
 from published import CODECS, compress, read_jsonl, write
 from test_sources_as_data import FIX
 
-from speculator_arena.pools import containers
-from speculator_arena.pools.conversations import read_set
-from speculator_arena.pools.readers import SourceFormatError
+from speculator_arena.pools.ingest import containers
+from speculator_arena.pools.ingest.conversations import read_set
+from speculator_arena.pools.ingest.readers import SourceFormatError
 
 TASK = "local-smollm2"
 FIXTURE = {"mini-swe-agent": "swe_trajectories.jsonl", "messages": "messages.jsonl", "questions": "questions.jsonl"}
@@ -246,7 +246,7 @@ def test_pools_built_from_published_formats_equal_the_json_lines_pools(
     so no hidden pool: its split is the same hash of the same source ids) of the same records,
     as JSON Lines and as a JSON array, Parquet and compressed files: every session, warm-up
     session, fidelity text and probe is the same, byte for byte, as are the fitted statistics."""
-    from speculator_arena.pools.build.pipeline import build_all
+    from build_all import build_all
 
     for k in (
         "ARENA_POOL_KEY",
@@ -341,9 +341,9 @@ def test_an_agent_set_without_usage_is_refused_naming_the_set_and_the_fields(tmp
 def test_a_chat_structure_without_replies_names_the_question_set(tmp_path, target_home, shared_data):
     """A chat family of question sets only has no recorded replies to fit reply lengths from
     ('no values to fit from ShareGPT assistant replies'): the error names the set and says so."""
-    from speculator_arena.pools.build.context import BuildContext
-    from speculator_arena.pools.build.inputs import fit_and_store_structure
-    from speculator_arena.pools.structure import StructureFitError
+    from speculator_arena.pools.builder.context import BuildContext
+    from speculator_arena.pools.builder.inputs import fit_and_store_structure
+    from speculator_arena.pools.builder.structure import StructureFitError
 
     questions = write(tmp_path / "questions.parquet", _records("questions"), "parquet")
     decl = tmp_path / "sets.yaml"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from speculator_arena.pools import app_readers, readers, trace_readers
-from speculator_arena.pools.conversations import read_set
-from speculator_arena.pools.readers import SourceFormatError
+from speculator_arena.pools.ingest import app_readers, readers, trace_readers
+from speculator_arena.pools.ingest.conversations import read_set
+from speculator_arena.pools.ingest.readers import SourceFormatError
 
 
 def test_sharegpt_package_file_is_truncated_and_every_complete_record_is_kept():

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from speculator_arena.pools.conversations import read_set
-from speculator_arena.pools.readers import SourceFormatError
-from speculator_arena.pools.source_sets import DeclarationError, load_declarations
+from speculator_arena.pools.ingest.conversations import read_set
+from speculator_arena.pools.ingest.readers import SourceFormatError
+from speculator_arena.pools.ingest.source_sets import TRACE_ROLES, DeclarationError, load_declarations, load_traces
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 
@@ -59,7 +59,7 @@ def test_questions_keep_each_turn_as_a_turn():
     c = r.conversations[0]
     assert len(c.user_turns()) == 2 and not any(m["role"] == "assistant" for m in c.messages)
     assert c.meta["no_replies"] is True
-    from speculator_arena.pools.build.candidates import eligible
+    from speculator_arena.pools.builder.candidates import eligible
 
     assert eligible(c)  # the engines reply, closed loop
 
@@ -120,7 +120,7 @@ def test_bad_input_names_file_line_and_record(tmp_path, monkeypatch, kind):
 
 
 def test_cut_by_characters_costs_what_the_cut_costs(shared_data):
-    from speculator_arena.pools.tokens import TokenCounter, target_tokenizer
+    from speculator_arena.pools.builder.tokens import TokenCounter, target_tokenizer
 
     counter = TokenCounter(target_tokenizer("local-smollm2", shared_data))
     real = (shared_data / "agent" / "trajectories_200.jsonl").read_text(encoding="utf-8")[:300_000]
@@ -189,8 +189,8 @@ def test_bad_declarations_name_the_file_and_set(tmp_path, body, says):
 def test_weights_give_a_small_set_its_share(tmp_path, shared_data):
     """A set of 12 questions with weight 0.5 takes half the chat candidates' first places,
     where by its size it would be swamped by ShareGPT's 9,439 conversations."""
-    from speculator_arena.pools.build.candidates import ordered_candidates
-    from speculator_arena.pools.build.context import BuildContext
+    from speculator_arena.pools.builder.candidates import ordered_candidates
+    from speculator_arena.pools.builder.context import BuildContext
 
     p = _decl(
         tmp_path,
@@ -215,8 +215,8 @@ sets:
 def test_committed_data_card_agrees_with_the_protocol(task, shared_data):
     """data_cards/ is regenerated with `arena pools build --task T --write-repo-card`; a card
     whose window, model, busy constants or source digests differ from today's is stale."""
-    from speculator_arena.pools.build.context import BuildContext
-    from speculator_arena.pools.datacard import stale_fields
+    from speculator_arena.pools.builder.context import BuildContext
+    from speculator_arena.pools.builder.datacard import stale_fields
 
     repo = Path(__file__).resolve().parents[2]
     card = json.loads((repo / "data_cards" / f"{task}.json").read_text(encoding="utf-8"))
@@ -226,3 +226,62 @@ def test_committed_data_card_agrees_with_the_protocol(task, shared_data):
     old = json.loads(json.dumps(card))
     old["window"]["max_tokens_cap"] = 48
     assert any("max_tokens_cap" in f for f in stale_fields(old, ctx))
+
+
+def test_the_default_declares_one_trace_per_role():
+    traces = load_traces()
+    assert [t.role for t in traces] == list(TRACE_ROLES)
+    assert all(t.path.startswith("traces/") and t.license for t in traces), traces
+
+
+def test_a_declared_trace_replaces_the_defaults_for_its_role_and_the_build_reads_it(tmp_path, shared_data):
+    """Traces are data as the sets are (issue 34): a declaration names another Azure code trace
+    (here the first 500 rows of the shipped one) and the sources read it, with its provenance;
+    the roles it does not name keep the default's."""
+    from speculator_arena.pools.ingest.sources import load_sources
+
+    rows = (shared_data / "traces" / "AzureLLMInferenceTrace_code.csv").read_text().splitlines()
+    mine = tmp_path / "azure_code_500.csv"
+    mine.write_text("\n".join(rows[:501]) + "\n")
+    p = _decl(
+        tmp_path,
+        f"""sets:
+  - {{name: fixture questions, path: {FIX / "questions.jsonl"}, format: questions-jsonl, family: chat,
+     id_prefix: mtq, license: Apache-2.0}}
+traces:
+  - {{name: "Azure code, first 500", role: azure_code, path: {mine}, format: azure-csv, license: CC-BY-4.0,
+     license_note: a test's cut}}
+""",
+    )
+    src = load_sources(shared_data, declaration=p)
+    assert len(src.azure_code) == 500
+    info = {i.name: i for i in src.info}
+    assert info["Azure code, first 500"].path == str(mine) and info["Azure code, first 500"].records == 500
+    assert info["Azure code, first 500"].license == "CC-BY-4.0; a test's cut"
+    assert "Azure LLM inference 2023, code" not in info  # replaced, not added
+    default = {t.role: t.name for t in load_traces()}
+    assert info[default["mooncake"]].records == len(src.mooncake) > 0  # kept from the default
+    assert info[default["azure_conv"]].license.startswith("CC-BY-4.0 (LICENSE")
+
+
+@pytest.mark.parametrize(
+    "body,says",
+    [
+        ("traces:\n  - {name: t, role: weka, path: x, format: azure-csv, license: MIT}\n", "unknown role"),
+        ("traces:\n  - {name: t, role: azure_code, path: x, format: mooncake-jsonl, license: MIT}\n", "is read as"),
+        ("traces:\n  - {name: t, role: azure_code, path: x, format: azure-csv}\n", "missing ['license']"),
+        (
+            "traces:\n  - {name: t, role: azure_code, path: x, format: azure-csv, license: MIT}\n"
+            "  - {name: u, role: azure_code, path: y, format: azure-csv, license: MIT}\n",
+            "two traces for the role",
+        ),
+    ],
+)
+def test_bad_trace_declarations_name_the_file_and_trace(tmp_path, body, says):
+    p = _decl(
+        tmp_path,
+        "sets:\n  - {name: a, path: x, format: messages-jsonl, family: chat, id_prefix: a, license: MIT}\n" + body,
+    )
+    with pytest.raises(DeclarationError) as exc:
+        load_traces(p)
+    assert str(p) in str(exc.value) and says in str(exc.value), str(exc.value)

@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from speculator_arena.pools import structure, trace_readers
+from speculator_arena.pools.builder import structure
+from speculator_arena.pools.ingest import trace_readers
 
 
 def _cc_trace(i):

@@ -3,7 +3,7 @@ read: never the hidden test pool, and no pool text."""
 
 import streamlit as st
 
-from speculator_arena.pools.datacard import card_locations, load_data_card
+from speculator_arena.pools.builder.datacard import card_locations, load_data_card
 
 
 def main() -> None:

@@ -8,8 +8,8 @@ from dataclasses import asdict
 
 from speculator_arena import settings
 from speculator_arena.atomic import write_atomic
-from speculator_arena.pools import structure
-from speculator_arena.pools.build.context import BuildContext
+from speculator_arena.pools.builder import structure
+from speculator_arena.pools.builder.context import BuildContext
 from speculator_arena.pools.hashing import public_u
 
 

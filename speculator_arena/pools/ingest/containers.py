@@ -22,8 +22,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from speculator_arena.errors import ArenaError
-from speculator_arena.pools.compression import CHUNK, CodecError, open_decoded
-from speculator_arena.pools.source_errors import (
+from speculator_arena.pools.ingest.compression import CHUNK, CodecError, open_decoded
+from speculator_arena.pools.ingest.source_errors import (
     INCOMPLETE_HINT,
     NOT_UTF8_HINT,
     TOO_LARGE_HINT,

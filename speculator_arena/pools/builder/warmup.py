@@ -8,9 +8,9 @@ import json
 import numpy as np
 
 from speculator_arena.atomic import write_atomic
-from speculator_arena.pools.build.candidates import ordered_candidates
-from speculator_arena.pools.build.context import BuildContext, PoolBuildError
-from speculator_arena.pools.build.sessions import AppPrompts, make_session
+from speculator_arena.pools.builder.candidates import ordered_candidates
+from speculator_arena.pools.builder.context import BuildContext, PoolBuildError
+from speculator_arena.pools.builder.sessions import AppPrompts, make_session
 from speculator_arena.pools.layout import private_files, write_jsonl
 
 

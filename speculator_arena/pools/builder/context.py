@@ -11,9 +11,9 @@ from pathlib import Path
 from speculator_arena import settings
 from speculator_arena.errors import ArenaError
 from speculator_arena.pools import layout
+from speculator_arena.pools.builder.tokens import TokenCounter, shared_data_dir, target_tokenizer
+from speculator_arena.pools.ingest.sources import Sources, load_sources
 from speculator_arena.pools.settings import PoolSettings, pool_settings
-from speculator_arena.pools.sources import Sources, load_sources
-from speculator_arena.pools.tokens import TokenCounter, shared_data_dir, target_tokenizer
 from speculator_arena.protocol import TaskProtocol, load_protocol
 from speculator_arena.rules.slots import live_slots
 from speculator_arena.rules.window import WindowRule

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from speculator_arena.pools.api import Pool, salt_line
-from speculator_arena.pools.build.context import BuildContext
+from speculator_arena.pools.builder.context import BuildContext
 from speculator_arena.pools.layout import read_jsonl, split_folder
 from speculator_arena.rules.slots import live_slots
 
@@ -38,7 +38,7 @@ class PublicTexts:
     def __init__(self, ctx: BuildContext):
         import bisect
 
-        from speculator_arena.pools.build.candidates import split_candidates
+        from speculator_arena.pools.builder.candidates import split_candidates
 
         pub, _ = split_candidates(ctx)
         self._bisect = bisect.bisect_left

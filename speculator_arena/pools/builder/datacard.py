@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from speculator_arena.atomic import write_atomic
-from speculator_arena.pools import structure
-from speculator_arena.pools.build.context import BuildContext
-from speculator_arena.pools.build.inputs import sources_manifest
-from speculator_arena.pools.datacard_render import plot, render_markdown
+from speculator_arena.pools.builder import structure
+from speculator_arena.pools.builder.context import BuildContext
+from speculator_arena.pools.builder.datacard_render import plot, render_markdown
+from speculator_arena.pools.builder.inputs import sources_manifest
 from speculator_arena.pools.layout import HIDDEN, data_card_dir, pool_root, read_jsonl, split_folder
 from speculator_arena.rules.slots import live_slots
 
@@ -260,7 +260,7 @@ def build_data_card(ctx: BuildContext, out_dirs: list[Path]) -> dict:
 # Only the card's files are read: the hidden test pool lives under `pools/<task>/hidden/`,
 # which nothing below lists or opens, and no pool text is read.
 
-REPO_DATA_CARDS = Path(__file__).resolve().parents[2] / "data_cards"  # the committed cards of the shipped tasks
+REPO_DATA_CARDS = Path(__file__).resolve().parents[3] / "data_cards"  # the committed cards of the shipped tasks
 
 
 @dataclass(frozen=True)

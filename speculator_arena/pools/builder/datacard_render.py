@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from speculator_arena.pools import structure
+from speculator_arena.pools.builder import structure
 
 
 def plot(path: Path, st: dict, dev_sessions: list[dict]) -> None:
@@ -59,7 +59,7 @@ def render_markdown(c: dict) -> str:
         "",
         "## Sources",
         "",
-        "Conversation sets as declared (`speculator_arena/pools/source_sets/`): records read, conversations used "
+        "Conversation sets as declared (`speculator_arena/pools/ingest/source_sets/`): records read, conversations used "
         "(after records dropped, each with its reason), then the traces, apps and probes.",
         "",
         "| source | family | origin | commit | license | records | used | dropped | note |",

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from speculator_arena.pools.containers import iter_records, read_all
-from speculator_arena.pools.source_errors import SourceFormatError
+from speculator_arena.pools.ingest.containers import iter_records, read_all
+from speculator_arena.pools.ingest.source_errors import SourceFormatError
 
 
 @dataclass

@@ -11,11 +11,11 @@ import time
 import numpy as np
 
 from speculator_arena.atomic import write_atomic
-from speculator_arena.pools import diversity, structure
-from speculator_arena.pools.build.candidates import match_structure, ordered_candidates, require_key, timed_targets
-from speculator_arena.pools.build.context import BuildContext
-from speculator_arena.pools.build.fidelity import fidelity_text
-from speculator_arena.pools.build.sessions import AppPrompts, make_session
+from speculator_arena.pools.builder import diversity, structure
+from speculator_arena.pools.builder.candidates import match_structure, ordered_candidates, require_key, timed_targets
+from speculator_arena.pools.builder.context import BuildContext
+from speculator_arena.pools.builder.fidelity import fidelity_text
+from speculator_arena.pools.builder.sessions import AppPrompts, make_session
 from speculator_arena.pools.hashing import key_id, seed_of
 from speculator_arena.pools.layout import ensure_hidden, private_files, write_jsonl
 from speculator_arena.pools.model import SourceConversation

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from speculator_arena.atomic import write_atomic
-from speculator_arena.pools import diversity
-from speculator_arena.pools.build.context import BuildContext
+from speculator_arena.pools.builder import diversity
+from speculator_arena.pools.builder.context import BuildContext
 from speculator_arena.pools.hashing import seed_of
 from speculator_arena.pools.layout import write_jsonl
 from speculator_arena.rules.window import WindowRule

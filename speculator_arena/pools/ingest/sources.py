@@ -16,10 +16,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from speculator_arena.pools import app_readers, readers, trace_readers
-from speculator_arena.pools.conversations import read_set, traj_files
+from speculator_arena.pools.ingest import app_readers, readers, trace_readers
+from speculator_arena.pools.ingest.conversations import read_set, traj_files
+from speculator_arena.pools.ingest.source_sets import (
+    SetDeclaration,
+    TraceDeclaration,
+    declaration_file,
+    load_declarations,
+    load_traces,
+)
 from speculator_arena.pools.model import SourceConversation
-from speculator_arena.pools.source_sets import SetDeclaration, declaration_file, load_declarations
 
 
 @dataclass
@@ -97,6 +103,14 @@ def _set_path(decl: SetDeclaration, data: Path) -> Path:
         return readers.package_data_file(decl.package)
     p = Path(decl.path).expanduser()
     return p if p.is_absolute() else data / p
+
+
+def _trace_path(decl: TraceDeclaration, data: Path) -> Path:
+    p = Path(decl.path).expanduser()
+    return p if p.is_absolute() else data / p
+
+
+TRACE_READERS = {"mooncake-jsonl": trace_readers.read_mooncake, "azure-csv": trace_readers.read_azure_csv}
 
 
 def _digest(path: Path) -> str:
@@ -180,34 +194,14 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
         cc = res.records
         add("AgentX cc-traces (Weka format)", cc_path, res, "huggingface: AgentX cc-traces", "", "see source")
 
-    tr = d / "traces"
-    mc = trace_readers.read_mooncake(tr / "mooncake_conversation_trace.jsonl")
-    add(
-        "Mooncake FAST'25 conversation trace",
-        tr / "mooncake_conversation_trace.jsonl",
-        mc,
-        "github:kvcache-ai/Mooncake FAST25-release/traces",
-        _commit(tr / "README.md", "Mooncake"),
-        "Apache-2.0 (" + _license(tr, "LICENSE*Mooncake*") + ")",
-    )
-    az = trace_readers.read_azure_csv(tr / "AzureLLMInferenceTrace_conv.csv")
-    add(
-        "Azure LLM inference 2023, conversation",
-        tr / "AzureLLMInferenceTrace_conv.csv",
-        az,
-        "github:Azure/AzurePublicDataset data/",
-        _commit(tr / "README.md", "Azure"),
-        "CC-BY-4.0 (" + _license(tr, "LICENSE*Azure*") + "); cite Patel et al., Splitwise, ISCA 2024",
-    )
-    azc = trace_readers.read_azure_csv(tr / "AzureLLMInferenceTrace_code.csv")
-    add(
-        "Azure LLM inference 2023, code",
-        tr / "AzureLLMInferenceTrace_code.csv",
-        azc,
-        "github:Azure/AzurePublicDataset data/",
-        _commit(tr / "README.md", "Azure"),
-        "CC-BY-4.0",
-    )
+    traces = {}
+    for t in load_traces(declaration):  # the declared traces, in role order (source_sets/)
+        path = _trace_path(t, d)
+        res = TRACE_READERS[t.format](path)
+        lic = t.license + (f" ({_license(path.parent, t.license_files)})" if t.license_files else "")
+        lic += f"; {t.license_note}" if t.license_note else ""
+        add(t.name, path, res, t.origin, _commit(d / t.commit_from, t.commit_near) if t.commit_from else "", lic)
+        traces[t.role] = res.records
 
     apps = app_readers.read_apps(d / "apps")
     for a in apps.records:
@@ -239,9 +233,9 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
         cc,
         chats,
         agents,
-        mc.records,
-        az.records,
-        azc.records,
+        traces["mooncake"],
+        traces["azure_conv"],
+        traces["azure_code"],
         apps.records,
         pr.records,
         info,
@@ -251,8 +245,8 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
 
 
 def load_sources(data_dir: Path, cc_traces: str | Path | None = None, declaration: str | Path | None = None) -> Sources:
-    """Every source of a build: the declared conversation sets (source_sets/), then the traces,
-    apps and probes the structure and the gates need."""
+    """Every source of a build: the declared conversation sets and traces (source_sets/), then
+    the apps and probes the structure and the gates need."""
     decl = declaration_file(declaration)
     return _load(
         str(Path(data_dir).resolve()), str(cc_traces or ""), str(decl), decl.stat().st_mtime_ns if decl.is_file() else 0

@@ -12,9 +12,9 @@ import csv
 from datetime import datetime
 from pathlib import Path
 
-from speculator_arena.pools.file_kinds import look
-from speculator_arena.pools.readers import ReadResult, read_records
-from speculator_arena.pools.source_errors import SourceFormatError
+from speculator_arena.pools.ingest.file_kinds import look
+from speculator_arena.pools.ingest.readers import ReadResult, read_records
+from speculator_arena.pools.ingest.source_errors import SourceFormatError
 
 # ---- AgentX cc-traces (Weka format) -------------------------------------------------------------
 _CC_REQUEST_KEYS = ("t", "in", "out")

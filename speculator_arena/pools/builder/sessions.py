@@ -10,8 +10,8 @@ import json
 import numpy as np
 
 from speculator_arena import settings
-from speculator_arena.pools import structure
-from speculator_arena.pools.build.context import BuildContext, PoolBuildError
+from speculator_arena.pools.builder import structure
+from speculator_arena.pools.builder.context import BuildContext, PoolBuildError
 from speculator_arena.pools.hashing import public_u, seed_of
 from speculator_arena.pools.model import SourceConversation
 

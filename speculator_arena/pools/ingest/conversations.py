@@ -31,11 +31,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from speculator_arena.pools import containers, file_kinds, readers, source_errors
-from speculator_arena.pools.containers import CONTAINERS, iter_records
+from speculator_arena.pools.ingest import containers, file_kinds, readers, source_errors
+from speculator_arena.pools.ingest.containers import CONTAINERS, iter_records
+from speculator_arena.pools.ingest.readers import text_content
+from speculator_arena.pools.ingest.source_errors import SourceFormatError
 from speculator_arena.pools.model import SourceConversation
-from speculator_arena.pools.readers import text_content
-from speculator_arena.pools.source_errors import SourceFormatError
 
 SCHEMAS = ("mini-swe-agent", "messages", "questions")  # what a record is; `sharegpt-json` and `-traj` are whole files
 FORMATS = tuple(f"{s}-{c}" for s in SCHEMAS for c in CONTAINERS) + ("mini-swe-agent-traj", "sharegpt-json")

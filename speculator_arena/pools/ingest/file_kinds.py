@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from speculator_arena.pools.compression import ARCHIVES, CHUNK, CodecError, open_decoded
+from speculator_arena.pools.ingest.compression import ARCHIVES, CHUNK, CodecError, open_decoded
 
 KIND_TEXT = {
     "jsonl": "JSON Lines (one record per line)",

@@ -9,7 +9,7 @@ sampled session size.
 
 from __future__ import annotations
 
-from speculator_arena.pools.build.context import BuildContext, PoolBuildError
+from speculator_arena.pools.builder.context import BuildContext, PoolBuildError
 from speculator_arena.pools.hashing import keyed_u, public_u
 from speculator_arena.pools.layout import split_folder
 from speculator_arena.pools.model import SourceConversation

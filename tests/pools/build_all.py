@@ -1,16 +1,18 @@
-"""Every step of a build in order, without Dagster (`build_all`); the Dagster assets
-(speculator_arena.assets.pools) call the same steps, one asset each."""
+"""Every step of a pool build in order, without Dagster (`build_all`), for the tests that build
+pools of their own (test_published_formats.py). The arena builds through its Dagster assets
+(speculator_arena/assets/pools.py), which call the same steps, one asset each; this sequence
+lives here, beside its only callers, so the product holds one way to build (issue 34)."""
 
 from __future__ import annotations
 
 from speculator_arena.pools.api import Pool, require_sessions
-from speculator_arena.pools.build.context import BuildContext
-from speculator_arena.pools.build.folders import begin_build, discard_build, switch_build
-from speculator_arena.pools.build.inputs import fit_and_store_structure, store_sources_manifest
-from speculator_arena.pools.build.probes import build_probes
-from speculator_arena.pools.build.sessions import load_paraphrases
-from speculator_arena.pools.build.splits import build_split
-from speculator_arena.pools.build.warmup import build_warmup
+from speculator_arena.pools.builder.context import BuildContext
+from speculator_arena.pools.builder.folders import begin_build, discard_build, switch_build
+from speculator_arena.pools.builder.inputs import fit_and_store_structure, store_sources_manifest
+from speculator_arena.pools.builder.probes import build_probes
+from speculator_arena.pools.builder.sessions import load_paraphrases
+from speculator_arena.pools.builder.splits import build_split
+from speculator_arena.pools.builder.warmup import build_warmup
 from speculator_arena.pools.settings import operator_key
 
 

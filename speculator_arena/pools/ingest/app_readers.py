@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from speculator_arena.pools.readers import ReadResult
-from speculator_arena.pools.source_errors import SourceFormatError
+from speculator_arena.pools.ingest.readers import ReadResult
+from speculator_arena.pools.ingest.source_errors import SourceFormatError
 
 
 # ---- apps: system prompts and tool descriptions --------------------------------------------------

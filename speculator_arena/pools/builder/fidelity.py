@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from speculator_arena.pools.build.context import BuildContext
+from speculator_arena.pools.builder.context import BuildContext
 from speculator_arena.pools.model import SourceConversation
 
 
