@@ -48,6 +48,8 @@ def evaluation(
     warehouse: WarehouseResource,
     backend: EvaluationBackendResource,
 ) -> dg.MaterializeResult:
+    from dataclasses import replace
+
     from speculator_arena.runners.evaluate import summary
     from speculator_arena.runners.spec import EvaluationSpec
 
@@ -56,48 +58,48 @@ def evaluation(
         raise ValueError(f"the spec is for {spec.evaluation_id}, the partition {context.partition_key}")
     wh = warehouse.get()
     backend.run(spec, wh.home, context, progress=progress_lines(context))
-    s = summary(wh.home, spec.evaluation_id)
-    s["outcome"] = _score(wh, spec.evaluation_id, context)
+    s = replace(summary(wh.home, spec.evaluation_id), outcome=_score(wh, spec.evaluation_id, context))
     meta = {
-        "status": s["status"],
-        "reason": s["void_reason"] or s["failure_reason"] or "",
+        "status": s.status,
+        "reason": s.void_reason or s.failure_reason or "",
         "task_id": spec.task_id,
         "split": spec.split,
         "engine": spec.engine,
         "backend": backend.backend,
-        "summary": dg.MetadataValue.json(s),
+        "summary": dg.MetadataValue.json(s.to_dict()),
     }
-    if s["outcome"]:
-        o = s["outcome"]
+    if s.outcome is not None:
+        o = s.outcome
         meta.update(
-            specscore=dg.MetadataValue.float(o["specscore"]) if o["specscore"] is not None else "blank",
-            outcome=o["reason"],
-            void=o["void"],
+            specscore=dg.MetadataValue.float(o.specscore) if o.specscore is not None else "blank",
+            outcome=o.reason,
+            void=o.void,
         )
-    meta.update({f"rows_{t}": dg.MetadataValue.int(int(n)) for t, n in s["rows"].items()})
+    meta.update({f"rows_{t}": dg.MetadataValue.int(int(n)) for t, n in s.rows.items()})
     return dg.MaterializeResult(metadata=meta, check_results=_checks(wh, spec.evaluation_id))
 
 
-def _score(wh, evaluation_id: str, context) -> dict:
+def _score(wh, evaluation_id: str, context):
     """The evaluation scored once, under the version in force, as it lands: its outcome is then
     on file for the quota (scoring/outcomes.py) and in this materialization's metadata. A
     scoring that fails (a full disk, a broken row) is logged; the rows stay, `arena score` redoes it."""
     from speculator_arena.board import fill
+    from speculator_arena.runners.summary import Outcome
     from speculator_arena.scoring.registry import score_and_record
 
     try:
         ev = score_and_record(wh, None, [evaluation_id], keep=fill).evaluations
     except Exception as exc:  # noqa: BLE001 - the evaluation's own rows are whole; only the copy is missing
         context.log.warning(f"{evaluation_id} not scored as it landed ({type(exc).__name__}: {exc}); run `arena score`")
-        return {}
+        return None
     if ev.empty:
-        return {}
+        return None
     r = ev.iloc[0]
-    return {
-        "specscore": float(r["specscore"]) if r["specscore"] == r["specscore"] else None,
-        "reason": r["specscore_reason"] if isinstance(r["specscore_reason"], str) else "",
-        "void": bool(r["void"]),
-    }
+    return Outcome(
+        specscore=float(r["specscore"]) if r["specscore"] == r["specscore"] else None,
+        reason=r["specscore_reason"] if isinstance(r["specscore_reason"], str) else "",
+        void=bool(r["void"]),
+    )
 
 
 def _checks(wh, evaluation_id: str) -> list[dg.AssetCheckResult]:

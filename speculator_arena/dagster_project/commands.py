@@ -135,12 +135,12 @@ def _evaluate(args) -> int:
         from speculator_arena.backends import resume
 
         resume(Warehouse(home), args.resume, progress=_say)
-        print_json(summary(home, args.resume))
+        print_json(summary(home, args.resume).to_dict())
         return 0
     s = launch.evaluate(
         spec_from_args(args), home, backend=args.backend, progress=_say, rerun_contended=args.rerun_contended
     )
-    print_json(s)
+    print_json(s.to_dict())
     return 0
 
 
@@ -196,10 +196,10 @@ def _demo(args) -> int:
     from speculator_arena.board.text import board_text
 
     print(board_text(scores, split="dev", task_ids=[args.task]))
-    unmeasured = [(name, s) for name, s in results if not _scored(s)]
+    unmeasured = [(name, s) for name, s in results if not s.scored]
     for name, s in unmeasured:
         _say(f"[demo] {name}: NOT MEASURED, {_demo_line(s)}")
-    if any(launch.contended(s) for _, s in unmeasured):
+    if any(s.contended for _, s in unmeasured):
         _say(
             "[demo] other work used this machine's CPU during the timed passes, and every attempt was void: "
             "stop it (see the processes named above), then run `arena demo` again; an evaluation needs an idle "
@@ -212,27 +212,23 @@ def _demo(args) -> int:
     return 1 if unmeasured else 0
 
 
-def _scored(s: dict) -> bool:
-    """Measured (or failed: 0), and scored to a number or 0 (not void) as it landed."""
-    from speculator_arena.rules.status import RANKED
-
-    return s["status"] in RANKED and not (s.get("outcome") or {}).get("void")
-
-
-def _demo_line(s: dict) -> str:
-    """How an evaluation ended, in one line: its outcome, and its attempts when it was made again."""
-    from speculator_arena.dagster_project import launch
-
-    o = s.get("outcome") or {}
-    if _scored(s):
-        text = f"SpecScore {o['specscore']:.3f}" if o.get("specscore") is not None else (o.get("reason") or s["status"])
+def _demo_line(s) -> str:
+    """How an evaluation (an `EvaluationSummary`) ended, in one line: its outcome, and its attempts
+    when it was made again."""
+    o = s.outcome
+    if s.scored:
+        text = (
+            f"SpecScore {o.specscore:.3f}"
+            if o is not None and o.specscore is not None
+            else (o and o.reason) or s.status
+        )
     else:
-        text = f"{s['status']}: {launch.why(s)}"
-    tries = s.get("attempts") or []
+        text = f"{s.status}: {s.why}"
+    tries = s.attempts
     if len(tries) > 1:
         text += (
             f" (attempt {len(tries)} of {len(tries)}; earlier: "
-            + "; ".join(f"{a['evaluation_id']} {a['status']}: {a['why'][:160]}" for a in tries[:-1])
+            + "; ".join(f"{a.evaluation_id} {a.status}: {a.why[:160]}" for a in tries[:-1])
             + ")"
         )
     return text

@@ -30,7 +30,6 @@ from speculator_arena import settings
 from speculator_arena.assets.resources import default_resources
 from speculator_arena.diskspace import full_disk_text
 from speculator_arena.errors import ArenaError
-from speculator_arena.rules.status import VOID
 
 
 def quiet(level: str = "CRITICAL") -> dict:
@@ -102,10 +101,10 @@ def dagster_instance(home) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(d))
 
 
-def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_contended: int = 0) -> dict:
-    """The one door: run one evaluation through its asset and return its summary (status, reasons,
-    row counts, `outcome`: the scorer's verdict as it landed), then refresh the analysts'
-    database downstream of it.
+def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_contended: int = 0):
+    """The one door: run one evaluation through its asset and return its `EvaluationSummary`
+    (runners/summary.py: status, reasons, row counts, `outcome`: the scorer's verdict as it
+    landed), then refresh the analysts' database downstream of it.
 
     Every run is tagged with the device it uses (`rules/devices.py`, `ARENA_DEVICE`),
     whoever starts it (`arena evaluate`, `arena demo`, a calibration, the queue), so the queue's
@@ -127,40 +126,19 @@ def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_c
         queued.preflight(spec, home)  # the harness queues it first thing; a refusal stores nothing
         summary = _materialize_evaluation(spec, home, backend, tags)
         attempts.append(summary)
-        if rerun_contended <= 0 or not contended(summary):
+        if rerun_contended <= 0 or not summary.contended:
             break
         rerun_contended -= 1
         if progress:
-            progress(f"[evaluate {spec.evaluation_id}] void, host contended: {why(summary)}; making it again")
+            progress(f"[evaluate {spec.evaluation_id}] void, host contended: {summary.why}; making it again")
         spec = spec.again()
     refresh_analysts(home)
-    summary["attempts"] = [
-        {"evaluation_id": a["evaluation_id"], "status": a["status"], "why": why(a)} for a in attempts
-    ]
-    return summary
+    return summary.with_attempts(attempts)
 
 
-def contended(summary: dict) -> bool:
-    """Whether an evaluation ended void because the host was contended (the runner's stop, or the
-    scorer's judgment of its stored passes)."""
-    outcome = summary.get("outcome") or {}
-    runner = summary.get("status") == VOID and "host contended" in why(summary)
-    scorer = bool(outcome.get("void")) and "host contended" in (outcome.get("reason") or "")
-    return runner or scorer
-
-
-def why(summary: dict) -> str:
-    """An evaluation's reason in one line: the runner's, else the scorer's."""
-    return (
-        summary.get("void_reason")
-        or summary.get("failure_reason")
-        or (summary.get("outcome") or {}).get("reason")
-        or ""
-    )
-
-
-def _materialize_evaluation(spec, home, backend: str, tags) -> dict:
+def _materialize_evaluation(spec, home, backend: str, tags):
     from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, run_config
+    from speculator_arena.runners.summary import EvaluationSummary
 
     instance = dagster_instance(home)
     instance.add_dynamic_partitions(evaluation_partitions.name, [spec.evaluation_id])
@@ -174,7 +152,7 @@ def _materialize_evaluation(spec, home, backend: str, tags) -> dict:
         raise_on_error=True,
     )
     (event,) = result.asset_materializations_for_node("evaluation")
-    return event.metadata["summary"].value
+    return EvaluationSummary.from_dict(event.metadata["summary"].value)
 
 
 def refresh_analysts(home) -> None:
@@ -229,7 +207,7 @@ def build_pools(
     blocking check such as a pool short of sessions) raises `PoolBuildFailed` naming the cause,
     after the run's build folder is removed: the served pool stays the previous one."""
     from speculator_arena.assets.pools import POOL_ASSETS, POOL_TASKS
-    from speculator_arena.pools.build.folders import discard_build
+    from speculator_arena.pools.builder.folders import discard_build
     from speculator_arena.pools.layout import builds_dir
     from speculator_arena.protocol import target_task
 
@@ -325,7 +303,7 @@ def calibration_evaluations(task_id: str, config: dict, home, backend: str = "",
     tags = {CALIBRATION_TAG: task_id}
 
     def through_the_door(spec, wh, say) -> str:
-        return evaluate(spec, wh.home, backend=backend, progress=say, tags=tags)["status"]
+        return evaluate(spec, wh.home, backend=backend, progress=say, tags=tags).status
 
     opts = CalibrationConfig(**config).options(task_id)
     say = progress or (lambda m: print(m, file=sys.stderr, flush=True))

@@ -36,22 +36,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def summary(home, evaluation_id: str) -> dict:
+def summary(home, evaluation_id: str):
+    """The stored evaluation's `EvaluationSummary` (runners/summary.py), not yet scored."""
+    from speculator_arena.runners.summary import EvaluationSummary
     from speculator_arena.warehouse.evaluations import current_row
     from speculator_arena.warehouse.schema import TABLES
     from speculator_arena.warehouse.store import Warehouse
 
     wh = Warehouse(home)
     row = current_row(wh, evaluation_id) or {}
-    counts = {t: wh.read_table(t, evaluation_id).num_rows for t in TABLES}
-    return {
-        "evaluation_id": evaluation_id,
-        "status": row.get("status"),
-        "void_reason": row.get("void_reason"),
-        "failure_reason": row.get("failure_reason"),
-        "rows": counts,
-        "home": str(wh.home),
-    }
+    return EvaluationSummary(
+        evaluation_id=evaluation_id,
+        status=row.get("status"),
+        void_reason=row.get("void_reason"),
+        failure_reason=row.get("failure_reason"),
+        rows={t: wh.read_table(t, evaluation_id).num_rows for t in TABLES},
+        home=str(wh.home),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     analysts.refresh_after_evaluation(args.home, say=lambda m: print(f"[analysts] {m}", file=sys.stderr))
     s = summary(args.home, eid)
-    print(json.dumps(s, indent=1))
-    return 0 if s["status"] in FINAL else 1
+    print(json.dumps(s.to_dict(), indent=1))
+    return 0 if s.status in FINAL else 1
 
 
 if __name__ == "__main__":
