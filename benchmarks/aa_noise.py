@@ -59,6 +59,9 @@ VARIANTS = {
     # a draft v15 staged in ARENA_PROTOCOL_DIR (benchmarks/v15-draft.yaml): v14 with local-smollm2-vllm's
     # workloads each served by fresh starts of both engines; run with --task local-smollm2-vllm
     "v15-draft": (15, {}),
+    # a draft v16 (benchmarks/v16-draft.yaml): v15-draft with each workload's starts and warm-ups in
+    # turn A B, B A, A B (the engine started first was about 1% slower); run with --task local-smollm2-vllm
+    "v16-draft": (16, {}),
 }
 
 
@@ -136,10 +139,10 @@ def run_variant(home: Path, task_id: str, variant: str, k: int, target: str) -> 
             else:
                 os.environ[v] = old
     tried = attempts(home)
-    tried[planned] = [a["evaluation_id"] for a in s["attempts"]]
+    tried[planned] = [a.evaluation_id for a in s.attempts]
     (home / ATTEMPTS).write_text(json.dumps(tried, indent=1))
-    say(f"{planned}: {s['status']} {launch.why(s)[:200]}")
-    return s["evaluation_id"] if s["status"] == "measured" else None
+    say(f"{planned}: {s.status} {s.why[:200]}")
+    return s.evaluation_id if s.status == "measured" else None
 
 
 def matched_ratios(home: Path) -> dict[tuple[str, str, int], tuple[int, float]]:

@@ -151,7 +151,7 @@ def test_m_and_c_come_from_the_fit_passes(calibrated):
     rows["prompt"] = rows["usage_prompt_tokens"].where(rows["usage_prompt_tokens"].fillna(0) > 0, rows["prompt_tokens"])
     rows["cached"] = rows["cached_tokens"].fillna(0)
     rows["out"] = rows["output_tokens"].fillna(0)
-    from speculator_arena.pools.datacard import load_data_card
+    from speculator_arena.pools.builder.datacard import load_data_card
 
     card = load_data_card(TASK, wh.home).stats["cache_hit_targets"]  # the served pool's card, else the repository's
     assert fit["targets"]["cache_hit_tokens"] == card["target_cache_hit_token_weighted"]
