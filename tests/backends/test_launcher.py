@@ -30,6 +30,20 @@ def test_the_backend_resource_defaults_to_local(monkeypatch):
     assert (s.namespace, s.image, s.unschedulable_timeout_s) == ("arena-test", "registry.example/arena-runner:1", 30.0)
 
 
+def test_the_launcher_reads_the_runners_log_in_bounded_reads(monkeypatch):
+    """The log reader's every read gives up after `log_read_timeout_s` and reconnects (dagster-k8s'
+    own default is an hour, which an ended pod's stream left open held in full)."""
+    from speculator_arena.backends.kubernetes.launcher import BoundedLogReader
+    from speculator_arena.backends.kubernetes.settings import KubernetesSettings
+
+    assert KubernetesSettings().log_read_timeout_s == 60.0
+    monkeypatch.setenv("ARENA_K8S_LOG_READ_TIMEOUT_S", "7")
+    s = KubernetesSettings.from_env()
+    assert BoundedLogReader(s.log_read_timeout_s)._get_consume_logs_request_timeout() == 7
+    monkeypatch.setenv("DAGSTER_PIPES_K8S_CONSUME_POD_LOGS_REQUEST_TIMEOUT", "3600")  # the arena's bound wins
+    assert BoundedLogReader(s.log_read_timeout_s)._get_consume_logs_request_timeout() == 7
+
+
 def test_definitions_carry_the_backend_resource():
     from speculator_arena.dagster_project.definitions import build_definitions
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from dagster import PipesClientCompletedInvocation, open_pipes_session
 from dagster_k8s import PipesK8sClient
 from dagster_k8s.client import DagsterKubernetesClient
-from dagster_k8s.pipes import get_pod_name
+from dagster_k8s.pipes import PipesK8sPodLogsMessageReader, get_pod_name
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
@@ -112,6 +112,23 @@ def wait_until_ended(
     container or a deleted pod, so a preempted pod or one on a lost node, whose container the
     API still shows running, would hold the launcher until the pod is deleted."""
     return _follow(core, namespace, name, s, until_started=False, timeout_s=timeout_s, sleep=sleep)
+
+
+class BoundedLogReader(PipesK8sPodLogsMessageReader):
+    """dagster-k8s' reader of the runner's log (Pipes messages), whose every read of the stream
+    waits at most `read_timeout_s` for a byte, then reconnects from the last line it saw (its own
+    retry, deduplicated by timestamp). Why: it follows the log before the launcher watches the
+    pod's end, with an hour's timeout by default, and a stream left open after the container
+    ended (seen with the cluster tests' evicted, deadlined and killed pods in a whole-suite run)
+    held the launcher that long; a reconnect to an ended container's log returns what is left
+    and closes, and to a deleted pod fails, which the launcher reads as the pod's end."""
+
+    def __init__(self, read_timeout_s: float, **kwargs):
+        super().__init__(**kwargs)
+        self.read_timeout_s = read_timeout_s
+
+    def _get_consume_logs_request_timeout(self) -> int | None:
+        return max(1, int(self.read_timeout_s))
 
 
 class ArenaPipesK8sClient(PipesK8sClient):
@@ -313,6 +330,7 @@ class KubernetesLauncher:
             kubeconfig_file=self.s.kubeconfig or None,
             kube_context=self.s.kube_context or None,
             poll_interval=self.s.poll_interval_s,
+            message_reader=BoundedLogReader(self.s.log_read_timeout_s),
         )
         name, ns = body["metadata"]["name"], self.s.namespace
         outcome, error = None, None

@@ -37,6 +37,10 @@ class KubernetesSettings:
     gpu_quota: int = 8  # GPUs the namespace may request at once (ResourceQuota)
     unschedulable_timeout_s: float = 900.0  # a pod no node can take is void after this long
     poll_interval_s: float = 10.0
+    # a read of the runner's log stream that waits this long for a byte gives up and reconnects
+    # (dagster-k8s' own timeout is an hour): a stream the API server keeps open after the pod
+    # ended (evicted, past its deadline, its runner killed) never held the launcher longer
+    log_read_timeout_s: float = 60.0
     memory_limit: str = ""  # e.g. "200Gi"; empty: no limit (the node's memory)
     cpu_request: str = ""  # e.g. "8"
     kubeconfig: str = ""  # empty: in-cluster config, else KUBECONFIG / ~/.kube/config
