@@ -102,10 +102,15 @@ class Interleaving(_Strict):
     # None: each pass served by one engine, then the other
     slice_seconds: float | None = Field(default=None, gt=0)
     # each workload served by fresh starts of both engines (both stopped and started again before
-    # every workload after the first): a start's own speed, which lasts as long as the start
-    # (vLLM's CPU build: 1.1% per start, docs/benchmarks/aa_noise.md "v15"), is then averaged over
-    # three starts per engine instead of falling whole on the evaluation
+    # every workload after the first), so a start's own speed is averaged over three starts per
+    # engine (measured on vLLM as the draft v15: it did not lower the noise, docs/benchmarks/
+    # aa_noise.md "v15-draft"; no shipped version sets it)
     fresh_starts_per_workload: bool = False
+    # each workload's warm-ups, and with fresh starts its two starts, in turn A B, B A, A B (A the
+    # engine served first, interleaved.py pass_order) instead of A B every time: the engine
+    # started and warmed first was about 1% slower through v14's and v15-draft's vLLM A/A runs
+    # (0.95% and 1.02%, about four standard errors), a bias per evaluation that turns cancel
+    alternate_start_order: bool = False
 
 
 class GreedyProbe(_Strict):

@@ -72,17 +72,19 @@ class InterleavedPasses:
         if why:
             raise ArenaVoid(f"interleaved pairing not possible here: {why}")
         order = pass_order(self.eid, self.task.passes_per_workload)
+        iv = self.task.interleaving
         cfgs = self._start_resident(src, order[0])
         for k, w in enumerate(WORKLOADS):
-            if k and self.task.interleaving.fresh_starts_per_workload:
+            first = order[0][::-1] if iv.alternate_start_order and k % 2 else order[0]
+            if k and iv.fresh_starts_per_workload:
                 self.stop_resident()
                 if not self._idle_ok:
                     raise ArenaVoid(self._idle_reason)
-                cfgs = self._start_resident(src, order[0])
+                cfgs = self._start_resident(src, first)
             self.workload_host: list[dict] = []
             self._begin_workload(w)
-            for engine in order[0]:
-                self._turn(engine, lambda e=engine, w=w: self._warmup(e, self.resident[e], cfgs[e], w))
+            for engine in first:
+                self._turn(engine, lambda e=engine, w=w, cfgs=cfgs: self._warmup(e, self.resident[e], cfgs[e], w))
             for i, pair in enumerate(order):
                 if self.task.interleaving.slice_seconds:
                     self._sliced_pass(pair, cfgs, w, i)
@@ -90,7 +92,7 @@ class InterleavedPasses:
                 for engine in pair:
                     self._turn(
                         engine,
-                        lambda e=engine, w=w, i=i: self._pass(
+                        lambda e=engine, w=w, i=i, cfgs=cfgs: self._pass(
                             e, self.resident[e], cfgs[e], w, i, idle=self.resident[OTHER[e]]
                         ),
                     )

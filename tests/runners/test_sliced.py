@@ -36,6 +36,7 @@ SLICED = {
         "probes_on_timed_start": True,
         "slice_seconds": SLICE,
         "fresh_starts_per_workload": True,
+        "alternate_start_order": True,
     },
     "passes_per_workload": PASSES,
     "workloads": {w: dict(v, pass_seconds=2, requests_per_lane=2) for w, v in FAST["workloads"].items()},
@@ -126,9 +127,13 @@ def test_both_engines_serve_each_pass_in_alternating_slices(spinning):
 @needs_freezer
 def test_each_workload_is_served_by_fresh_starts_of_both_engines(spinning):
     """`fresh_starts_per_workload`: three timed starts per engine, every slice of a workload within
-    one start of its engine, and no two workloads on the same start."""
+    one start of its engine, and no two workloads on the same start; `alternate_start_order`: the
+    workloads' start pairs begin A, B, A (A the engine the pass order serves first)."""
     wh, eid = spinning["wh"], spinning["eid"]
     starts = [s for s in wh.read_table("engine_starts", eid).to_pylist() if s["purpose"] == "timed"]
+    by_time = sorted(starts, key=lambda s: s["started_at"])
+    a, b = pass_order(eid, PASSES)[0]
+    assert [s["engine"] for s in by_time] == [a, b, b, a, a, b], [s["engine"] for s in by_time]
     for engine in ("candidate", "stock"):
         mine = sorted((s for s in starts if s["engine"] == engine), key=lambda s: s["started_at"])
         assert len(mine) == 3, mine
