@@ -102,15 +102,20 @@ def declaration_file(given: str | os.PathLike | None = None) -> Path:
     return Path(given or settings.get("ARENA_POOL_SOURCES") or DEFAULT).resolve()
 
 
-def _parse_set(item, where: str) -> SetDeclaration:
+def _check_keys(item, where: str, what: str, keys: set, required: tuple) -> None:
+    """An entry is a mapping of known keys with every required one given (sets and traces alike)."""
     if not isinstance(item, dict):
-        raise DeclarationError(f"{where}: a set must be a mapping")
-    unknown = set(item) - _KEYS
+        raise DeclarationError(f"{where}: a {what} must be a mapping")
+    unknown = set(item) - keys
     if unknown:
-        raise DeclarationError(f"{where}: unknown keys {sorted(unknown)}; keys: {sorted(_KEYS)}")
-    missing = [k for k in ("name", "format", "family", "id_prefix", "license") if not item.get(k)]
+        raise DeclarationError(f"{where}: unknown keys {sorted(unknown)}; keys: {sorted(keys)}")
+    missing = [k for k in required if not item.get(k)]
     if missing:
         raise DeclarationError(f"{where}: missing {missing}")
+
+
+def _parse_set(item, where: str) -> SetDeclaration:
+    _check_keys(item, where, "set", _KEYS, ("name", "format", "family", "id_prefix", "license"))
     if bool(item.get("path")) == bool(item.get("package")):
         raise DeclarationError(f"{where}: give exactly one of `path` and `package`")
     if item["format"] not in FORMATS:
@@ -126,14 +131,7 @@ def _parse_set(item, where: str) -> SetDeclaration:
 
 
 def _parse_trace(item, where: str) -> TraceDeclaration:
-    if not isinstance(item, dict):
-        raise DeclarationError(f"{where}: a trace must be a mapping")
-    unknown = set(item) - _TRACE_KEYS
-    if unknown:
-        raise DeclarationError(f"{where}: unknown keys {sorted(unknown)}; keys: {sorted(_TRACE_KEYS)}")
-    missing = [k for k in ("name", "role", "path", "format", "license") if not item.get(k)]
-    if missing:
-        raise DeclarationError(f"{where}: missing {missing}")
+    _check_keys(item, where, "trace", _TRACE_KEYS, ("name", "role", "path", "format", "license"))
     if item["role"] not in TRACE_ROLES:
         raise DeclarationError(f"{where}: unknown role {item['role']!r}; roles: {list(TRACE_ROLES)}")
     if item["format"] != TRACE_ROLES[item["role"]]:
