@@ -86,7 +86,7 @@ class InterleavedPasses:
             for engine in first:
                 self._turn(engine, lambda e=engine, w=w, cfgs=cfgs: self._warmup(e, self.resident[e], cfgs[e], w))
             for i, pair in enumerate(order):
-                if self.task.interleaving.slice_seconds:
+                if iv.slice_seconds:
                     self._sliced_pass(pair, cfgs, w, i)
                     continue
                 for engine in pair:

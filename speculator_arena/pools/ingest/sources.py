@@ -20,7 +20,6 @@ from speculator_arena.pools.ingest import app_readers, readers, trace_readers
 from speculator_arena.pools.ingest.conversations import read_set, traj_files
 from speculator_arena.pools.ingest.source_sets import (
     SetDeclaration,
-    TraceDeclaration,
     declaration_file,
     load_declarations,
     load_traces,
@@ -98,16 +97,14 @@ def _package_version(dist: str) -> str:
         return ""
 
 
+def _data_path(path: str, data: Path) -> Path:
+    """A declared `path`: as given when absolute, else under the shared data folder."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else data / p
+
+
 def _set_path(decl: SetDeclaration, data: Path) -> Path:
-    if decl.package:
-        return readers.package_data_file(decl.package)
-    p = Path(decl.path).expanduser()
-    return p if p.is_absolute() else data / p
-
-
-def _trace_path(decl: TraceDeclaration, data: Path) -> Path:
-    p = Path(decl.path).expanduser()
-    return p if p.is_absolute() else data / p
+    return readers.package_data_file(decl.package) if decl.package else _data_path(decl.path, data)
 
 
 TRACE_READERS = {"mooncake-jsonl": trace_readers.read_mooncake, "azure-csv": trace_readers.read_azure_csv}
@@ -196,7 +193,7 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
 
     traces = {}
     for t in load_traces(declaration):  # the declared traces, in role order (source_sets/)
-        path = _trace_path(t, d)
+        path = _data_path(t.path, d)
         res = TRACE_READERS[t.format](path)
         lic = t.license + (f" ({_license(path.parent, t.license_files)})" if t.license_files else "")
         lic += f"; {t.license_note}" if t.license_note else ""
