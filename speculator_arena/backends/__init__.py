@@ -18,9 +18,17 @@ def check_backend(name: str) -> str:
     return name
 
 
+def chosen(name: str = "") -> str:
+    """The backend `name` names, else `ARENA_BACKEND`'s, else local: what the resource runs on, so
+    the refusals below are that backend's."""
+    from speculator_arena import settings
+
+    return check_backend(name or settings.get("ARENA_BACKEND") or DEFAULT_BACKEND)
+
+
 def preflight(backend: str, spec, home) -> None:
     """The backend's own refusals, before the evaluation is queued (a refusal stores nothing)."""
-    if check_backend(backend or DEFAULT_BACKEND) == "kubernetes":
+    if chosen(backend) == "kubernetes":
         from speculator_arena.backends.kubernetes.launcher import KubernetesLauncher
         from speculator_arena.backends.resource import EvaluationBackendResource
 

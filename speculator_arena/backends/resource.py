@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from speculator_arena import settings
-from speculator_arena.backends import DEFAULT_BACKEND, check_backend
+from speculator_arena.backends import chosen
 
 
 class EvaluationBackendResource(dg.ConfigurableResource):
@@ -23,7 +22,7 @@ class EvaluationBackendResource(dg.ConfigurableResource):
 
     @property
     def backend(self) -> str:
-        return check_backend(self.kind or settings.get("ARENA_BACKEND") or DEFAULT_BACKEND)
+        return chosen(self.kind)
 
     def settings(self):
         from speculator_arena.backends.kubernetes.settings import KubernetesSettings

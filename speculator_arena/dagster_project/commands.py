@@ -16,7 +16,7 @@ import time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from speculator_arena.backends import BACKENDS, DEFAULT_BACKEND
+    from speculator_arena.backends import BACKENDS
     from speculator_arena.runners.evaluate import add_arguments
 
     e = sub.add_parser("evaluate", help="run one paired evaluation (Dagster asset): on this machine or in a GPU pod")
@@ -24,8 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--backend",
         choices=BACKENDS,
-        default=DEFAULT_BACKEND,
-        help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators.md)",
+        default="",
+        help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators.md); "
+        "default: ARENA_BACKEND, else local",
     )
     e.add_argument(
         "--rerun-contended",
@@ -71,7 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     qsub = q.add_subparsers(dest="action", required=True)
     qsub.add_parser("list", help="accepted submissions and their evaluations' status").set_defaults(func=_queue_list)
     w = qsub.add_parser("work", help="tick the submission_queue sensor in-process and run what it starts")
-    w.add_argument("--once", action="store_true", help="run at most one evaluation, then exit")
+    w.add_argument(
+        "--once", action="store_true", help="one tick: run what it starts (one evaluation per free device), then exit"
+    )
     w.add_argument("--interval", type=float, default=15.0)
     w.set_defaults(func=_queue_work)
 
@@ -114,7 +117,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--target", default="", help="a prepared target directory (default: prepare the task's)")
     p.add_argument(
-        "--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="where the calibration's evaluations run"
+        "--backend",
+        choices=BACKENDS,
+        default="",
+        help="where the calibration's evaluations run (default: ARENA_BACKEND)",
     )
     p.set_defaults(func=_calibrate)
 

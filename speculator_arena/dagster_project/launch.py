@@ -30,6 +30,7 @@ from speculator_arena import settings
 from speculator_arena.assets.resources import default_resources
 from speculator_arena.diskspace import full_disk_text
 from speculator_arena.errors import ArenaError
+from speculator_arena.rules.devices import DEVICE_TAG
 
 
 def quiet(level: str = "CRITICAL") -> dict:
@@ -101,7 +102,9 @@ def dagster_instance(home) -> dg.DagsterInstance:
     return dg.DagsterInstance.from_config(str(d))
 
 
-def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_contended: int = 0):
+def evaluate(
+    spec, home, *, backend: str = "", progress=None, tags=None, rerun_contended: int = 0, analysts: bool = True
+):
     """The one door: run one evaluation through its asset and return its `EvaluationSummary`
     (runners/summary.py: status, reasons, row counts, `outcome`: the scorer's verdict as it
     landed), then refresh the analysts' database downstream of it.
@@ -113,10 +116,11 @@ def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_c
     `rerun_contended`: how many times an evaluation voided because the host was contended is made
     again under a fresh evaluation id (SCORING.md "Host contention": the operator re-runs it; the
     void one stays stored, refunded). The summary of the last attempt is returned, with
-    `attempts`, every attempt's id and how it ended."""
+    `attempts`, every attempt's id and how it ended. `analysts=False`: the caller refreshes the
+    analysts' database itself (the queue's runs in processes of their own, which would race for
+    its file)."""
     from speculator_arena.backends import preflight
     from speculator_arena.frontdoor.queue import device_name
-    from speculator_arena.rules.devices import DEVICE_TAG
     from speculator_arena.runners import queued
 
     tags = {DEVICE_TAG: device_name(), **(tags or {})}
@@ -132,7 +136,8 @@ def evaluate(spec, home, *, backend: str = "", progress=None, tags=None, rerun_c
         if progress:
             progress(f"[evaluate {spec.evaluation_id}] void, host contended: {summary.why}; making it again")
         spec = spec.again()
-    refresh_analysts(home)
+    if analysts:
+        refresh_analysts(home)
     return summary.with_attempts(attempts)
 
 
@@ -259,10 +264,17 @@ def _failure(res) -> str:
     return "; ".join(out) or "see the Dagster events"
 
 
-def work_queue_once(home=None, say=print) -> str | None:
-    """`arena queue work`: the `submission_queue` sensor ticked in-process and the evaluation it
-    requests run here through `evaluate`, on the ARENA_HOME instance (for a machine without the
-    Dagster daemon, and tests). Returns the evaluation id run, or None."""
+def work_queue_once(home=None, say=print) -> list[str]:
+    """`arena queue work`: the `submission_queue` sensor ticked in-process and the evaluations it
+    requests run through `evaluate`, on the ARENA_HOME instance (for a machine without the Dagster
+    daemon, and tests). Returns the evaluation ids run (none: nothing waited).
+
+    One device (the default): the evaluation runs in this process. Several devices (GPU nodes on
+    the kubernetes backend), each free one with a waiting submission: one process per run
+    (`queue_run.py`), started together and waited for, then the analysts' database refreshed once.
+    Why processes and not threads: each run is a Dagster run of its own with its own launcher, and
+    two in one process would share stderr and Dagster's in-process state. The next tick waits for
+    every run of this one; under the daemon each device's next run starts as soon as it frees."""
     from speculator_arena.assets.submissions import submission_queue
     from speculator_arena.runners.spec import EvaluationSpec
 
@@ -271,17 +283,40 @@ def work_queue_once(home=None, say=print) -> str | None:
         result = submission_queue(context)
     if not isinstance(result, dg.SensorResult) or not result.run_requests:
         say(f"queue: {getattr(result, 'skip_message', result)}")
-        return None
-    request, *others = result.run_requests
-    if others:  # one evaluation at a time in this process; the Dagster daemon serves every device at once
-        say(f"queue: {len(others)} more wait for the next tick (devices free: {len(result.run_requests)})")
-    spec = EvaluationSpec.from_json(request.run_config["ops"]["evaluation"]["config"]["spec"])
-    say(f"queue: evaluating {request.partition_key} (submission {request.tags['arena/submission']})")
-    try:
-        evaluate(spec, home, tags=request.tags)
-    except Exception as exc:  # noqa: BLE001 - one submission's failure is reported; the worker goes on
-        say(f"queue: {request.partition_key} failed: {type(exc).__name__}: {str(exc)[:300]}")
-    return request.partition_key
+        return []
+    runs = [
+        (r, EvaluationSpec.from_json(r.run_config["ops"]["evaluation"]["config"]["spec"])) for r in result.run_requests
+    ]
+    for request, _ in runs:
+        say(
+            f"queue: evaluating {request.partition_key} (submission {request.tags['arena/submission']}) "
+            f"on {request.tags[DEVICE_TAG]}"
+        )
+    if len(runs) == 1:
+        ((request, spec),) = runs
+        try:
+            evaluate(spec, home, tags=request.tags)
+        except Exception as exc:  # noqa: BLE001 - one submission's failure is reported; the worker goes on
+            say(f"queue: {request.partition_key} failed: {type(exc).__name__}: {str(exc)[:300]}")
+        return [request.partition_key]
+    children = [_start_run_process(spec, home, request.tags) for request, spec in runs]
+    for (request, _), child in zip(runs, children, strict=True):
+        if child.wait() != 0:
+            say(f"queue: {request.partition_key} failed (its process exited {child.returncode}; its lines above)")
+    refresh_analysts(home)
+    return [request.partition_key for request, _ in runs]
+
+
+def _start_run_process(spec, home, tags: dict):
+    """`queue_run.py` in a process of its own for one requested run (by module name: that module
+    imports this one)."""
+    import json
+    import subprocess
+
+    payload = json.dumps({"spec": spec.to_json(), "home": str(home), "tags": tags})
+    return subprocess.Popen(
+        [sys.executable, "-m", "speculator_arena.dagster_project.queue_run", payload], stdin=subprocess.DEVNULL
+    )
 
 
 CALIBRATION_TAG = "arena/calibration"  # a calibration's evaluation runs: the task calibrated

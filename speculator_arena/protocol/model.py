@@ -109,7 +109,8 @@ class Interleaving(_Strict):
     # each workload's warm-ups, and with fresh starts its two starts, in turn A B, B A, A B (A the
     # engine served first, interleaved.py pass_order) instead of A B every time: the engine
     # started and warmed first was about 1% slower through v14's and v15-draft's vLLM A/A runs
-    # (0.95% and 1.02%, about four standard errors), a bias per evaluation that turns cancel
+    # (0.95% and 1.02%, about four standard errors), a bias per evaluation that turns cancel (two
+    # thirds of it, with three workloads); both options on local-smollm2-vllm from v15
     alternate_start_order: bool = False
 
 

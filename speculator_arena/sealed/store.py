@@ -69,8 +69,11 @@ def store(staged: Path, home=None) -> tuple[str, Path]:
         raise SealBroken("the staged manifest cannot be read")
     digest = _digest(manifest)
     final = store_dir(home) / digest
-    final.parent.mkdir(parents=True, exist_ok=True)
-    os.chmod(final.parent, 0o700)  # the engine's user reaches its own inputs only as the runner stages them
+    if not final.parent.exists():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        # the engine's user reaches its own inputs only as the runner stages them; the kubernetes
+        # launcher opens it for traversal (`open_for_pods`), which a later seal leaves as it is
+        os.chmod(final.parent, 0o700)
     if final.exists():
         if not verify_manifest(final, full=True):
             return digest, final / TREE
@@ -78,6 +81,17 @@ def store(staged: Path, home=None) -> tuple[str, Path]:
     os.rename(staged, final)
     os.chmod(final, 0o555)
     return digest, final / TREE
+
+
+def open_for_pods(home=None) -> None:
+    """The store made traversable by every uid (0711: no listing, each entry reached by its digest).
+    Why: on the kubernetes backend the pods' runner reads a submission's sealed engine at its path
+    on the artifacts volume (the store lies there, docs/operators.md), under a uid of the pods';
+    no engine runs on the launcher's machine, and an engine's container mounts only its own
+    inputs, so the 0700 that keeps a local engine user out protects nothing there."""
+    d = store_dir(home)
+    if d.is_dir() and stat.S_IMODE(d.stat().st_mode) != 0o711:
+        os.chmod(d, 0o711)
 
 
 def seal_tree(staged: Path, kind: str, source: str, home=None) -> tuple[str, Path]:

@@ -107,6 +107,22 @@ def kube_control_plane(tmp_path_factory):
         yield run_dir, up.stdout.strip().splitlines()[-1]
     finally:
         subprocess.run([str(KUBE_TOOLS / "down"), str(run_dir)], capture_output=True, timeout=120)
+        left = _processes_naming(str(run_dir))
+        assert not left, f"`down` left processes of the control plane behind: {left}"
+
+
+def _processes_naming(text: str) -> list[str]:
+    """pid and command line of every process whose command line holds `text`."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmd:
+                out.append(f"{d}: {cmd[:200]}")
+    return out
 
 
 def _free_uid(after: int = 0) -> int:
@@ -214,6 +230,7 @@ def kube_cluster(kube_control_plane, built_local, smollm2_target, tmp_path_facto
         "ARENA_K8S_RESULTS_ROOT": str(results),
         "ARENA_K8S_POLL_INTERVAL_S": "0.5",
         "ARENA_K8S_UNSCHEDULABLE_TIMEOUT_S": "4",
+        "ARENA_K8S_LOG_READ_TIMEOUT_S": "15",  # a stream left open after its pod ended holds no test long
         "ARENA_K8S_RUNNER_UID": str(runner_uid),
         "ARENA_K8S_ENGINE_UID": str(engine_uid),
         "ARENA_PROTOCOL_DIR": str(protocol),
@@ -223,3 +240,8 @@ def kube_cluster(kube_control_plane, built_local, smollm2_target, tmp_path_facto
     finally:
         node.stop()
         shutil.rmtree(base, ignore_errors=True)
+    from speculator_arena.runners.lifecycle import _proc_pids
+
+    left = {uid: _proc_pids(uid=uid) for uid in (runner_uid, engine_uid)}
+    left["stand-in"] = _processes_naming("container_exec.py")
+    assert not any(left.values()), f"the pods left processes behind: {left}"

@@ -4,7 +4,8 @@ scheduler and controllers, no kubelet, no container runtime), on the `kubernetes
 It plays one node's part: registers a `Node` with `nvidia.com/gpu` capacity and the GPU feature
 discovery labels, keeps its `Lease` fresh and reports `Ready`; watches the pods bound to it and
 runs their containers as local processes (container_exec.py: the pod's own network namespace,
-so its loopback is its own; each volume mount a bind mount of a local directory at the
+so its loopback is its own, and process namespace, so its containers see each other's processes
+and no other pod's; each volume mount a bind mount of a local directory at the
 container's path; the container's runAsUser, runAsGroup, fsGroup); init containers in order,
 native sidecars (`restartPolicy: Always`) kept running beside the main containers and stopped
 after them; reports status through `pods/status` (phase, conditions, container states, exit
@@ -230,6 +231,7 @@ class PodRun(threading.Thread):
         env = {**image.env, **{e["name"]: e.get("value", "") for e in c.spec.get("env") or []}}
         payload = {
             "netns": f"/proc/{self.netns.pid}/ns/net",
+            "pidns": f"/proc/{self.netns.pid}/ns/pid_for_children",
             "mounts": mounts,
             "roots": roots,
             "uid": uid,
@@ -303,11 +305,7 @@ class PodRun(threading.Thread):
         return limit is not None and time.time() - _parse(self.start_time) > limit
 
     def _life(self) -> None:
-        self.netns = subprocess.Popen(
-            ["unshare", "--net", "--", "sh", "-c", "ip link set lo up && exec sleep infinity"],
-            start_new_session=True,
-        )
-        time.sleep(0.2)
+        self.netns = _sandbox()
         self.push()
         inits = [c for c in self.containers if c.init]
         mains = [c for c in self.containers if not c.init]
@@ -374,6 +372,45 @@ class PodRun(threading.Thread):
         except ApiException as exc:
             if exc.status not in (404, 409):
                 raise
+
+
+# The pod's sandbox (the pause container's part): PID 1 of the pod's process namespace, which
+# reaps what its containers orphan (a zombie of the engine's uid would read as a process left).
+_PAUSE = """
+import os, signal, subprocess
+subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])
+while True:
+    signal.sigwait([signal.SIGCHLD])
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+"""
+
+
+def _sandbox() -> subprocess.Popen:
+    """A pod's network and process namespaces: `unshare` (in the new network namespace, its
+    `pid_for_children` the pod's process namespace) with the pause process as PID 1; killing
+    `unshare` kills PID 1 (`--kill-child`), and with it every process of the pod."""
+    proc = subprocess.Popen(
+        ["unshare", "--net", "--pid", "--fork", "--kill-child", "--", sys.executable, "-c", _PAUSE],
+        start_new_session=True,
+    )
+    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")  # CONFIG_PROC_CHILDREN; else wait 1 s
+    deadline = time.monotonic() + (10 if children.exists() else 1)
+    while time.monotonic() < deadline:  # PID 1 first: a container forked before it would take its place
+        if proc.poll() is not None:
+            raise RuntimeError(f"the pod's sandbox ended at once ({proc.returncode})")
+        try:
+            if children.read_text().strip():
+                break
+        except OSError:
+            pass
+        time.sleep(0.02)
+    time.sleep(0.3)  # the loopback up
+    return proc
 
 
 def _signal_group(pid: int, sig: int) -> None:

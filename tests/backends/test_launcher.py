@@ -55,7 +55,7 @@ def test_definitions_carry_the_backend_resource():
 @pytest.mark.parametrize(
     "extra, words",
     [
-        ([], "needs --target"),
+        ([], "needs a sealed target on the artifacts volume"),
         (["--target", "/somewhere/not/on/the/volume"], "not under the artifacts volume"),
     ],
 )
@@ -105,6 +105,27 @@ def test_a_pool_missing_from_the_artifacts_volume_is_refused(tmp_path, monkeypat
     )
     assert rc == 2 and "copy the built pools to the artifacts volume" in capsys.readouterr().err
     assert current_row(Warehouse(tmp_path / "home"), "k8s-refused") is None
+
+
+def test_without_target_the_task_sealed_on_the_artifacts_volume_is_used(tmp_path, monkeypatch):
+    """A submission names no target (the task fixes it): the launcher takes the task's sealed target
+    prepared on the artifacts volume (laid out like a home), as the pod sees it; without one it
+    refuses, naming where it looked."""
+    from speculator_arena.backends.kubernetes.launcher import KubernetesLauncher
+    from speculator_arena.backends.kubernetes.settings import KubernetesSettings
+    from speculator_arena.runners.spec import EvaluationSpec
+
+    artifacts = tmp_path / "artifacts"
+    launcher = KubernetesLauncher(KubernetesSettings(artifacts_root=str(artifacts)), tmp_path / "home")
+    spec = EvaluationSpec(task_id="local-smollm2", engine="engines/dev-stock", evaluation_id="k8s-target")
+    with pytest.raises(ValueError, match=f"none at {artifacts}/checkpoints/local-smollm2"):
+        launcher.with_target(spec)
+    sealed = artifacts / "checkpoints" / "local-smollm2"
+    sealed.mkdir(parents=True)
+    (sealed / "manifest.json").write_text("{}")
+    assert launcher.with_target(spec).target == str(sealed)
+    named = EvaluationSpec(task_id="local-smollm2", engine="engines/dev-stock", evaluation_id="k8s-t", target="/x")
+    assert launcher.with_target(named).target == "/x"
 
 
 # ---- against a real API server ---------------------------------------------------------------

@@ -42,6 +42,7 @@ from speculator_arena.backends.kubernetes.deadline import active_deadline_second
 from speculator_arena.backends.kubernetes.outcome import PodOutcome, classify_pod, is_started
 from speculator_arena.backends.kubernetes.results import ResultsRejected, land
 from speculator_arena.backends.kubernetes.settings import KubernetesSettings
+from speculator_arena.checkpoints.prepare import checkpoint_dir
 from speculator_arena.errors import ArenaError
 from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
@@ -51,6 +52,7 @@ from speculator_arena.runners.queued import queue
 from speculator_arena.runners.sidecar_engine import ISOLATION_SIDECAR
 from speculator_arena.runners.spec import EvaluationSpec
 from speculator_arena.runners.status import EvaluationStateError, write_status
+from speculator_arena.sealed.store import open_for_pods, sealed_root
 from speculator_arena.warehouse.store import Warehouse
 
 
@@ -244,12 +246,7 @@ class KubernetesLauncher:
     # ---- one evaluation ---------------------------------------------------------------------
     def preflight(self, spec: EvaluationSpec) -> EvaluationSpec:
         """Bad input fails here, before anything is stored: the spec as the pod sees it."""
-        if not spec.target:
-            raise ValueError(
-                "the kubernetes backend needs --target: a sealed target on the artifacts volume "
-                "(the pod has no network to prepare one)"
-            )
-        pod_spec = manifests.pod_spec_of(spec, self.s)
+        pod_spec = manifests.pod_spec_of(self.with_target(spec), self.s)
         ours = pool_root(spec.task_id, self.wh.home)
         theirs = pool_root(spec.task_id, self.s.artifacts_root)  # the artifacts volume is laid out like a home
         for rel in (split_path(spec.split) / "manifest.json", "probes.jsonl"):
@@ -259,7 +256,25 @@ class KubernetesLauncher:
                     f"the artifacts volume's pool {b} is missing or differs from {a}: "
                     "copy the built pools to the artifacts volume"
                 )
+        if any(sealed_root(p, self.wh.home) for p in (spec.engine, spec.speculator)):
+            open_for_pods(self.wh.home)  # the pods' runner reaches a submission's sealed inputs
         return pod_spec
+
+    def with_target(self, spec: EvaluationSpec) -> EvaluationSpec:
+        """The spec with its sealed target: the one it names, or the task's prepared on the
+        artifacts volume (`checkpoints/<task>/`, laid out like a home: `ARENA_HOME=<artifacts root>
+        arena checkpoints prepare`). Why a default: a submission names no target (the task fixes
+        it), and the pod has no network to prepare one, so without it the queue could run no
+        submission on this backend."""
+        if spec.target:
+            return spec
+        sealed = checkpoint_dir(spec.task_id, self.s.artifacts_root)
+        if not (sealed / "manifest.json").is_file():
+            raise ValueError(
+                f"the kubernetes backend needs a sealed target on the artifacts volume: none at {sealed} "
+                "(prepare it there, or pass --target; the pod has no network to prepare one)"
+            )
+        return replace(spec, target=str(sealed))
 
     def run(self, spec: EvaluationSpec, context) -> str:
         """Run the evaluation in a pod from a Dagster asset's `context`; the final status."""
