@@ -297,7 +297,7 @@ def work_queue_once(home=None, say=print) -> list[str]:
         try:
             evaluate(spec, home, tags=request.tags)
         except Exception as exc:  # noqa: BLE001 - one submission's failure is reported; the worker goes on
-            say(f"queue: {request.partition_key} failed: {type(exc).__name__}: {str(exc)[:300]}")
+            say(run_failed(request.partition_key, exc))
         return [request.partition_key]
     children = [_start_run_process(spec, home, request.tags) for request, spec in runs]
     for (request, _), child in zip(runs, children, strict=True):
@@ -305,6 +305,11 @@ def work_queue_once(home=None, say=print) -> list[str]:
             say(f"queue: {request.partition_key} failed (its process exited {child.returncode}; its lines above)")
     refresh_analysts(home)
     return [request.partition_key for request, _ in runs]
+
+
+def run_failed(evaluation_id: str, exc: Exception) -> str:
+    """The worker's line for a requested run that raised (in this process or in `queue_run.py`'s)."""
+    return f"queue: {evaluation_id} failed: {type(exc).__name__}: {str(exc)[:300]}"
 
 
 def _start_run_process(spec, home, tags: dict):

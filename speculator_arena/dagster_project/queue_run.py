@@ -14,7 +14,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from speculator_arena.dagster_project.launch import evaluate
+    from speculator_arena.dagster_project.launch import evaluate, run_failed
     from speculator_arena.runners.spec import EvaluationSpec
 
     payload = json.loads((argv if argv is not None else sys.argv[1:])[0])
@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         evaluate(spec, payload["home"], tags=payload["tags"], analysts=False)
     except Exception as exc:  # noqa: BLE001 - the worker reports it and goes on
-        print(f"queue: {spec.evaluation_id} failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+        print(run_failed(spec.evaluation_id, exc), file=sys.stderr)
         return 1
     return 0
 
