@@ -136,16 +136,17 @@ def quantile(d: dict, q: float) -> float:
 
 
 # ---- agent -------------------------------------------------------------------------------------
+AGENT_STATS = ("turns", "turn_tokens", "reply_tokens", "prefix_reuse", "idle_s", "prompt_tokens")
+
+
+def _agent_stats() -> dict[str, list[float]]:
+    """The per-call statistics both agent sources fill, empty."""
+    return {k: [] for k in AGENT_STATS}
+
+
 def agent_from_trajectories(trajs: list[dict]) -> dict[str, list[float]]:
     """Per-call sizes and gaps of mini-swe-agent trajectories (usage and `created` per call)."""
-    out: dict[str, list[float]] = {
-        "turns": [],
-        "turn_tokens": [],
-        "reply_tokens": [],
-        "prefix_reuse": [],
-        "idle_s": [],
-        "prompt_tokens": [],
-    }
+    out = _agent_stats()
     for t in trajs:
         calls = [m for m in t["messages"] if m["role"] == "assistant" and m.get("usage")]
         if not calls:
@@ -174,14 +175,7 @@ def agent_from_trajectories(trajs: list[dict]) -> dict[str, list[float]]:
 def agent_from_cc_traces(traces: list[dict]) -> dict[str, list[float]]:
     """The same statistics from AgentX cc-traces (Weka format): `in`, `out`, `think_time`,
     and prefix reuse as the share of a request's blocks seen earlier in its trace."""
-    out: dict[str, list[float]] = {
-        "turns": [],
-        "turn_tokens": [],
-        "reply_tokens": [],
-        "prefix_reuse": [],
-        "idle_s": [],
-        "prompt_tokens": [],
-    }
+    out = _agent_stats()
     for tr in traces:
         reqs = [r for r in tr["requests"] if r["depth"] == 0] or tr["requests"]
         out["turns"].append(len(reqs))
