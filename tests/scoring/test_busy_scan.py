@@ -236,9 +236,10 @@ def _reference_window(sent, end, lanes, times, toks):
 
 @pytest.mark.parametrize("offset", [0.0, 1.7e9])
 def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit(offset):
-    """Ties between starts, ends and chunks, missing requests (+inf), NaN chunk times, lanes 0;
-    times near zero and at the epoch's magnitude (where the runner's clock puts them)."""
-    from speculator_arena.scoring.busy import pass_windows
+    """Ties between starts, ends and chunks, missing requests (+inf), NaN and infinite chunk times, lanes 0;
+    times near zero and at the epoch's magnitude (where the runner's clock puts them), through
+    both kernels: the int64 keys (at the epoch) and the sort (any times)."""
+    from speculator_arena.scoring.busy import _keyed_windows, _sorted_windows, pass_windows
 
     rng = np.random.default_rng(7)
     groups, sent, end, c_group, times, toks = [], [], [], [], [], []
@@ -258,18 +259,22 @@ def test_vectorized_kernel_equals_the_per_pass_definition_to_the_bit(offset):
             t = np.round(rng.uniform(s[i] if np.isfinite(s[i]) else offset, hi, k) - offset, 1) + offset
             if k and rng.random() < 0.1:
                 t[0] = s[i] if rng.random() < 0.5 else e[i]  # exactly on an event
-            if k and rng.random() < 0.03:
-                t[-1] = np.nan
+            if k and rng.random() < 0.05:
+                t[-1] = rng.choice([np.nan, np.inf, -np.inf])
             times.append(t)
             toks.append(rng.integers(0, 5, k))
             c_group += [g] * k
     groups, c_group = np.array(groups), np.array(c_group)
     sent, end, times, toks = (np.concatenate(x) for x in (sent, end, times, toks))
-    secs, tokens = pass_windows(groups, sent, end, lanes, c_group, times, toks)
-    for g in range(300):
-        r, c = groups == g, c_group == g
-        assert (secs[g], tokens[g]) == _reference_window(sent[r], end[r], lanes[g], times[c], toks[c]), g
-    assert secs.sum() > 0 and tokens.sum() > 0
+    args = (groups, sent, end, lanes, c_group, times, toks)
+    keyed = _keyed_windows(*args)
+    # the int64 keys hold the epoch's times, not times from zero (whose bits span too much)
+    assert (keyed is not None) == (offset > 0)
+    for secs, tokens in [pass_windows(*args), _sorted_windows(*args)] + ([keyed] if keyed else []):
+        for g in range(300):
+            r, c = groups == g, c_group == g
+            assert (secs[g], tokens[g]) == _reference_window(sent[r], end[r], lanes[g], times[c], toks[c]), g
+        assert secs.sum() > 0 and tokens.sum() > 0
 
 
 def test_requests_without_any_pass_row_are_scored_not_a_crash(tmp_path):
