@@ -3,8 +3,9 @@
 The steps share files under the candidate's folder (`$ARENA_HOME/calibration/<task>/v<N>/`):
 runs.json (run name -> evaluation id) and fit.json, so that the Dagster assets
 (assets/calibration.py) and `arena calibrate` run the same steps and either can resume the other.
-The evaluations are run before the steps (`run_evaluations`, through the one door the launcher
-passes); `step_runs` records the stored evaluation that stands for each planned run.
+The evaluations, the m/c fit's short stock passes included, are run before the steps
+(`run_evaluations`, through the one door the launcher passes); `step_runs` records the stored
+evaluation that stands for each planned run and `step_fit` chooses m and c from the stored passes.
 """
 
 from __future__ import annotations
@@ -43,8 +44,28 @@ class CalibrationOptions:
 
 
 def run_evaluations(wh: Warehouse, opts: CalibrationOptions, runner, progress=None) -> dict[str, str | None]:
-    """The plan's evaluations not stored yet, each run by `runner` (the one door: runs.run_plan)."""
-    return run_plan(wh, opts.plan(), opts.target, opts.retries, progress, runner=runner, adopt=opts.adopt)
+    """The plan's evaluations not stored yet, each run by `runner` (the one door: runs.run_plan),
+    then the m/c fit's grid points not stored yet, as one fit evaluation through the same door."""
+    ids = run_plan(wh, opts.plan(), opts.target, opts.retries, progress, runner=runner, adopt=opts.adopt)
+    if opts.fit:
+        p = opts.plan()
+        fit_mod.run_fit_passes(
+            wh,
+            p.task_id,
+            p.base_version,
+            p.candidate_version,
+            opts.target,
+            _points(opts),
+            opts.fit_pass_seconds,
+            runner,
+            progress,
+        )
+    return ids
+
+
+def _points(opts: CalibrationOptions) -> list[tuple[int, float]]:
+    small = {"m_values": SMALL_GRID["m"], "c_values": SMALL_GRID["c"]} if opts.fit_grid == "small" else {}
+    return fit_mod.grid(**small)
 
 
 def step_runs(wh: Warehouse, opts: CalibrationOptions) -> dict[str, str | None]:
@@ -64,11 +85,8 @@ def step_fit(wh: Warehouse, opts: CalibrationOptions, progress=None) -> dict | N
     if not opts.fit:
         (d / "fit.json").write_text("null", encoding="utf-8")
         return None
-    points = fit_mod.grid(
-        **({"m_values": SMALL_GRID["m"], "c_values": SMALL_GRID["c"]} if opts.fit_grid == "small" else {})
-    )
     result = fit_mod.fit(
-        wh, p.task_id, p.base_version, p.candidate_version, opts.target, points, opts.fit_pass_seconds, progress
+        wh, p.task_id, p.base_version, p.candidate_version, _points(opts), opts.fit_pass_seconds, progress
     )
     (d / "fit.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result

@@ -4,9 +4,12 @@ to the data card's targets.
 
 Each grid point is one short pass of the `busy` workload (its lanes are the ones that fill the
 stock engine's KV cache, section 4) served by the stock engine, started once for the whole grid,
-with fresh salted sessions per point. Its requests are stored as raw rows of the evaluation
-`cal-<task>-v<N>-fit` (pass ids `fit-m<m>-c<c>`), so that a fit interrupted half-way runs only
-the missing points when started again, and the achieved values are recomputed from the rows.
+with fresh salted sessions per point: an evaluation whose spec carries the fit plan, run through
+the one door like any other (runners/fit_passes.py serves it, on this machine or in a pod), by
+the launcher before the calibration's assets (`run_fit_passes`). Its requests are stored as raw
+rows of the evaluation `cal-<task>-v<N>-fit` (pass ids `fit-m<m>-c<c>`); a fit that stopped
+half-way is completed by `-fit-2`, ... with only the missing points, and the achieved values
+are recomputed from the rows (`fit`, what the `calibration_fit` asset runs: it serves nothing).
 
 The statistics, from the requests that ended with `[DONE]`:
 - token-weighted cache hit: sum cached / sum prompt tokens (`usage`);
@@ -20,14 +23,12 @@ card states no separate one) and `returning_session_history_cached_target`.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import time
 
 import numpy as np
 
 from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
-from speculator_arena.rules.status import VOID
+from speculator_arena.runners.fit_plan import pass_id
 
 M_GRID = (1, 2, 3, 4)
 C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)  # a log grid from 0.25 to 4
@@ -37,10 +38,6 @@ FIT_WORKLOAD = "busy"
 
 def grid(m_values=M_GRID, c_values=C_GRID) -> list[tuple[int, float]]:
     return [(int(m), float(c)) for m in m_values for c in c_values]
-
-
-def pass_id(m: int, c: float) -> str:
-    return f"fit-m{m}-c{c:g}"
 
 
 def cache_stats(rows: list[dict]) -> dict:
@@ -107,14 +104,75 @@ def data_card(home, task_id: str) -> dict:
     return card.stats
 
 
-def stored_points(wh, evaluation_id: str) -> dict[str, list[dict]]:
-    if not wh.partition_dir("requests", evaluation_id).exists():
-        return {}  # nothing stored yet
-    rows = wh.read_table("requests", evaluation_id).to_pylist()
-    out: dict[str, list[dict]] = {}
-    for r in rows:
-        out.setdefault(r["pass_id"], []).append(r)
+def fit_evaluations(wh, task_id: str, candidate_version: int) -> list[str]:
+    """The stored evaluations holding the candidate's fit passes, oldest first: `cal-<task>-v<N>-fit`,
+    then `-fit-2`, `-fit-3`, ... (a fit that stopped half-way is completed by a further one)."""
+    from speculator_arena.warehouse.catalog import partition_mtimes
+
+    base = fit_evaluation_id(task_id, candidate_version)
+    ids = set(partition_mtimes(wh.raw / "evaluations"))
+    out, k = [], 1
+    while (eid := base if k == 1 else f"{base}-{k}") in ids:
+        out.append(eid)
+        k += 1
     return out
+
+
+def fit_evaluation_id(task_id: str, candidate_version: int, attempt: int = 1) -> str:
+    base = f"cal-{task_id}-v{candidate_version}-fit"
+    return base if attempt == 1 else f"{base}-{attempt}"
+
+
+def stored_points(wh, evaluation_ids: list[str]) -> dict[str, list[dict]]:
+    """pass id -> the request rows of that grid point, from the fit evaluations (a point stored
+    by two keeps the first's rows)."""
+    out: dict[str, list[dict]] = {}
+    for eid in evaluation_ids:
+        if not wh.partition_dir("requests", eid).exists():
+            continue
+        here: dict[str, list[dict]] = {}
+        for r in wh.read_table("requests", eid).to_pylist():
+            here.setdefault(r["pass_id"], []).append(r)
+        for pid, rows in here.items():
+            out.setdefault(pid, rows)
+    return out
+
+
+def _seconds(task_id: str, version: int, pass_seconds: float | None) -> float:
+    from speculator_arena.protocol import load_protocol
+
+    return float(pass_seconds or load_protocol(version).task(task_id).workloads[FIT_WORKLOAD].pass_seconds)
+
+
+def run_fit_passes(
+    wh, task_id: str, version: int, candidate_version: int, target, points, pass_seconds, runner, progress=None
+) -> str | None:
+    """The grid points not stored yet, served as one fit evaluation through `runner` (the one
+    door: `runner(spec, wh, say)` returns its final status); None when every point is stored."""
+    from speculator_arena.runners.spec import calibration_spec, default_stock_engine
+
+    say = progress or (lambda m: None)
+    done = fit_evaluations(wh, task_id, candidate_version)
+    stored = stored_points(wh, done)
+    missing = [(m, c) for m, c in points if pass_id(m, c) not in stored]
+    if not missing:
+        return None
+    secs = _seconds(task_id, version, pass_seconds)
+    say(
+        f"[calibrate {task_id}] m/c fit: {len(points) - len(missing)} of {len(points)} grid points stored; "
+        f"running {len(missing)} short stock passes of {secs:g} s"
+    )
+    spec = calibration_spec(
+        task_id=task_id,
+        engine=default_stock_engine(task_id, version),
+        evaluation_id=fit_evaluation_id(task_id, candidate_version, len(done) + 1),
+        target=target,
+        protocol_version=version,
+        label="calibration m/c fit",
+        account_id=CALIBRATION_ACCOUNT,
+        fit={"workload": FIT_WORKLOAD, "seconds": secs, "points": [[m, c] for m, c in missing]},
+    )
+    return runner(spec, wh, say)
 
 
 def fit(
@@ -122,34 +180,36 @@ def fit(
     task_id: str,
     version: int,
     candidate_version: int,
-    target: str | None = None,
     points=None,
     pass_seconds: float | None = None,
     progress=None,
 ) -> dict:
-    """Run the grid's missing points, then choose (m, c). Returns the fit's evidence."""
+    """Choose (m, c) from the grid's stored passes (run before, by `run_fit_passes`). Returns the
+    fit's evidence; raises when a point has no stored pass."""
     from speculator_arena.protocol import load_protocol
 
     say = progress or (lambda m: None)
     points = points or grid()
-    eid = f"cal-{task_id}-v{candidate_version}-fit"
     tp = load_protocol(version).task(task_id)
-    secs = float(pass_seconds or tp.workloads[FIT_WORKLOAD].pass_seconds)
-    stored = stored_points(wh, eid)
+    secs = _seconds(task_id, version, pass_seconds)
+    ids = fit_evaluations(wh, task_id, candidate_version)
+    stored = stored_points(wh, ids)
     missing = [(m, c) for m, c in points if pass_id(m, c) not in stored]
     if missing:
-        say(
-            f"[calibrate {task_id}] m/c fit: {len(points) - len(missing)} of {len(points)} grid points stored; "
-            f"running {len(missing)} short stock passes of {secs:g} s"
+        raise FileNotFoundError(
+            f"the m/c fit of {task_id} (candidate v{candidate_version}) has no stored pass for "
+            + ", ".join(f"m {m} c {c:g}" for m, c in missing)
+            + ": `arena calibrate` runs them through the door first (the fit evaluation may have ended early: "
+            + (", ".join(ids) or "none stored")
+            + ")"
         )
-        FitPasses(task_id, version, eid, wh.home, target, say).run(missing, secs)
-        stored = stored_points(wh, eid)
     targets = targets_of(data_card(wh.home, task_id))
     measured = [{"m": m, "c": c, "achieved": cache_stats(stored.get(pass_id(m, c), []))} for m, c in points]
     out = choose(measured, targets)
     out.update(
         {
-            "evaluation_id": eid,
+            "evaluation_id": ids[0],
+            "evaluation_ids": ids,
             "targets": targets,
             "workload": FIT_WORKLOAD,
             "pass_seconds": secs,
@@ -166,93 +226,3 @@ def fit(
         + ")"
     )
     return out
-
-
-class FitPasses:
-    """The stock engine started once, one short pass per grid point, rows written as each ends.
-
-    Built on the harness's own pieces (engine start and stop, client config, record rows) so the
-    fit's passes are served exactly as timed passes are, with the point's m and c.
-    """
-
-    def __init__(self, task_id, version, evaluation_id, home, target, say):
-        from speculator_arena.runners.harness import Evaluation
-        from speculator_arena.runners.spec import calibration_spec, default_stock_engine
-
-        self.stock = default_stock_engine(task_id, version)
-        spec = calibration_spec(
-            task_id=task_id,
-            engine=self.stock,
-            evaluation_id=evaluation_id,
-            target=target,
-            protocol_version=version,
-            label="calibration m/c fit",
-            account_id=CALIBRATION_ACCOUNT,
-        )
-        self.ev = Evaluation(spec, home=home, progress=say)
-
-    def run(self, points, seconds: float) -> None:
-        from speculator_arena.runners.passes import sessions_per_pass
-        from speculator_arena.runners.spec import resolve_engine_path
-        from speculator_arena.runners.workload import record_rows, run_lanes
-
-        ev, t = self.ev, self.ev.task
-        pool = ev.begin_unpaired()  # the dev pool; an evaluations row, so the fit's rows belong to a stored evaluation
-        er = ev.start_engine(
-            "stock", resolve_engine_path(self.stock), "calibration fit", t.engine_environment.gpu_memory_utilization
-        )
-        try:
-            cfg = ev.client_config("stock", er)
-            L = t.lanes[FIT_WORKLOAD]
-            start, end = pool.blocks()[(FIT_WORKLOAD, 0)]
-            for k, (m, c) in enumerate(points, 1):
-                pid = pass_id(m, c)
-                cfg.think_scale = c
-                n = min(sessions_per_pass(L, m, seconds), end - start)
-                sessions = pool.passes(f"{ev.eid}-{pid}", FIT_WORKLOAD, 0, n)
-                now = time.time()
-                records = asyncio.run(
-                    run_lanes(
-                        cfg,
-                        sessions,
-                        L,
-                        m,
-                        pid,
-                        now + seconds,
-                        now + seconds + t.grace_seconds,
-                        stop_check=lambda: not er.alive(),
-                    )
-                )
-                rows = [
-                    record_rows(
-                        r,
-                        evaluation_id=ev.eid,
-                        engine="stock",
-                        pass_id=pid,
-                        workload=FIT_WORKLOAD,
-                        pass_index=0,
-                        tokenizer=ev.tokenizer,
-                    )[0]
-                    for r in records
-                ]
-                if rows:
-                    ev.wh.write_rows("requests", ev.eid, rows)
-                st = cache_stats(rows)
-                ev.say(
-                    f"fit point {k}/{len(points)} m {m} c {c:g}: {len(rows)} requests, cache hit "
-                    + ", ".join(f"{s} {'-' if v is None else f'{v:.3f}'}" for s, v in st.items())
-                )
-                if not er.alive():
-                    raise RuntimeError("the stock engine died during the m/c fit")
-        finally:
-            ev.stop_engine(er, record=False)
-            from speculator_arena.runners.status import write_status
-
-            # void: short stock passes, not a paired evaluation; never scored, never ranked
-            write_status(
-                ev.wh,
-                ev.row,
-                VOID,
-                void_reason="calibration m/c fit: short stock passes, not a paired "
-                "evaluation (its requests are the fit's evidence)",
-            )

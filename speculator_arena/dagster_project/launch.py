@@ -328,10 +328,10 @@ CALIBRATION_TAG = "arena/calibration"  # a calibration's evaluation runs: the ta
 
 
 def calibration_evaluations(task_id: str, config: dict, home, backend: str = "", progress=None) -> dict:
-    """A calibration's planned evaluations not stored yet, each run through `evaluate` (an
-    `evaluation` partition like any other, on `backend`, tagged with the device as every
-    evaluation is), tagged with the task calibrated. Returns run name -> evaluation id (None: none
-    measured).
+    """A calibration's planned evaluations not stored yet, and the m/c fit's grid points not
+    stored yet (one fit evaluation), each run through `evaluate` (an `evaluation` partition like
+    any other, on `backend`, tagged with the device as every evaluation is), tagged with the task
+    calibrated. Returns run name -> evaluation id (None: none measured).
 
     Why here and not in the `calibration_runs` asset: an asset that ran the `evaluation` asset
     inside its step made the assets and the launchers import each other; the asset now records

@@ -33,6 +33,7 @@ from speculator_arena.rules.status import FAILED, FINAL, MEASURED, QUEUED, RUNNI
 from speculator_arena.runners import sidecar_engine
 from speculator_arena.runners.engines import EngineSteps
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure, IdleFault, RunnerInterrupted
+from speculator_arena.runners.fit_passes import run_fit
 from speculator_arena.runners.interleaved import InterleavedPasses
 from speculator_arena.runners.lifecycle import EngineRun
 from speculator_arena.runners.memory import Device
@@ -61,8 +62,9 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, SlicedPasses, Prob
 
     The steps are mixins over this object's state (engines.py, passes.py, probe_phase.py); what
     they share is set here: the spec, the warehouse, the task's protocol, the device, the
-    engine now running, the counted requests per engine (for the probes), and, once `_run` or
-    `begin_unpaired` loaded them, the target, its tokenizer and the pool.
+    engine now running, the counted requests per engine (for the probes), and, once `_run`
+    loaded them, the target, its tokenizer and the pool. A spec with a `fit` plan (the
+    calibration's m/c fit) runs runners/fit_passes.py on the same steps instead of the pairing.
     """
 
     def __init__(self, spec: EvaluationSpec, home=None, progress=None):
@@ -214,6 +216,8 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, SlicedPasses, Prob
         self.set_phase("preparing")
         self._load_inputs()
         verify_sealed_inputs(s.engine, s.speculator, self.wh.home)
+        if s.fit is not None:  # the calibration's m/c fit: short stock passes, no pairing
+            return run_fit(self)
         cand_src = resolve_engine_path(s.engine)
         stock_src = resolve_engine_path(stock_engine_of(s))
 
@@ -286,16 +290,6 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, SlicedPasses, Prob
 
         self.say("preparing the sealed target checkpoint")
         return Path(prepare_checkpoint(self.spec.task_id, home=self.wh.home))
-
-    def begin_unpaired(self):
-        """For a caller that serves passes of its own on these steps instead of `run()` (the
-        calibration's m/c fit): the inputs loaded, then the evaluation's row queued, so that the
-        rows it writes belong to a stored evaluation, and the home protected. Returns the pool;
-        the caller writes the final status."""
-        self._load_inputs()
-        self.row = queue(self.spec, self.wh.home, device=self.device)
-        self.protect_home()
-        return self.pool
 
 
 def resume_dead(wh: Warehouse, evaluation_id: str, progress=None) -> str:

@@ -43,10 +43,19 @@ class EvaluationSpec:
     speculator: str | None = None
     target: str | None = None  # a prepared target directory (default: prepare_checkpoint)
     protocol_version: int | None = None
+    # the calibration's m/c fit: short stock passes instead of the paired evaluation
+    # (runners/fit_plan.py check_plan: workload, seconds, points)
+    fit: dict | None = None
 
     def __post_init__(self):
         if self.split not in ("dev", "test"):
             raise ValueError(f"split must be dev or test, not {self.split!r}")
+        if self.fit is not None:
+            from speculator_arena.runners.fit_plan import check_plan
+
+            self.fit = check_plan(self.fit)
+            if self.split != "dev" or self.is_reference:
+                raise ValueError("the m/c fit runs on the dev split and is never a reference")
         if not self.evaluation_id:
             self.evaluation_id = new_evaluation_id(self.task_id)
 
@@ -162,10 +171,12 @@ def calibration_spec(
     protocol_version: int | None,
     target: str | None,
     solution_kind: str = "other",
+    fit: dict | None = None,
 ) -> EvaluationSpec:
-    """A calibration's run (a planned run, or the m/c fit's stock passes), made under the plan's
-    base version on the dev split, never a reference."""
+    """A calibration's run (a planned run, or with `fit` the m/c fit's stock passes), made under
+    the plan's base version on the dev split, never a reference."""
     return EvaluationSpec(
+        fit=fit,
         task_id=task_id,
         engine=engine,
         evaluation_id=evaluation_id,

@@ -6,6 +6,7 @@ results, and what it asks follows the protocol."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import kubernetes_validate
 import pytest
@@ -91,7 +92,6 @@ def test_the_pod_the_launcher_submits_keeps_every_setting(version, task_id):
 
 def _sealed_spec(task_id: str):
     """An evaluation of a sealed engine with a speculator, every input on the artifacts volume."""
-    from dataclasses import replace
 
     return replace(
         example_spec(task_id, None),
@@ -286,3 +286,16 @@ def test_schema_validation_rejects_a_malformed_pod():
     pod["spec"]["containers"][0]["gpu"] = 1  # strict: an unknown field
     with pytest.raises(kubernetes_validate.ValidationError):
         validate(pod)
+
+
+def test_a_fit_pod_has_the_deadline_of_its_passes():
+    """The calibration's m/c fit (a spec with a fit plan) runs one stock engine and one short pass
+    per grid point: its pod's deadline is that, not an evaluation's, and grows with the grid."""
+    task = load_protocol(1).task("qwen3-8b")
+    ss, idle, grace = task.start_stop, task.device_idle, task.grace_seconds
+    spec = replace(_sealed_spec("qwen3-8b"), fit={"workload": "busy", "seconds": 30.0, "points": [[1, 1.0], [2, 1.0]]})
+    pod = manifests.to_dict(manifests.evaluation_pod(spec, task, KubernetesSettings(memory_limit="200Gi")))
+    cycle = ss.health_timeout_seconds + ss.sigterm_grace_seconds + idle.within_seconds
+    assert pod["spec"]["activeDeadlineSeconds"] == ss.health_timeout_seconds + cycle + 2 * (30 + grace)
+    more = dict(spec.fit, points=[[m, 1.0] for m in range(1, 21)])
+    assert active_deadline_seconds(task, more) - active_deadline_seconds(task, spec.fit) == 18 * (30 + grace)

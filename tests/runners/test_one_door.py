@@ -9,6 +9,7 @@ the session's real build (`built_home`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -173,3 +174,73 @@ def test_the_demo_reruns_a_contended_evaluation_then_says_what_was_busy(built_ho
     # and the demo's output is the arena's own progress only: no Dagster event lines
     noise = [ln for ln in busy.stderr.splitlines() if " - dagster - " in ln or "DEBUG" in ln]
     assert noise == [], noise[:5]
+
+
+def test_the_m_c_fit_runs_through_the_door_and_its_asset_serves_nothing(built_home, staged, tmp_path, monkeypatch):
+    """The m/c fit's short stock passes are an evaluation like any other (issue 34): the launcher
+    runs them through the one door (an `evaluation` partition, tagged with the device and the
+    task calibrated) as a spec with a fit plan, which the runner serves (runners/fit_passes.py);
+    the `calibration_fit` asset then chooses m and c from the stored rows and launches nothing. A
+    second launch finds every point stored and runs nothing."""
+    from synthetic import write_synthetic_evaluation
+
+    from speculator_arena.assets.calibration import calibration_fit
+    from speculator_arena.calibration.candidate import candidate_dir
+    from speculator_arena.calibration.plan import plan
+    from speculator_arena.dagster_project import launch
+    from speculator_arena.frontdoor.queue import device_name
+    from speculator_arena.rules.devices import DEVICE_TAG
+    from speculator_arena.runners.fit_passes import FIT_VOID_REASON
+
+    home = _home(built_home, tmp_path / "arena_home")
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged["protocol"]))
+    monkeypatch.setenv("ARENA_HOME", str(home))
+    base = load_protocol().version
+    p = plan(TASK, base, None, 4, False, ())
+    wh = Warehouse(home)
+    adopt = {}
+    for r in p.runs:  # every planned run stored already: only the fit is launched
+        write_synthetic_evaluation(wh, f"stored-{r.name}", task_id=TASK, account_id=CALIBRATION_ACCOUNT, label=r.name)
+        adopt[r.name] = f"stored-{r.name}"
+    config = {
+        "candidate_version": p.candidate_version,
+        "base_version": base,
+        "aa_runs": 4,
+        "controls": "no",
+        "fit": True,
+        "fit_grid": "small",
+        "fit_pass_seconds": 1.0,
+        "target": str(built_home["target"]),
+        "adopt": adopt,
+    }
+    launch.calibration_evaluations(TASK, config, home)
+    fit_id = f"cal-{TASK}-v{p.candidate_version}-fit"
+    instance = launch.dagster_instance(home)
+    event = instance.get_latest_materialization_event(dg.AssetKey("evaluation"))
+    assert event.dagster_event.partition == fit_id
+    tags = instance.get_run_by_id(event.run_id).tags
+    assert tags[DEVICE_TAG] == device_name() and tags[launch.CALIBRATION_TAG] == TASK
+    row = current_row(wh, fit_id)
+    assert row["status"] == "void" and row["void_reason"] == FIT_VOID_REASON
+    assert row["account_id"] == CALIBRATION_ACCOUNT and not row["is_reference"]
+    requests = wh.read_table("requests", fit_id).to_pandas()
+    assert set(requests["pass_id"]) == {"fit-m1-c0.5", "fit-m1-c2", "fit-m2-c0.5", "fit-m2-c2"}
+    assert set(requests["engine"]) == {"stock"} and set(requests["workload"]) == {"busy"}
+    assert requests["done"].astype(bool).any()
+    # the asset reads what is stored: no evaluation runs, the choice is one of the grid's points
+    runs_before = len(instance.get_runs())
+    result = launch.materialize(
+        [calibration_fit],
+        partition_key=TASK,
+        instance=instance,
+        run_config={"ops": {"calibration_fit": {"config": config}}, **launch.quiet()},
+        resources=launch.default_resources(home),
+    )
+    assert result.success and len(instance.get_runs()) == runs_before + 1
+    fit = json.loads((candidate_dir(home, TASK, p.candidate_version) / "fit.json").read_text())
+    assert (fit["m"], fit["c"]) in {(1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)}
+    assert fit["evaluation_ids"] == [fit_id] and len(fit["grid"]) == 4
+    # every point stored: a second launch runs nothing
+    launch.calibration_evaluations(TASK, config, home)
+    assert len(instance.get_runs()) == runs_before + 1
+    assert current_row(wh, f"{fit_id}-2") is None

@@ -81,29 +81,45 @@ def test_queue_is_idempotent_and_preflight_writes_nothing(built_home):
     assert current_row(wh, eid) == running
 
 
-def test_an_unpaired_caller_gets_the_inputs_and_a_queued_row(built_home):
-    """What the calibration's m/c fit runs its own passes on (`Evaluation.begin_unpaired`): the
-    spec's target, its tokenizer and the dev pool, the row queued once, the home protected."""
-    import stat
+def test_a_fit_plan_is_checked_when_the_spec_is_built_and_travels_in_its_json():
+    """The m/c fit's plan (runners/fit_passes.py) is validated before anything is stored: a spec
+    that carries a malformed one is never built, and a good one survives the spec's JSON (what
+    the `evaluation` asset's config and the pod's command carry)."""
+    import pytest
 
-    from speculator_arena.runners.harness import Evaluation
-    from speculator_arena.runners.spec import calibration_spec, default_stock_engine
+    from speculator_arena.runners.spec import calibration_spec
 
-    home, eid = built_home["home"], "spec-unpaired"
-    spec = calibration_spec(
-        task_id="local-smollm2",
-        engine=default_stock_engine("local-smollm2"),
-        evaluation_id=eid,
-        label="unpaired",
-        account_id="arena-calibration",
-        protocol_version=None,
-        target=str(built_home["target"]),
-    )
-    ev = Evaluation(spec, home=home)
-    pool = ev.begin_unpaired()
-    assert pool is ev.pool and pool.passes(eid, "solo", 0, 1)  # the pool serves passes
-    assert ev.target == Path(built_home["target"]) and ev.tokenizer.encode("hello")
-    assert ev.row == current_row(Warehouse(home), eid) and ev.row["status"] == "queued"
-    assert ev.row["account_id"] == "arena-calibration" and not ev.row["is_reference"]
-    for sub in ("raw", "runs", "dagster"):
-        assert stat.S_IMODE((Path(home) / sub).stat().st_mode) & 0o007 == 0, sub  # others (the engine's user): nothing
+    def spec(fit, **kw):
+        return calibration_spec(
+            task_id="local-smollm2",
+            engine="engines/dev-stock",
+            evaluation_id="fit-plan",
+            label="fit",
+            account_id="arena-calibration",
+            protocol_version=None,
+            target=None,
+            fit=fit,
+            **kw,
+        )
+
+    good = spec({"workload": "busy", "seconds": 2, "points": [[1, 0.5], [2, 2]]})
+    assert good.fit == {"workload": "busy", "seconds": 2.0, "points": [[1, 0.5], [2, 2.0]]}
+    assert EvaluationSpec.from_json(good.to_json()) == good
+    bad = [
+        ({"workload": "busy", "seconds": 2}, "exactly the keys"),
+        ({"workload": "nightly", "seconds": 2, "points": [[1, 1]]}, "workload"),
+        ({"workload": "busy", "seconds": 0, "points": [[1, 1]]}, "positive"),
+        ({"workload": "busy", "seconds": float("nan"), "points": [[1, 1]]}, "positive"),
+        ({"workload": "busy", "seconds": 2, "points": []}, "grid points"),
+        ({"workload": "busy", "seconds": 2, "points": [[0, 1]]}, "whole number"),
+        ({"workload": "busy", "seconds": 2, "points": [[1.5, 1]]}, "whole number"),
+        ({"workload": "busy", "seconds": 2, "points": [[1, -1]]}, "think-time"),
+        ({"workload": "busy", "seconds": 2, "points": [[1, 1], [1, 1.0]]}, "twice"),
+        ({"workload": "busy", "seconds": 2, "points": [[1, 1]] * 101}, "grid points"),
+        ("busy", "exactly the keys"),
+    ]
+    for fit, words in bad:
+        with pytest.raises(ValueError, match=words):
+            spec(fit)
+    with pytest.raises(ValueError, match="dev split"):
+        EvaluationSpec.from_json(good.to_json().replace('"split": "dev"', '"split": "test"'))

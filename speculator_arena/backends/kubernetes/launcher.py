@@ -299,8 +299,9 @@ class KubernetesLauncher:
             "pod": pod_name,
             "engine_isolation": ISOLATION_SIDECAR,
         }
-        row = write_status(self.wh, row, RUNNING, provenance=where)
         pod = manifests.evaluation_pod(pod_spec, task, self.s, name=pod_name, node=self.device_node(context))
+        where["active_deadline_seconds"] = pod.spec.active_deadline_seconds  # what a resumed launcher waits
+        row = write_status(self.wh, row, RUNNING, provenance=where)
         outcome = self.run_pod(context, pod, task)
         self.say(f"[evaluate {spec.evaluation_id}] pod {pod_name}: {outcome.kind}: {outcome.reason}")
         return self.conclude(row, outcome, results, where)["status"]
@@ -353,7 +354,8 @@ class KubernetesLauncher:
             invocation = pipes.run_pod(
                 context=context,
                 pod=body,
-                pod_wait_timeout=active_deadline_seconds(task) + self.s.unschedulable_timeout_s,
+                pod_wait_timeout=(pod.spec.active_deadline_seconds or active_deadline_seconds(task))
+                + self.s.unschedulable_timeout_s,
             )
             for message in invocation.get_custom_messages():
                 self.say(f"[pod {name}] {json.dumps(message, default=str)}")
@@ -405,12 +407,21 @@ class KubernetesLauncher:
         row = current_row(self.wh, evaluation_id)
         prov = json.loads(row.get("provenance") or "{}")
         name, ns = prov["pod"], prov.get("namespace") or self.s.namespace
-        where = {k: prov[k] for k in ("backend", "namespace", "pod", "engine_isolation") if k in prov}
+        where = {
+            k: prov[k]
+            for k in ("backend", "namespace", "pod", "engine_isolation", "active_deadline_seconds")
+            if k in prov
+        }
         task = load_protocol(row["protocol_version"]).task(row["task_id"])
         self.say(f"[evaluate {evaluation_id}] resuming: following pod {name} in {ns}")
         s = replace(self.s, namespace=ns)
         outcome = wait_until_ended(
-            self.core, ns, name, s, active_deadline_seconds(task) + s.unschedulable_timeout_s, sleep=sleep
+            self.core,
+            ns,
+            name,
+            s,
+            (prov.get("active_deadline_seconds") or active_deadline_seconds(task)) + s.unschedulable_timeout_s,
+            sleep=sleep,
         )
         if outcome is None:
             outcome = PodOutcome("runner_failed", VOID, "the pod did not end within its deadline after a resume")

@@ -328,7 +328,7 @@ def evaluation_pod(
         ),
         spec=k8s.V1PodSpec(
             restart_policy="Never",
-            active_deadline_seconds=active_deadline_seconds(task),
+            active_deadline_seconds=active_deadline_seconds(task, spec.fit),
             automount_service_account_token=False,
             enable_service_links=False,
             # The runner reads the engine's processes (CPU accounting, leftovers after a stop)
