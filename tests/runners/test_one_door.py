@@ -181,7 +181,8 @@ def test_the_m_c_fit_runs_through_the_door_and_its_asset_serves_nothing(built_ho
     runs them through the one door (an `evaluation` partition, tagged with the device and the
     task calibrated) as a spec with a fit plan, which the runner serves (runners/fit_passes.py);
     the `calibration_fit` asset then chooses m and c from the stored rows and launches nothing. A
-    second launch finds every point stored and runs nothing."""
+    second launch finds every point stored and runs nothing; a larger grid runs only its missing
+    points, as a second fit evaluation, and the choice reads both."""
     from synthetic import write_synthetic_evaluation
 
     from speculator_arena.assets.calibration import calibration_fit
@@ -244,3 +245,18 @@ def test_the_m_c_fit_runs_through_the_door_and_its_asset_serves_nothing(built_ho
     launch.calibration_evaluations(TASK, config, home)
     assert len(instance.get_runs()) == runs_before + 1
     assert current_row(wh, f"{fit_id}-2") is None
+    # the full grid over the small one's rows: a second fit evaluation serves only the 16 missing points
+    config["fit_grid"] = "full"
+    launch.calibration_evaluations(TASK, config, home)
+    more = wh.read_table("requests", f"{fit_id}-2").to_pandas()
+    assert len(set(more["pass_id"])) == 16 and not set(more["pass_id"]) & set(requests["pass_id"])
+    assert current_row(wh, f"{fit_id}-2")["void_reason"] == FIT_VOID_REASON
+    launch.materialize(
+        [calibration_fit],
+        partition_key=TASK,
+        instance=instance,
+        run_config={"ops": {"calibration_fit": {"config": config}}, **launch.quiet()},
+        resources=launch.default_resources(home),
+    )
+    fit = json.loads((candidate_dir(home, TASK, p.candidate_version) / "fit.json").read_text())
+    assert fit["evaluation_ids"] == [fit_id, f"{fit_id}-2"] and len(fit["grid"]) == 20
