@@ -4,10 +4,12 @@ evaluations under the account `arena-calibration`, each an `evaluation` partitio
 (m and c from short stock passes) and protocol_candidate (the derived values, their evidence and
 plots, the candidate vN+1 document).
 
-The evaluations themselves are run before these assets by the launcher
-(`dagster_project/launch.calibration_evaluations`, what `arena calibrate` calls), each through the
-one door on the chosen backend: an asset never materializes another asset inside its step, and
-the assets import nothing of the launchers. `calibration_runs` records which stored evaluation
+The evaluations themselves (the m/c fit's short stock passes included) are run before these
+assets, each through the one door: by the launcher (`dagster_project/launch.calibration_evaluations`,
+what `arena calibrate` calls) on the chosen backend, or, for a calibration left to the queue
+(`arena calibrate --queue`, calibration/queued.py), by the `calibration_queue` sensor below, one
+per free device, which then runs the three assets. An asset never materializes another asset
+inside its step, and the assets import nothing of the launchers. `calibration_runs` records which stored evaluation
 stands for each planned run (none measured: the evidence says so).
 
 Each step writes its result into the candidate's folder and the next reads it there
@@ -17,8 +19,9 @@ share everything stored. A candidate is not a version: `arena protocol publish` 
 
 import dagster as dg
 
-from speculator_arena.assets.evaluations import progress_lines
+from speculator_arena.assets.evaluations import evaluation, evaluation_partitions, progress_lines, run_config
 from speculator_arena.assets.resources import WarehouseResource
+from speculator_arena.assets.submissions import IN_FLIGHT, free_devices
 from speculator_arena.protocol import load_protocol
 
 calibration_partitions = dg.StaticPartitionsDefinition(sorted(load_protocol().tasks))
@@ -147,4 +150,82 @@ def protocol_candidate(
             "candidate": dg.MetadataValue.path(str(d / "candidate.yaml")),
             "evidence": dg.MetadataValue.md(evidence_markdown(evidence)),
         }
+    )
+
+
+CALIBRATION_TAG = "arena/calibration"  # a calibration's evaluation runs: the task calibrated
+CALIBRATION_RUN_TAG = "arena/calibration-run"  # a queued calibration's evaluation run: its evaluation id
+CALIBRATION_ASSETS = ("calibration_runs", "calibration_fit", "protocol_candidate")
+
+calibration_evaluation_job = dg.define_asset_job(
+    "calibration_evaluation",
+    selection=[evaluation],
+    description="One evaluation of a queued calibration (started by the calibration_queue sensor).",
+)
+calibration_job = dg.define_asset_job(
+    "calibration",
+    selection=[calibration_runs, calibration_fit, protocol_candidate],
+    partitions_def=calibration_partitions,
+    description="A queued calibration's assets, once its evaluations are stored (calibration_queue).",
+)
+
+
+@dg.sensor(
+    jobs=[calibration_evaluation_job, calibration_job],
+    minimum_interval_seconds=15,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Runs queued calibrations (`arena calibrate --queue`): their evaluations one per free device, "
+    "then their assets.",
+)
+def calibration_queue(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
+    """For each queued calibration (calibration/queued.py), oldest first: its next evaluations
+    (calibration/queued.next_runs) on the free devices, each a run of the `evaluation` asset's
+    partition tagged with its device and the task, as `submission_queue` starts a submission's;
+    once none is left to run or in flight, one run of its three assets. A run of either kind is
+    started once (its run key: the evaluation id, or the candidate)."""
+    from speculator_arena.calibration.queued import next_runs, waiting
+    from speculator_arena.rules.devices import DEVICE_TAG
+
+    wh = warehouse.get()
+    free, devices = free_devices(context.instance)
+    requests, added = [], []
+    for task_id, config in waiting(wh.home):
+        opts = CalibrationConfig(**config).options(task_id)
+        specs, pending = next_runs(wh, opts)
+        in_flight = context.instance.get_runs(
+            filters=dg.RunsFilter(tags={CALIBRATION_TAG: task_id}, statuses=IN_FLIGHT), limit=1
+        )
+        if not specs and not pending and not in_flight:
+            requests.append(
+                dg.RunRequest(
+                    job_name=calibration_job.name,
+                    run_key=f"calibrate-{task_id}-v{opts.candidate_version}",
+                    partition_key=task_id,
+                    tags={CALIBRATION_TAG: task_id},
+                    run_config={"ops": {name: {"config": config} for name in CALIBRATION_ASSETS}},
+                )
+            )
+        for spec in specs:
+            if not free:
+                break
+            if context.instance.get_runs(
+                filters=dg.RunsFilter(tags={CALIBRATION_RUN_TAG: spec.evaluation_id}, statuses=IN_FLIGHT), limit=1
+            ):
+                continue  # requested before, its row not written yet
+            requests.append(
+                dg.RunRequest(
+                    job_name=calibration_evaluation_job.name,
+                    run_key=spec.evaluation_id,
+                    partition_key=spec.evaluation_id,
+                    tags={DEVICE_TAG: free.pop(0), CALIBRATION_TAG: task_id, CALIBRATION_RUN_TAG: spec.evaluation_id},
+                    run_config=run_config(spec),
+                )
+            )
+            added.append(spec.evaluation_id)
+    if not requests:
+        busy = "" if free else f"; every device is busy ({', '.join(devices)})"
+        return dg.SkipReason(f"no queued calibration has a run to start{busy}")
+    return dg.SensorResult(
+        run_requests=requests,
+        dynamic_partitions_requests=[evaluation_partitions.build_add_request(added)] if added else [],
     )

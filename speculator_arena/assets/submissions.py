@@ -25,6 +25,22 @@ IN_FLIGHT = [
     dg.DagsterRunStatus.CANCELING,
 ]
 
+
+def free_devices(instance) -> tuple[list[str], list[str]]:
+    """(the devices with no run in flight, every device `ARENA_DEVICE` names): what both queues
+    (submissions here, calibrations in assets/calibration.py) start runs on."""
+    from speculator_arena.frontdoor.queue import device_names
+    from speculator_arena.rules.devices import DEVICE_TAG
+
+    devices = device_names()
+    free = [
+        d
+        for d in devices
+        if not instance.get_runs(filters=dg.RunsFilter(tags={DEVICE_TAG: d}, statuses=IN_FLIGHT), limit=1)
+    ]
+    return free, devices
+
+
 submission_evaluation_job = dg.define_asset_job(
     "submission_evaluation",
     selection=[evaluation],
@@ -39,16 +55,11 @@ submission_evaluation_job = dg.define_asset_job(
     description="Starts the oldest accepted submissions' evaluations, one at a time on each free device.",
 )
 def submission_queue(context: dg.SensorEvaluationContext, warehouse: WarehouseResource):
-    from speculator_arena.frontdoor.queue import SUBMISSION_TAG, device_names, evaluation_spec, waiting
+    from speculator_arena.frontdoor.queue import SUBMISSION_TAG, evaluation_spec, waiting
     from speculator_arena.frontdoor.state import connect, sql
     from speculator_arena.rules.devices import DEVICE_TAG
 
-    devices = device_names()
-    free = [
-        d
-        for d in devices
-        if not context.instance.get_runs(filters=dg.RunsFilter(tags={DEVICE_TAG: d}, statuses=IN_FLIGHT), limit=1)
-    ]
+    free, devices = free_devices(context.instance)
     if not free:
         return dg.SkipReason(f"every device is busy ({', '.join(devices)})")
     wh = warehouse.get()

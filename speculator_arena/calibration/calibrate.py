@@ -55,7 +55,7 @@ def run_evaluations(wh: Warehouse, opts: CalibrationOptions, runner, progress=No
             p.base_version,
             p.candidate_version,
             opts.target,
-            _points(opts),
+            points_of(opts),
             opts.fit_pass_seconds,
             runner,
             progress,
@@ -63,7 +63,7 @@ def run_evaluations(wh: Warehouse, opts: CalibrationOptions, runner, progress=No
     return ids
 
 
-def _points(opts: CalibrationOptions) -> list[tuple[int, float]]:
+def points_of(opts: CalibrationOptions) -> list[tuple[int, float]]:
     small = {"m_values": SMALL_GRID["m"], "c_values": SMALL_GRID["c"]} if opts.fit_grid == "small" else {}
     return fit_mod.grid(**small)
 
@@ -86,7 +86,7 @@ def step_fit(wh: Warehouse, opts: CalibrationOptions, progress=None) -> dict | N
         (d / "fit.json").write_text("null", encoding="utf-8")
         return None
     result = fit_mod.fit(
-        wh, p.task_id, p.base_version, p.candidate_version, _points(opts), opts.fit_pass_seconds, progress
+        wh, p.task_id, p.base_version, p.candidate_version, points_of(opts), opts.fit_pass_seconds, progress
     )
     (d / "fit.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
     return result

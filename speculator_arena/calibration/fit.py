@@ -144,24 +144,23 @@ def _seconds(task_id: str, version: int, pass_seconds: float | None) -> float:
     return float(pass_seconds or load_protocol(version).task(task_id).workloads[FIT_WORKLOAD].pass_seconds)
 
 
-def run_fit_passes(
-    wh, task_id: str, version: int, candidate_version: int, target, points, pass_seconds, runner, progress=None
-) -> str | None:
-    """The grid points not stored yet, served as one fit evaluation through `runner` (the one
-    door: `runner(spec, wh, say)` returns its final status); None when every point is stored."""
+def next_fit_spec(
+    wh, task_id: str, version: int, candidate_version: int, target, points, pass_seconds
+) -> tuple[object | None, bool]:
+    """(the spec of the fit evaluation that serves the grid points not stored yet, or None when
+    every point is stored; whether a fit evaluation is stored but not final, in which case no new
+    one is planned: a queue waits for it)."""
+    from speculator_arena.rules.status import FINAL
     from speculator_arena.runners.spec import calibration_spec, default_stock_engine
+    from speculator_arena.warehouse.evaluations import current_row
 
-    say = progress or (lambda m: None)
     done = fit_evaluations(wh, task_id, candidate_version)
+    if done and (current_row(wh, done[-1]) or {}).get("status") not in FINAL:
+        return None, True
     stored = stored_points(wh, done)
     missing = [(m, c) for m, c in points if pass_id(m, c) not in stored]
     if not missing:
-        return None
-    secs = _seconds(task_id, version, pass_seconds)
-    say(
-        f"[calibrate {task_id}] m/c fit: {len(points) - len(missing)} of {len(points)} grid points stored; "
-        f"running {len(missing)} short stock passes of {secs:g} s"
-    )
+        return None, False
     spec = calibration_spec(
         task_id=task_id,
         engine=default_stock_engine(task_id, version),
@@ -170,7 +169,29 @@ def run_fit_passes(
         protocol_version=version,
         label="calibration m/c fit",
         account_id=CALIBRATION_ACCOUNT,
-        fit={"workload": FIT_WORKLOAD, "seconds": secs, "points": [[m, c] for m, c in missing]},
+        fit={"workload": FIT_WORKLOAD, "seconds": _seconds(task_id, version, pass_seconds), "points": missing},
+    )
+    return spec, False
+
+
+def run_fit_passes(
+    wh, task_id: str, version: int, candidate_version: int, target, points, pass_seconds, runner, progress=None
+) -> str | None:
+    """The grid points not stored yet, served as one fit evaluation through `runner` (the one
+    door: `runner(spec, wh, say)` returns its final status); None when every point is stored."""
+    say = progress or (lambda m: None)
+    spec, pending = next_fit_spec(wh, task_id, version, candidate_version, target, points, pass_seconds)
+    if pending:  # the last fit evaluation is not final: its runner died (or it runs elsewhere: an error)
+        from speculator_arena.runners.harness import resume_dead
+
+        resume_dead(wh, fit_evaluations(wh, task_id, candidate_version)[-1], progress=say)
+        spec, _ = next_fit_spec(wh, task_id, version, candidate_version, target, points, pass_seconds)
+    if spec is None:
+        return None
+    n = len(spec.fit["points"])
+    say(
+        f"[calibrate {task_id}] m/c fit: {len(points) - n} of {len(points)} grid points stored; "
+        f"running {n} short stock passes of {spec.fit['seconds']:g} s"
     )
     return runner(spec, wh, say)
 

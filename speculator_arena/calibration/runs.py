@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from speculator_arena.calibration.plan import Plan, PlannedRun
 from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
-from speculator_arena.rules.status import RANKED, RUNNING, VOID
+from speculator_arena.rules.status import RANKED, VOID
 from speculator_arena.warehouse import Warehouse
 
 
@@ -44,34 +44,63 @@ def resolve(wh: Warehouse, plan: Plan, retries: int = 2, adopt: dict[str, str] |
     return out
 
 
+def _next(wh: Warehouse, base_id: str, retries: int) -> tuple[str, str | None]:
+    """Where a planned run stands among its attempts: ("done", id) at its first measured or failed
+    attempt, ("run", id) for the attempt to run next, ("stored", id) for an attempt stored but not
+    final (queued, or running: in flight, or its runner died), ("exhausted", None) when every
+    attempt ended void."""
+    for eid in attempt_ids(base_id, retries):
+        status = _stored_status(wh, eid)
+        if status in RANKED:
+            return "done", eid
+        if status == VOID:
+            continue
+        return ("run", eid) if status is None else ("stored", eid)
+    return "exhausted", None
+
+
 def _run_one(
     wh: Warehouse, plan: Plan, run: PlannedRun, target: str | None, retries: int, say: Callable[[str], None], runner
 ) -> str | None:
     from speculator_arena.runners.status import EvaluationStateError
 
-    for eid in attempt_ids(run.evaluation_id(plan.task_id, plan.candidate_version), retries):
-        status = _stored_status(wh, eid)
-        if status in RANKED:
-            say(f"{run.name}: reusing stored {eid} ({status})")
+    while True:
+        state, eid = _next(wh, run.evaluation_id(plan.task_id, plan.candidate_version), retries)
+        if state == "done":
+            say(f"{run.name}: reusing stored {eid} ({_stored_status(wh, eid)})")
             return eid
-        if status == VOID:
-            say(f"{run.name}: {eid} is void; running it again as the next attempt")
-            continue
-        if status == RUNNING:
+        if state == "exhausted":
+            say(f"{run.name}: no measured attempt in {retries + 1} tries; it is left out and the evidence says so")
+            return None
+        if state == "stored":  # not final: its runner died (or runs elsewhere: then this is an error)
             from speculator_arena.runners.harness import resume_dead
 
             try:
-                status = resume_dead(wh, eid, progress=say)
+                resume_dead(wh, eid, progress=say)
             except EvaluationStateError as exc:
                 raise RuntimeError(f"calibration run {eid} is running elsewhere: {exc}") from exc
             continue
         say(f"{run.name}: running {eid} ({run.role}, engine {run.engine})")
         status = runner(_spec(plan, run, eid, target), wh, say)
-        if status in RANKED:
-            return eid
-        say(f"{run.name}: {eid} ended {status}")
-    say(f"{run.name}: no measured attempt in {retries + 1} tries; it is left out and the evidence says so")
-    return None
+        if status not in RANKED:
+            say(f"{run.name}: {eid} ended {status}")
+
+
+def next_attempts(
+    wh: Warehouse, plan: Plan, target: str | None, retries: int = 2, adopt: dict[str, str] | None = None
+) -> tuple[list, bool]:
+    """(the specs of the planned runs' next attempts, whether any attempt is stored but not final):
+    what a queued calibration asks the queue for (assets/calibration.py `calibration_queue`), one
+    attempt per run at a time, the next only after the last one ended void."""
+    specs, pending = [], False
+    for run in plan.runs:
+        if adopt and run.name in adopt:
+            continue
+        state, eid = _next(wh, run.evaluation_id(plan.task_id, plan.candidate_version), retries)
+        if state == "run":
+            specs.append(_spec(plan, run, eid, target))
+        pending |= state == "stored"
+    return specs, pending
 
 
 def _spec(plan: Plan, run: PlannedRun, evaluation_id: str, target: str | None):

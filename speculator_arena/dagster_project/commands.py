@@ -68,10 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--split", default="dev", choices=["dev", "test"])
     s.set_defaults(func=_pools_show)
 
-    q = sub.add_parser("queue", help="the submission queue: list it, or work it without the Dagster daemon")
+    q = sub.add_parser(
+        "queue", help="the queue (submissions, queued calibrations): list it, or work it without the Dagster daemon"
+    )
     qsub = q.add_subparsers(dest="action", required=True)
     qsub.add_parser("list", help="accepted submissions and their evaluations' status").set_defaults(func=_queue_list)
-    w = qsub.add_parser("work", help="tick the submission_queue sensor in-process and run what it starts")
+    w = qsub.add_parser(
+        "work", help="tick the queue's sensors in-process (queued calibrations first) and run what they start"
+    )
     w.add_argument(
         "--once", action="store_true", help="one tick: run what it starts (one evaluation per free device), then exit"
     )
@@ -121,6 +125,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=BACKENDS,
         default="",
         help="where the calibration's evaluations run (default: ARENA_BACKEND)",
+    )
+    p.add_argument(
+        "--queue",
+        action="store_true",
+        help="leave it to the queue: its evaluations run one per free device (the calibration_queue sensor, "
+        "or `arena queue work`), then its assets; this command returns at once",
     )
     p.set_defaults(func=_calibrate)
 
@@ -380,6 +390,15 @@ def _calibrate(args: argparse.Namespace) -> int:
         "target": args.target,
         "adopt": adopt,
     }
+    if args.queue:
+        from speculator_arena.calibration.queued import queue
+
+        path = queue(wh.home, args.task, opts.candidate_version, config)
+        print(
+            f"calibration of {args.task} (candidate v{opts.candidate_version}) queued: {path}; the queue runs its "
+            "evaluations on free devices, then its assets (`arena queue work` without the Dagster daemon)"
+        )
+        return 0
     launch.calibrate(args.task, config, wh.home, backend=args.backend)
     ev = load_evidence(wh.home, args.task, opts.candidate_version)
     d = candidate_dir(wh.home, args.task, opts.candidate_version)

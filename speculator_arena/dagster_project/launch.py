@@ -265,46 +265,80 @@ def _failure(res) -> str:
 
 
 def work_queue_once(home=None, say=print) -> list[str]:
-    """`arena queue work`: the `submission_queue` sensor ticked in-process and the evaluations it
-    requests run through `evaluate`, on the ARENA_HOME instance (for a machine without the Dagster
-    daemon, and tests). Returns the evaluation ids run (none: nothing waited).
+    """`arena queue work`: the queue's sensors ticked in-process and the runs they request run
+    here, on the ARENA_HOME instance (for a machine without the Dagster daemon, and tests).
+    Returns the evaluation ids run, and `calibrate <task>` for a calibration's assets (none:
+    nothing waited).
 
-    One device (the default): the evaluation runs in this process. Several devices (GPU nodes on
-    the kubernetes backend), each free one with a waiting submission: one process per run
-    (`queue_run.py`), started together and waited for, then the analysts' database refreshed once.
-    Why processes and not threads: each run is a Dagster run of its own with its own launcher, and
-    two in one process would share stderr and Dagster's in-process state. The next tick waits for
-    every run of this one; under the daemon each device's next run starts as soon as it frees."""
+    The queued calibrations first (`calibration_queue`: an operator's work), the accepted
+    submissions when they request nothing (`submission_queue`), so one tick never gives a device
+    twice. One evaluation: it runs in this process. Several (several free devices): one process
+    per run (`queue_run.py`), started together and waited for, then the analysts' database
+    refreshed once. Why processes and not threads: each run is a Dagster run of its own with its
+    own launcher, and two in one process would share stderr and Dagster's in-process state. The
+    next tick waits for every run of this one; under the daemon each device's next run starts
+    as soon as it frees."""
+    from speculator_arena.assets.calibration import calibration_job, calibration_queue
     from speculator_arena.assets.submissions import submission_queue
     from speculator_arena.runners.spec import EvaluationSpec
 
     home = settings.arena_home(home)
-    with dg.build_sensor_context(instance=dagster_instance(home), resources=default_resources(home)) as context:
-        result = submission_queue(context)
-    if not isinstance(result, dg.SensorResult) or not result.run_requests:
+    instance = dagster_instance(home)
+    for sensor in (calibration_queue, submission_queue):
+        with dg.build_sensor_context(instance=instance, resources=default_resources(home)) as context:
+            result = sensor(context)
+        if isinstance(result, dg.SensorResult) and result.run_requests:
+            break
         say(f"queue: {getattr(result, 'skip_message', result)}")
+    else:
         return []
+    done = []
+    for r in [r for r in result.run_requests if r.job_name == calibration_job.name]:
+        say(f"queue: calibrating {r.partition_key} (its evaluations are stored)")
+        _materialize_calibration(r, home, say)
+        done.append(f"calibrate {r.partition_key}")
     runs = [
-        (r, EvaluationSpec.from_json(r.run_config["ops"]["evaluation"]["config"]["spec"])) for r in result.run_requests
+        (r, EvaluationSpec.from_json(r.run_config["ops"]["evaluation"]["config"]["spec"]))
+        for r in result.run_requests
+        if r.job_name != calibration_job.name
     ]
     for request, _ in runs:
-        say(
-            f"queue: evaluating {request.partition_key} (submission {request.tags['arena/submission']}) "
-            f"on {request.tags[DEVICE_TAG]}"
-        )
+        whose = request.tags.get("arena/submission")
+        whose = f"submission {whose}" if whose else f"calibration of {request.tags.get('arena/calibration')}"
+        say(f"queue: evaluating {request.partition_key} ({whose}) on {request.tags[DEVICE_TAG]}")
     if len(runs) == 1:
         ((request, spec),) = runs
         try:
             evaluate(spec, home, tags=request.tags)
         except Exception as exc:  # noqa: BLE001 - one submission's failure is reported; the worker goes on
             say(run_failed(request.partition_key, exc))
-        return [request.partition_key]
+        return done + [request.partition_key]
     children = [_start_run_process(spec, home, request.tags) for request, spec in runs]
     for (request, _), child in zip(runs, children, strict=True):
         if child.wait() != 0:
             say(f"queue: {request.partition_key} failed (its process exited {child.returncode}; its lines above)")
-    refresh_analysts(home)
-    return [request.partition_key for request, _ in runs]
+    if runs:
+        refresh_analysts(home)
+    return done + [request.partition_key for request, _ in runs]
+
+
+def _materialize_calibration(request, home, say) -> None:
+    """A queued calibration's three assets, as its `calibration` run request asks (partition,
+    config, tags); a failure is the worker's line, as a run's is."""
+    from speculator_arena.assets.calibration import calibration_fit, calibration_runs, protocol_candidate
+
+    try:
+        materialize(
+            [calibration_runs, calibration_fit, protocol_candidate],
+            partition_key=request.partition_key,
+            instance=dagster_instance(home),
+            tags=request.tags,
+            run_config={**request.run_config, **quiet()},
+            resources=default_resources(home),
+            raise_on_error=True,
+        )
+    except Exception as exc:  # noqa: BLE001 - reported; the worker goes on
+        say(run_failed(f"calibration of {request.partition_key}", exc))
 
 
 def run_failed(evaluation_id: str, exc: Exception) -> str:
@@ -324,9 +358,6 @@ def _start_run_process(spec, home, tags: dict):
     )
 
 
-CALIBRATION_TAG = "arena/calibration"  # a calibration's evaluation runs: the task calibrated
-
-
 def calibration_evaluations(task_id: str, config: dict, home, backend: str = "", progress=None) -> dict:
     """A calibration's planned evaluations not stored yet, and the m/c fit's grid points not
     stored yet (one fit evaluation), each run through `evaluate` (an `evaluation` partition like
@@ -336,7 +367,7 @@ def calibration_evaluations(task_id: str, config: dict, home, backend: str = "",
     Why here and not in the `calibration_runs` asset: an asset that ran the `evaluation` asset
     inside its step made the assets and the launchers import each other; the asset now records
     what is stored (calibration/calibrate.py step_runs)."""
-    from speculator_arena.assets.calibration import CalibrationConfig
+    from speculator_arena.assets.calibration import CALIBRATION_TAG, CalibrationConfig
     from speculator_arena.calibration.calibrate import run_evaluations
     from speculator_arena.warehouse import Warehouse
 
@@ -354,10 +385,15 @@ def calibrate(task_id: str, config: dict, home, backend: str = "", progress=None
     """What `arena calibrate` runs: the calibration's evaluations (`calibration_evaluations`, on
     `backend`: local or kubernetes), then the three calibration assets of the task, which record
     the stored runs, fit m and c, and derive the candidate."""
-    from speculator_arena.assets.calibration import calibration_fit, calibration_runs, protocol_candidate
+    from speculator_arena.assets.calibration import (
+        CALIBRATION_ASSETS,
+        calibration_fit,
+        calibration_runs,
+        protocol_candidate,
+    )
 
     calibration_evaluations(task_id, config, home, backend, progress)
-    ops = {name: {"config": config} for name in ("calibration_runs", "calibration_fit", "protocol_candidate")}
+    ops = {name: {"config": config} for name in CALIBRATION_ASSETS}
     return materialize(
         [calibration_runs, calibration_fit, protocol_candidate],
         partition_key=task_id,

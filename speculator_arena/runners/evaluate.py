@@ -6,6 +6,8 @@ httpx, pyarrow, pynvml; no Dagster, no DuckDB). It writes raw Parquet under AREN
 
     python -m speculator_arena.runners.evaluate --task local-smollm2 --engine engines/dev-ngram
     python -m speculator_arena.runners.evaluate --resume <evaluation_id>
+    python -m speculator_arena.runners.evaluate --task local-smollm2 --engine engines/dev-stock \
+        --fit 1:0.5,2:2 --evaluation-id cal-local-smollm2-v16-fit --account arena-calibration
 """
 
 from __future__ import annotations
@@ -28,6 +30,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", default=None, help="prepared target directory (default: prepare the task's)")
     p.add_argument("--evaluation-id", default=None)
     p.add_argument("--home", default=None, help="ARENA_HOME (default: $ARENA_HOME or ./arena_home)")
+    p.add_argument(
+        "--fit",
+        metavar="M:C,...",
+        default=None,
+        help="the calibration's m/c fit instead of a paired evaluation: one short stock pass of busy per "
+        "grid point (the engine is the stock engine; `arena calibrate` makes these itself)",
+    )
+    p.add_argument("--fit-seconds", type=float, default=None, help="with --fit: seconds per pass (default: busy's)")
     p.add_argument(
         "--resume",
         metavar="EVALUATION_ID",

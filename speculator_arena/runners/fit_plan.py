@@ -39,3 +39,17 @@ def check_plan(plan) -> dict:
     if len({pass_id(m, c) for m, c in out}) != len(out):
         raise ValueError("a fit plan names a grid point twice")
     return {"workload": workload, "seconds": float(seconds), "points": out}
+
+
+def plan_from_text(points: str, seconds: float, workload: str = "busy") -> dict:
+    """A plan from the runner's command line (`--fit 1:0.5,2:2 --fit-seconds 240`), checked."""
+    pairs = []
+    for item in points.split(","):
+        m, sep, c = item.strip().partition(":")
+        try:
+            pairs.append([int(m), float(c)])
+        except ValueError:
+            raise ValueError(f"--fit takes m:c pairs separated by commas (1:0.5,2:2), not {item.strip()!r}") from None
+        if not sep:
+            raise ValueError(f"--fit takes m:c pairs separated by commas (1:0.5,2:2), not {item.strip()!r}")
+    return check_plan({"workload": workload, "seconds": seconds, "points": pairs})

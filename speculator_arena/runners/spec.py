@@ -103,7 +103,14 @@ def spec_from_args(args) -> EvaluationSpec:
     """`arena evaluate` and `python -m speculator_arena.runners.evaluate` (runners/evaluate.py's arguments)."""
     if not args.task or not args.engine:
         raise ValueError("--task and --engine are required (or --resume ID)")
+    fit = None
+    if getattr(args, "fit", None):
+        from speculator_arena.runners.fit_plan import plan_from_text
+
+        seconds = args.fit_seconds or load_protocol(None).task(args.task).workloads["busy"].pass_seconds
+        fit = plan_from_text(args.fit, seconds)
     return EvaluationSpec(
+        fit=fit,
         task_id=args.task,
         engine=args.engine,
         split=args.split,

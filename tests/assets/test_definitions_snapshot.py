@@ -44,11 +44,16 @@ CHECKS = {
 }
 # job -> the assets it selects (Dagster's implicit asset jobs, named `__...`, aside)
 JOBS = {
+    "calibration": ["calibration_fit", "calibration_runs", "protocol_candidate"],
+    "calibration_evaluation": ["evaluation"],
     "pack_raw": ["raw_packs"],
     "submission_evaluation": ["evaluation"],
 }
-# sensor -> (job, minimum interval in seconds, on by default)
-SENSORS = {"submission_queue": ("submission_evaluation", 15, True)}
+# sensor -> (its jobs, minimum interval in seconds, on by default)
+SENSORS = {
+    "calibration_queue": (["calibration", "calibration_evaluation"], 15, True),
+    "submission_queue": (["submission_evaluation"], 15, True),
+}
 # schedule -> (job, cron, on by default)
 SCHEDULES = {"pack_raw_every_10_minutes": ("pack_raw", "*/10 * * * *", True)}
 RESOURCES = ["backend", "pool_builds", "scores_io_manager", "warehouse"]
@@ -99,7 +104,11 @@ def test_the_jobs_sensors_schedules_and_resources(defs):
     }
     assert jobs == JOBS
     sensors = {
-        s.name: (s.job_name, s.minimum_interval_seconds, s.default_status == dg.DefaultSensorStatus.RUNNING)
+        s.name: (
+            sorted(j.name for j in s.jobs),
+            s.minimum_interval_seconds,
+            s.default_status == dg.DefaultSensorStatus.RUNNING,
+        )
         for s in repo.sensor_defs
     }
     assert sensors == SENSORS

@@ -22,6 +22,7 @@ import yaml
 from ci_profile import stage_ci_protocol
 from stand_in import FAST, make_engine
 
+from speculator_arena.assets.calibration import CALIBRATION_TAG
 from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
 from speculator_arena.warehouse import Warehouse
@@ -61,14 +62,13 @@ def _home(built_home, dest):
     return dest
 
 
-def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_path, monkeypatch):
-    """A calibration launches each planned run through the one door: the run lands as a
-    materialized `evaluation` partition (with its checks), under the calibration's account, tagged
-    with the device; the `calibration_runs` asset then records it without running anything."""
+def _calibration_home(built_home, staged, tmp_path, monkeypatch, stored: slice):
+    """A fresh home under the staged profile, the calibration plan of its version (4 A/A runs,
+    no controls) and the planned runs `stored` already as synthetic evaluations, adopted:
+    (home, warehouse, plan, base version, adopt)."""
     from synthetic import write_synthetic_evaluation
 
     from speculator_arena.calibration.plan import plan
-    from speculator_arena.dagster_project import launch
 
     home = _home(built_home, tmp_path / "arena_home")
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged["protocol"]))
@@ -76,12 +76,37 @@ def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_pa
     base = load_protocol().version
     p = plan(TASK, base, None, 4, False, ())
     wh = Warehouse(home)
-    run = p.runs[0]
     adopt = {}
-    for r in p.runs[1:]:  # every other run stored already (synthetic): only the first is launched
-        eid = f"stored-{r.name}"
-        write_synthetic_evaluation(wh, eid, task_id=TASK, account_id=CALIBRATION_ACCOUNT, label=r.name)
-        adopt[r.name] = eid
+    for r in p.runs[stored]:
+        adopt[r.name] = f"stored-{r.name}"
+        write_synthetic_evaluation(wh, adopt[r.name], task_id=TASK, account_id=CALIBRATION_ACCOUNT, label=r.name)
+    return home, wh, p, base, adopt
+
+
+def _calibration_asset(asset, instance, home, config):
+    """Materialize one calibration asset of the task with the calibration's config (as `arena
+    calibrate` does after its evaluations)."""
+    from speculator_arena.dagster_project import launch
+
+    name = asset.key.path[-1]
+    return launch.materialize(
+        [asset],
+        partition_key=TASK,
+        instance=instance,
+        run_config={"ops": {name: {"config": config}}, **launch.quiet()},
+        resources=launch.default_resources(home),
+    )
+
+
+def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_path, monkeypatch):
+    """A calibration launches each planned run through the one door: the run lands as a
+    materialized `evaluation` partition (with its checks), under the calibration's account, tagged
+    with the device; the `calibration_runs` asset then records it without running anything."""
+
+    from speculator_arena.dagster_project import launch
+
+    home, wh, p, base, adopt = _calibration_home(built_home, staged, tmp_path, monkeypatch, stored=slice(1, None))
+    run = p.runs[0]  # every other run stored already (synthetic): only the first is launched
     config = {
         "candidate_version": p.candidate_version,
         "base_version": base,
@@ -104,16 +129,10 @@ def test_a_calibration_run_is_an_evaluation_partition(built_home, staged, tmp_pa
     assert eid in (planned, f"{planned}-r1", f"{planned}-r2")
     # the run carries the device tag the queue's one-run-per-device check reads, and the task calibrated
     tags = instance.get_run_by_id(event.run_id).tags
-    assert tags[DEVICE_TAG] == device_name() and tags[launch.CALIBRATION_TAG] == TASK
+    assert tags[DEVICE_TAG] == device_name() and tags[CALIBRATION_TAG] == TASK
     # the asset records what is stored; it launches nothing (no new evaluation run)
     runs_before = len(instance.get_runs())
-    result = launch.materialize(
-        [calibration_runs],
-        partition_key=TASK,
-        instance=instance,
-        run_config={"ops": {"calibration_runs": {"config": config}}, **launch.quiet()},
-        resources=launch.default_resources(home),
-    )
+    result = _calibration_asset(calibration_runs, instance, home, config)
     assert len(instance.get_runs()) == runs_before + 1
     (recorded,) = result.asset_materializations_for_node("calibration_runs")
     assert f"| {run.name} | {ids[run.name] or '(none measured)'} |" in recorded.metadata["runs"].value
@@ -183,26 +202,16 @@ def test_the_m_c_fit_runs_through_the_door_and_its_asset_serves_nothing(built_ho
     the `calibration_fit` asset then chooses m and c from the stored rows and launches nothing. A
     second launch finds every point stored and runs nothing; a larger grid runs only its missing
     points, as a second fit evaluation, and the choice reads both."""
-    from synthetic import write_synthetic_evaluation
 
     from speculator_arena.assets.calibration import calibration_fit
     from speculator_arena.calibration.candidate import candidate_dir
-    from speculator_arena.calibration.plan import plan
     from speculator_arena.dagster_project import launch
     from speculator_arena.frontdoor.queue import device_name
     from speculator_arena.rules.devices import DEVICE_TAG
     from speculator_arena.runners.fit_passes import FIT_VOID_REASON
 
-    home = _home(built_home, tmp_path / "arena_home")
-    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged["protocol"]))
-    monkeypatch.setenv("ARENA_HOME", str(home))
-    base = load_protocol().version
-    p = plan(TASK, base, None, 4, False, ())
-    wh = Warehouse(home)
-    adopt = {}
-    for r in p.runs:  # every planned run stored already: only the fit is launched
-        write_synthetic_evaluation(wh, f"stored-{r.name}", task_id=TASK, account_id=CALIBRATION_ACCOUNT, label=r.name)
-        adopt[r.name] = f"stored-{r.name}"
+    # every planned run stored already: only the fit is launched
+    home, wh, p, base, adopt = _calibration_home(built_home, staged, tmp_path, monkeypatch, stored=slice(None))
     config = {
         "candidate_version": p.candidate_version,
         "base_version": base,
@@ -220,7 +229,7 @@ def test_the_m_c_fit_runs_through_the_door_and_its_asset_serves_nothing(built_ho
     event = instance.get_latest_materialization_event(dg.AssetKey("evaluation"))
     assert event.dagster_event.partition == fit_id
     tags = instance.get_run_by_id(event.run_id).tags
-    assert tags[DEVICE_TAG] == device_name() and tags[launch.CALIBRATION_TAG] == TASK
+    assert tags[DEVICE_TAG] == device_name() and tags[CALIBRATION_TAG] == TASK
     row = current_row(wh, fit_id)
     assert row["status"] == "void" and row["void_reason"] == FIT_VOID_REASON
     assert row["account_id"] == CALIBRATION_ACCOUNT and not row["is_reference"]
@@ -230,13 +239,7 @@ def test_the_m_c_fit_runs_through_the_door_and_its_asset_serves_nothing(built_ho
     assert requests["done"].astype(bool).any()
     # the asset reads what is stored: no evaluation runs, the choice is one of the grid's points
     runs_before = len(instance.get_runs())
-    result = launch.materialize(
-        [calibration_fit],
-        partition_key=TASK,
-        instance=instance,
-        run_config={"ops": {"calibration_fit": {"config": config}}, **launch.quiet()},
-        resources=launch.default_resources(home),
-    )
+    result = _calibration_asset(calibration_fit, instance, home, config)
     assert result.success and len(instance.get_runs()) == runs_before + 1
     fit = json.loads((candidate_dir(home, TASK, p.candidate_version) / "fit.json").read_text())
     assert (fit["m"], fit["c"]) in {(1, 0.5), (1, 2.0), (2, 0.5), (2, 2.0)}
@@ -251,12 +254,52 @@ def test_the_m_c_fit_runs_through_the_door_and_its_asset_serves_nothing(built_ho
     more = wh.read_table("requests", f"{fit_id}-2").to_pandas()
     assert len(set(more["pass_id"])) == 16 and not set(more["pass_id"]) & set(requests["pass_id"])
     assert current_row(wh, f"{fit_id}-2")["void_reason"] == FIT_VOID_REASON
-    launch.materialize(
-        [calibration_fit],
-        partition_key=TASK,
-        instance=instance,
-        run_config={"ops": {"calibration_fit": {"config": config}}, **launch.quiet()},
-        resources=launch.default_resources(home),
-    )
+    _calibration_asset(calibration_fit, instance, home, config)
     fit = json.loads((candidate_dir(home, TASK, p.candidate_version) / "fit.json").read_text())
     assert fit["evaluation_ids"] == [fit_id, f"{fit_id}-2"] and len(fit["grid"]) == 20
+
+
+def test_a_queued_calibration_runs_its_evaluations_one_per_tick_then_its_assets(
+    built_home, staged, tmp_path, monkeypatch
+):
+    """`arena calibrate --queue` (issue 34): the calibration's evaluations are started by the
+    `calibration_queue` sensor as the submissions' are, one per free device and tick, each an
+    `evaluation` run tagged with its device and the task; the planned run first, then the m/c
+    fit; once every one is stored, one run of the calibration's assets writes the candidate, and
+    the queue is empty again."""
+    from speculator_arena.assets.calibration import CALIBRATION_RUN_TAG
+    from speculator_arena.calibration.candidate import candidate_dir
+    from speculator_arena.calibration.queued import waiting
+    from speculator_arena.cli import main
+    from speculator_arena.dagster_project import launch
+    from speculator_arena.frontdoor.queue import device_name
+    from speculator_arena.rules.devices import DEVICE_TAG
+
+    home, wh, p, base, adopt = _calibration_home(built_home, staged, tmp_path, monkeypatch, stored=slice(1, None))
+    args = ["calibrate", "--task", TASK, "--base", str(base), "--controls", "no", "--fit-grid", "small"]
+    args += ["--fit-seconds", "1", "--target", str(built_home["target"]), "--queue"]
+    assert main(args + [a for k, v in adopt.items() for a in ("--adopt", f"{k}={v}")]) == 0
+    assert [task for task, _ in waiting(home)] == [TASK]
+    assert current_row(wh, p.runs[0].evaluation_id(TASK, p.candidate_version)) is None  # queued, not run
+    ticks, lines = [], []
+    for _ in range(8):
+        ran = launch.work_queue_once(home, say=lines.append)
+        ticks.append(ran)
+        if not ran:
+            break
+    planned = p.runs[0].evaluation_id(TASK, p.candidate_version)
+    fit_id = f"cal-{TASK}-v{p.candidate_version}-fit"
+    flat = [x for t in ticks for x in t]
+    assert all(len(t) == 1 for t in ticks[:-1]) and ticks[-1] == [], ticks  # one device: one run per tick
+    assert flat[-1] == f"calibrate {TASK}" and flat.count(fit_id) == 1, ticks
+    attempts = flat[: flat.index(fit_id)]
+    assert attempts and attempts[0] == planned and set(attempts) <= {planned, f"{planned}-r1", f"{planned}-r2"}
+    instance = launch.dagster_instance(home)
+    for eid in [*attempts, fit_id]:
+        (run,) = instance.get_runs(filters=dg.RunsFilter(tags={CALIBRATION_RUN_TAG: eid}))
+        assert run.tags[DEVICE_TAG] == device_name() and run.tags[CALIBRATION_TAG] == TASK
+        assert run.status == dg.DagsterRunStatus.SUCCESS
+    d = candidate_dir(home, TASK, p.candidate_version)
+    assert (d / "evidence.json").exists() and (d / "candidate.yaml").exists()
+    assert json.loads((d / "fit.json").read_text())["evaluation_ids"] == [fit_id]
+    assert waiting(home) == [] and any(f"queue: calibrating {TASK}" in line for line in lines), lines

@@ -123,3 +123,28 @@ def test_a_fit_plan_is_checked_when_the_spec_is_built_and_travels_in_its_json():
             spec(fit)
     with pytest.raises(ValueError, match="dev split"):
         EvaluationSpec.from_json(good.to_json().replace('"split": "dev"', '"split": "test"'))
+
+
+def test_the_runner_entry_takes_a_fit_plan_from_its_command_line():
+    """`python -m speculator_arena.runners.evaluate --fit 1:0.5,2:2` (and `arena evaluate`, which
+    shares its arguments): the GPU image without Dagster runs the fit's passes as it runs any
+    evaluation; a malformed list is refused before a spec exists."""
+    import argparse
+
+    import pytest
+
+    from speculator_arena.protocol import load_protocol
+    from speculator_arena.runners.evaluate import add_arguments
+    from speculator_arena.runners.spec import spec_from_args
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    base = ["--task", "local-smollm2", "--engine", "engines/dev-stock", "--account", "arena-calibration"]
+    spec = spec_from_args(p.parse_args([*base, "--fit", "1:0.5, 2:2", "--fit-seconds", "3"]))
+    assert spec.fit == {"workload": "busy", "seconds": 3.0, "points": [[1, 0.5], [2, 2.0]]}
+    busy = load_protocol().task("local-smollm2").workloads["busy"].pass_seconds
+    assert spec_from_args(p.parse_args([*base, "--fit", "4:1"])).fit["seconds"] == busy
+    assert spec_from_args(p.parse_args(base)).fit is None
+    for bad in ("1", "1:x", "a:1", "1:0.5,,2:2", "0:1"):
+        with pytest.raises(ValueError):
+            spec_from_args(p.parse_args([*base, "--fit", bad]))

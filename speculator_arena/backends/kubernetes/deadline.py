@@ -19,7 +19,7 @@ from speculator_arena.protocol.model import WORKLOADS, TaskProtocol
 
 def active_deadline_seconds(task: TaskProtocol, fit: dict | None = None) -> int:
     """The deadline of an evaluation of `task`; with `fit` (a spec's m/c fit plan,
-    runners/fit_passes.py) that of the fit's run: the preparation, one stock engine's cycle and
+    runners/fit_plan.py) that of the fit's run: the preparation, one stock engine's cycle and
     one pass per grid point, each up to its pass time plus the grace."""
     ss, idle, grace = task.start_stop, task.device_idle, task.grace_seconds
     engine_cycle = ss.health_timeout_seconds + ss.sigterm_grace_seconds + idle.within_seconds
