@@ -372,3 +372,35 @@ def test_two_gpu_nodes_run_two_submissions_at_once_and_a_third_waits(kube_cluste
         second.stop()
         remove_tree(home / "sealed")
         shared_host.unlink()
+
+
+def test_the_m_c_fit_runs_in_a_pod_with_its_own_deadline(kube_cluster, tmp_path, monkeypatch, capsys):
+    """The calibration's m/c fit is a spec the backends run as any other (issue 34): through the
+    runner's entry (`arena evaluate --fit`), in a pod whose runner serves one short stock pass per
+    grid point in the engine container, under the fit's own deadline; its rows land whole and it
+    ends void with the fit's reason."""
+    from speculator_arena.backends.kubernetes.deadline import active_deadline_seconds
+    from speculator_arena.protocol import load_protocol
+    from speculator_arena.runners.fit_passes import FIT_VOID_REASON
+
+    _use(kube_cluster, monkeypatch)
+    home = _home(kube_cluster, tmp_path)
+    rc = main([*_args(kube_cluster, home, "k8s-fit"), "--fit", "1:1,2:0.5", "--fit-seconds", "1"])
+    out = summary_of(capsys.readouterr().out)
+    assert out["status"] == "void" and out["void_reason"] == FIT_VOID_REASON, (
+        rc,
+        out,
+        kube_cluster.node.logs_of(EVALUATION_LABEL, "k8s-fit"),
+    )
+    wh = Warehouse(home)
+    requests = wh.read_table("requests", "k8s-fit").to_pylist()
+    assert {r["pass_id"] for r in requests} == {"fit-m1-c1", "fit-m2-c0.5"}
+    assert {r["engine"] for r in requests} == {"stock"} and any(r["done"] for r in requests)
+    prov = json.loads(current_row(wh, "k8s-fit")["provenance"])
+    assert prov["backend"] == "kubernetes" and prov["pod_outcome"] == "succeeded"
+    fit = {"workload": "busy", "seconds": 1.0, "points": [[1, 1.0], [2, 0.5]]}
+    task = load_protocol().task(TASK)
+    assert prov["active_deadline_seconds"] == active_deadline_seconds(task, fit) < active_deadline_seconds(task)
+    starts = wh.read_table("engine_starts", "k8s-fit").to_pylist()
+    assert len(starts) == 1 and starts[0]["run_as_user"] == f"uid {kube_cluster.engine_uid}"
+    assert _pods(kube_cluster, "k8s-fit") == [] and not (kube_cluster.results / "k8s-fit").exists()
