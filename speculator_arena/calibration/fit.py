@@ -148,15 +148,18 @@ def next_fit_spec(
     wh, task_id: str, version: int, candidate_version: int, target, points, pass_seconds
 ) -> tuple[object | None, bool]:
     """(the spec of the fit evaluation that serves the grid points not stored yet, or None when
-    every point is stored; whether a fit evaluation is stored but not final, in which case no new
-    one is planned: a queue waits for it)."""
-    from speculator_arena.rules.status import FINAL
+    every point is stored; whether the last fit evaluation's row says running, in which case no
+    spec is made: a queue waits for it). A last fit evaluation queued and never started is the
+    one the spec names again (the runner takes its queued row)."""
+    from speculator_arena.rules.status import QUEUED, RUNNING
     from speculator_arena.runners.spec import calibration_spec, default_stock_engine
     from speculator_arena.warehouse.evaluations import current_row
 
     done = fit_evaluations(wh, task_id, candidate_version)
-    if done and (current_row(wh, done[-1]) or {}).get("status") not in FINAL:
+    last = (current_row(wh, done[-1]) or {}).get("status") if done else None
+    if last == RUNNING:
         return None, True
+    attempt = len(done) if last == QUEUED else len(done) + 1
     stored = stored_points(wh, done)
     missing = [(m, c) for m, c in points if pass_id(m, c) not in stored]
     if not missing:
@@ -164,7 +167,7 @@ def next_fit_spec(
     spec = calibration_spec(
         task_id=task_id,
         engine=default_stock_engine(task_id, version),
-        evaluation_id=fit_evaluation_id(task_id, candidate_version, len(done) + 1),
+        evaluation_id=fit_evaluation_id(task_id, candidate_version, attempt),
         target=target,
         protocol_version=version,
         label="calibration m/c fit",
@@ -181,7 +184,7 @@ def run_fit_passes(
     door: `runner(spec, wh, say)` returns its final status); None when every point is stored."""
     say = progress or (lambda m: None)
     spec, pending = next_fit_spec(wh, task_id, version, candidate_version, target, points, pass_seconds)
-    if pending:  # the last fit evaluation is not final: its runner died (or it runs elsewhere: an error)
+    if pending:  # the last fit evaluation says running: its runner died (or it runs elsewhere: an error)
         from speculator_arena.runners.harness import resume_dead
 
         resume_dead(wh, fit_evaluations(wh, task_id, candidate_version)[-1], progress=say)

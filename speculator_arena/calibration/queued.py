@@ -55,9 +55,10 @@ def waiting(home) -> list[tuple[str, dict]]:
 
 
 def next_runs(wh, opts: CalibrationOptions) -> tuple[list, bool]:
-    """(the specs to run next for the calibration `opts`, whether any of its evaluations is stored
-    but not final: in flight, or its runner died). No spec and nothing pending: its evaluations
-    are all stored, and its assets can run."""
+    """(the specs to run next for the calibration `opts`, whether any of its evaluations' rows says
+    running: in flight, or its runner died, which `arena calibrate --candidate N` finishes as void
+    and runs again). No spec and nothing pending: its evaluations are all stored, and its assets
+    can run."""
     p = opts.plan()
     specs, pending = next_attempts(wh, p, opts.target, opts.retries, opts.adopt)
     if opts.fit:

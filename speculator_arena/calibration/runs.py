@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from speculator_arena.calibration.plan import Plan, PlannedRun
 from speculator_arena.rules.accounts import CALIBRATION_ACCOUNT
-from speculator_arena.rules.status import RANKED, VOID
+from speculator_arena.rules.status import RANKED, RUNNING, VOID
 from speculator_arena.warehouse import Warehouse
 
 
@@ -46,16 +46,16 @@ def resolve(wh: Warehouse, plan: Plan, retries: int = 2, adopt: dict[str, str] |
 
 def _next(wh: Warehouse, base_id: str, retries: int) -> tuple[str, str | None]:
     """Where a planned run stands among its attempts: ("done", id) at its first measured or failed
-    attempt, ("run", id) for the attempt to run next, ("stored", id) for an attempt stored but not
-    final (queued, or running: in flight, or its runner died), ("exhausted", None) when every
-    attempt ended void."""
+    attempt, ("run", id) for the attempt to run next (not stored, or queued and never started:
+    the runner takes its queued row), ("running", id) for an attempt whose row says running (in
+    flight, or its runner died), ("exhausted", None) when every attempt ended void."""
     for eid in attempt_ids(base_id, retries):
         status = _stored_status(wh, eid)
         if status in RANKED:
             return "done", eid
         if status == VOID:
             continue
-        return ("run", eid) if status is None else ("stored", eid)
+        return ("running", eid) if status == RUNNING else ("run", eid)
     return "exhausted", None
 
 
@@ -72,7 +72,7 @@ def _run_one(
         if state == "exhausted":
             say(f"{run.name}: no measured attempt in {retries + 1} tries; it is left out and the evidence says so")
             return None
-        if state == "stored":  # not final: its runner died (or runs elsewhere: then this is an error)
+        if state == "running":  # its runner died (or runs elsewhere: then this is an error)
             from speculator_arena.runners.harness import resume_dead
 
             try:
@@ -89,7 +89,7 @@ def _run_one(
 def next_attempts(
     wh: Warehouse, plan: Plan, target: str | None, retries: int = 2, adopt: dict[str, str] | None = None
 ) -> tuple[list, bool]:
-    """(the specs of the planned runs' next attempts, whether any attempt is stored but not final):
+    """(the specs of the planned runs' next attempts, whether any attempt's row says running):
     what a queued calibration asks the queue for (assets/calibration.py `calibration_queue`), one
     attempt per run at a time, the next only after the last one ended void."""
     specs, pending = [], False
@@ -99,7 +99,7 @@ def next_attempts(
         state, eid = _next(wh, run.evaluation_id(plan.task_id, plan.candidate_version), retries)
         if state == "run":
             specs.append(_spec(plan, run, eid, target))
-        pending |= state == "stored"
+        pending |= state == "running"
     return specs, pending
 
 

@@ -87,5 +87,5 @@ def run_fit(ev) -> str:
                 died = f"the stock engine died during the m/c fit (at point m {m} c {c:g})"
                 break
     finally:
-        ev.stop_engine(er, record=False)
+        ev.stop_engine(er, record=True)  # its start row: the engine, its user, the device idle after
     return ev.finish(VOID, void_reason=died or FIT_VOID_REASON)

@@ -402,5 +402,5 @@ def test_the_m_c_fit_runs_in_a_pod_with_its_own_deadline(kube_cluster, tmp_path,
     task = load_protocol().task(TASK)
     assert prov["active_deadline_seconds"] == active_deadline_seconds(task, fit) < active_deadline_seconds(task)
     starts = wh.read_table("engine_starts", "k8s-fit").to_pylist()
-    assert len(starts) == 1 and starts[0]["run_as_user"] == f"uid {kube_cluster.engine_uid}"
+    assert len(starts) == 1 and starts[0]["run_as_user"] == f"uid {kube_cluster.engine_uid}", (out, starts)
     assert _pods(kube_cluster, "k8s-fit") == [] and not (kube_cluster.results / "k8s-fit").exists()

@@ -311,3 +311,33 @@ def test_the_fit_statistics_and_choice_on_hand_made_rows():
     best = choose(points, targets)
     assert (best["m"], best["c"]) == (2, 0.5)
     assert best["loss"] == pytest.approx(loss(points[1]["achieved"], targets)) == pytest.approx(0.02)
+
+
+def test_the_attempt_walk_the_launcher_and_the_queue_share(tmp_path):
+    """calibration/runs.py `next_attempts` (what the queue asks for) on stored rows of every
+    status: a measured or failed attempt stands for its run, a void one makes the next attempt
+    due, a queued one that never started is due itself (the runner takes its queued row), a
+    running one is waited for, and a run whose every attempt ended void asks for nothing."""
+    from synthetic import write_synthetic_evaluation
+
+    from speculator_arena.calibration.runs import attempt_ids, next_attempts
+
+    wh = Warehouse(tmp_path)
+    p = plan("local-smollm2", None, None, 4, False, ())
+    runs = p.runs[:5]
+    base = {r.name: r.evaluation_id("local-smollm2", p.candidate_version) for r in runs}
+
+    def stored(eid: str, status: str) -> None:
+        write_synthetic_evaluation(wh, eid)
+        (first,) = wh.read_table("evaluations", eid).to_pylist()
+        wh.write_rows("evaluations", eid, [dict(first, status=status, updated_at=first["updated_at"] + 1)])
+
+    stored(base[runs[0].name], "measured")  # done
+    stored(base[runs[1].name], "void")  # its -r1 is next
+    stored(base[runs[2].name], "queued")  # never started: due itself
+    stored(base[runs[3].name], "running")  # waited for
+    for eid in attempt_ids(base[runs[4].name], 2):
+        stored(eid, "void")  # exhausted
+    specs, pending = next_attempts(wh, p, None, 2, adopt={r.name: "x" for r in p.runs[5:]})
+    assert [s.evaluation_id for s in specs] == [f"{base[runs[1].name]}-r1", base[runs[2].name]]
+    assert pending

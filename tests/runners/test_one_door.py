@@ -237,6 +237,7 @@ def test_the_m_c_fit_runs_through_the_door_and_its_asset_serves_nothing(built_ho
     assert set(requests["pass_id"]) == {"fit-m1-c0.5", "fit-m1-c2", "fit-m2-c0.5", "fit-m2-c2"}
     assert set(requests["engine"]) == {"stock"} and set(requests["workload"]) == {"busy"}
     assert requests["done"].astype(bool).any()
+    assert [s["engine"] for s in wh.read_table("engine_starts", fit_id).to_pylist()] == ["stock"]  # one start
     # the asset reads what is stored: no evaluation runs, the choice is one of the grid's points
     runs_before = len(instance.get_runs())
     result = _calibration_asset(calibration_fit, instance, home, config)
