@@ -47,7 +47,7 @@ def resolve(wh: Warehouse, plan: Plan, retries: int = 2, adopt: dict[str, str] |
 def _next(wh: Warehouse, base_id: str, retries: int) -> tuple[str, str | None]:
     """Where a planned run stands among its attempts: ("done", id) at its first measured or failed
     attempt, ("run", id) for the attempt to run next (not stored, or queued and never started:
-    the runner takes its queued row), ("running", id) for an attempt whose row says running (in
+    the runner takes its queued row), ("started", id) for an attempt whose row says running (in
     flight, or its runner died), ("exhausted", None) when every attempt ended void."""
     for eid in attempt_ids(base_id, retries):
         status = _stored_status(wh, eid)
@@ -55,7 +55,7 @@ def _next(wh: Warehouse, base_id: str, retries: int) -> tuple[str, str | None]:
             return "done", eid
         if status == VOID:
             continue
-        return ("running", eid) if status == RUNNING else ("run", eid)
+        return ("started", eid) if status == RUNNING else ("run", eid)
     return "exhausted", None
 
 
@@ -72,7 +72,7 @@ def _run_one(
         if state == "exhausted":
             say(f"{run.name}: no measured attempt in {retries + 1} tries; it is left out and the evidence says so")
             return None
-        if state == "running":  # its runner died (or runs elsewhere: then this is an error)
+        if state == "started":  # its row says running: its runner died (or runs elsewhere: then this is an error)
             from speculator_arena.runners.harness import resume_dead
 
             try:
@@ -99,7 +99,7 @@ def next_attempts(
         state, eid = _next(wh, run.evaluation_id(plan.task_id, plan.candidate_version), retries)
         if state == "run":
             specs.append(_spec(plan, run, eid, target))
-        pending |= state == "running"
+        pending |= state == "started"
     return specs, pending
 
 
