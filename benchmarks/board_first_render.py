@@ -19,8 +19,8 @@ What it measures, each in a fresh Python process (cold Streamlit caches, nothing
 - `text`: `arena board --text --split dev` (what the terminal prints, the same memo and store),
   against the same command on the empty warehouse;
 - the board's parts: listing evaluations, choosing what to score, scoring it. This runs first,
-  on an emptied score store (board/store.py): the cost when no process scored the candidates
-  before. Every later fresh process reads them from the store, as a board server does after a
+  on an emptied score store (board/store.py) and request store (scoring/request_store.py): the
+  cost when no process scored the candidates before. Every later fresh process reads them from the store, as a board server does after a
   restart; `--no-store` measures the board without it (every process scores every candidate);
 - optionally (`--browser`) the time from opening the page in headless Chromium to the leader's
   SpecScore showing, against a freshly started `streamlit run`.
@@ -303,8 +303,9 @@ def main() -> int:
         r = packs.pack(home)
         built["pack_s"] = round(r.seconds, 2)
         built["pack_evaluations_written"] = r.packed
-    if args.no_store:
+    if args.no_store:  # nor the scorer's own store of per-request results (scoring/request_store.py)
         os.environ["ARENA_SCORE_STORE"] = "0"
+        os.environ["ARENA_REQUEST_STORE"] = "0"
     empty = Path(tempfile.mkdtemp(prefix="board-bench-empty-"))
     (empty / "raw" / "evaluations").mkdir(parents=True)  # a warehouse with no evaluations
     try:
@@ -314,6 +315,7 @@ def main() -> int:
         # scored these candidates before (a new warehouse, a new protocol version or scorer);
         # afterwards each fresh process reads them from the store (board/store.py)
         shutil.rmtree(home / "scores" / "board-store", ignore_errors=True)
+        shutil.rmtree(home / "scores" / "request-store", ignore_errors=True)
         result["parts"] = child(PARTS, str(home), TASK, home=home)
         # fresh processes, alternating board and baseline so both see the same machine load
         runs, base, text, text0 = [], [], [], []

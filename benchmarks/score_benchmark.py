@@ -7,10 +7,13 @@ per-row loop computing the same per-pass speeds, ratios and SpecScore.
 The warehouse is written once (reused with --reuse when it already holds N evaluations). Then,
 first on the raw parts (ARENA_PACKS=0) and again after packing them (`packs.pack`, what
 `arena warehouse pack` runs), the bare scan (sql/bare_scan.sql: DuckDB reading the request
-columns the scorer reads, chunk lists included, aggregated per evaluation, pass and engine) and
-`score_warehouse` alternate `--repeat` times; the script prints each one's median and the ratio
-scorer / bare scan, the issue's measure (issue 36: at most 4 on parts, 3 packed). Both reads
-must give identical frames. The plain loop (`--no-plain` skips it) reads each evaluation's rows
+columns the scorer reads, chunk lists included, aggregated per evaluation, pass and engine),
+a first scoring (`score_warehouse` with its request store emptied: every request read and
+swept) and a rescore under the previous protocol version (what an operator's `arena score`
+after a protocol change runs, with the request store the first scoring wrote,
+scoring/request_store.py) alternate `--repeat` times; the script prints each one's median and
+its ratio to the bare scan, the issue's measure (issue 36: at most 4 on parts, 3 packed). Both
+reads must give identical frames, and the rescore the frames of a scoring without the store. The plain loop (`--no-plain` skips it) reads each evaluation's rows
 with pyarrow into Python lists (one evaluation at a time, so memory stays bounded) and does
 everything else in Python: counted requests, the solo speed, the busy-window sweep, the failure
 rule, medians and the geometric mean. Both must agree to 1e-9 on every workload ratio and
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -32,7 +36,7 @@ import pyarrow.parquet as pq
 
 from speculator_arena.protocol import load_protocol
 from speculator_arena.protocol.model import WORKLOADS
-from speculator_arena.scoring import score_warehouse
+from speculator_arena.scoring import request_store, score_warehouse
 from speculator_arena.warehouse import Warehouse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the synthetic warehouses
@@ -148,17 +152,35 @@ def bare_scan(wh: Warehouse) -> float:
     return time.perf_counter() - t
 
 
-def timed_pair(wh: Warehouse, packed: bool, repeat: int):
-    """(bare scan seconds, score_warehouse seconds, Scores) with the packs used or ignored,
-    alternating the two `repeat` times so both see the same machine load (medians)."""
+def timed_round(wh: Warehouse, packed: bool, repeat: int, rescore_version: int):
+    """Medians of (bare scan, first scoring, rescore) seconds and the last Scores of both
+    scorings, with the packs used or ignored, the three alternated `repeat` times so all see the
+    same machine load. First scoring: the request store emptied (scoring/request_store.py), so
+    every request is read and swept, and the store written; rescore: under `rescore_version`
+    (a protocol change), with the store as the first scoring left it."""
     os.environ["ARENA_PACKS"] = "1" if packed else "0"
-    bare, scored, scores = [], [], None
+    os.environ["ARENA_REQUEST_STORE"] = "1"
+    runs = {"bare": [], "first": [], "rescore": []}
+    first = rescore = None
     for _ in range(repeat):
-        bare.append(bare_scan(wh))
+        runs["bare"].append(bare_scan(wh))
+        shutil.rmtree(request_store.root(wh.home), ignore_errors=True)
         t = time.perf_counter()
-        scores = score_warehouse(wh)
-        scored.append(time.perf_counter() - t)
-    return statistics.median(bare), statistics.median(scored), scores, bare, scored
+        first = score_warehouse(wh)
+        runs["first"].append(time.perf_counter() - t)
+        t = time.perf_counter()
+        rescore = score_warehouse(wh, rescore_version)
+        runs["rescore"].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in runs.items()}, runs, first, rescore
+
+
+def _same(a, b) -> None:
+    for name in ("evaluations", "passes", "gates", "figures"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
+
+
+def _runs(xs) -> str:
+    return ", ".join(f"{x:.2f}" for x in xs)
 
 
 def main(argv=None) -> int:
@@ -183,26 +205,36 @@ def main(argv=None) -> int:
 
     from speculator_arena.warehouse import packs
 
+    latest = load_protocol().version
     results = {}
     for packed in (False, True):
         if packed:
             r = packs.pack(wh.home)
             print(f"packed {r.packed} evaluations in {r.seconds:.1f} s (0: the pack was current)", flush=True)
-        bare, scored, scores, bare_all, scored_all = timed_pair(wh, packed, args.repeat)
+        med, runs, first, rescore = timed_round(wh, packed, args.repeat, latest - 1)
         where = "packed" if packed else "raw parts"
-        results[where] = scores
+        results[where] = (first, rescore)
+        bare = med["bare"]
         print(
-            f"{where}: score_warehouse {scored:.2f} s, bare scan {bare:.2f} s, ratio {scored / bare:.2f} "
-            f"(runs: scorer {', '.join(f'{x:.2f}' for x in scored_all)}; bare {', '.join(f'{x:.2f}' for x in bare_all)})",
+            f"{where}: bare scan {bare:.2f} s; first scoring {med['first']:.2f} s, ratio {med['first'] / bare:.2f}; "
+            f"rescore (v{latest - 1}, request store warm) {med['rescore']:.2f} s, ratio {med['rescore'] / bare:.2f} "
+            f"(runs: bare {_runs(runs['bare'])}; first {_runs(runs['first'])}; rescore {_runs(runs['rescore'])})",
             flush=True,
         )
-    # the packed and the unpacked read must score every evaluation the same, to the last bit
-    for name in ("evaluations", "passes", "gates", "figures"):
-        pd.testing.assert_frame_equal(getattr(results["raw parts"], name), getattr(results["packed"], name))
-    print("agreement: packed and raw parts give identical evaluations, passes, gates and figures", flush=True)
+    # the packed and the unpacked read must score every evaluation the same, to the last bit,
+    # and the rescore through the store as a scoring that reads every request
+    _same(results["raw parts"][0], results["packed"][0])
+    _same(results["raw parts"][1], results["packed"][1])
+    os.environ["ARENA_REQUEST_STORE"] = "0"
+    _same(results["packed"][1], score_warehouse(wh, latest - 1))
+    print(
+        "agreement: packed and raw parts give identical evaluations, passes, gates and figures, first "
+        "scoring and rescore; the rescore through the store is identical to one without it",
+        flush=True,
+    )
     if args.no_plain:
         return 0
-    scores = results["packed"]
+    scores = results["packed"][0]
 
     t = time.perf_counter()
     plain = plain_python(wh)

@@ -49,6 +49,12 @@ VARIABLES: dict[str, Variable] = {
         ),
         Variable("ARENA_SCORE_TIMING", None, "set: the scorer prints how long each step took", "warehouse"),
         Variable(
+            "ARENA_REQUEST_STORE",
+            "1",
+            "`0`: the scorer neither reads nor writes its store of per-request results (scores/request-store/)",
+            "warehouse",
+        ),
+        Variable(
             "ARENA_PROTOCOL_DIR",
             None,
             "a folder of staged protocol versions `vN.yaml` added to the shipped ones",

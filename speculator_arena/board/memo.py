@@ -33,28 +33,14 @@ import os
 import threading
 import time
 
-import numpy as np
 import pandas as pd
 
 from speculator_arena import settings
 from speculator_arena.board import data, store
-from speculator_arena.warehouse import catalog, generation, parts
+from speculator_arena.warehouse import catalog, generation
+from speculator_arena.warehouse.catalog import fingerprints as _fingerprints
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse
-
-
-def _fingerprints(home: str, evaluation_ids: list[str], now_ns: int) -> dict[str, tuple]:
-    """Per evaluation, the mtimes of its partition directories (-1: none). The store writes by
-    create-and-rename, which moves a directory's mtime; a directory changed less than the
-    catalog's racy window ago is not trusted (a later write within the same clock tick would
-    leave the same mtime), so its fingerprint never equals a later one and it is re-scored.
-    The racy check runs once over every directory (870 x 12 at 10,000 evaluations: one numpy
-    call per directory cost more than its stat)."""
-    m = np.array(
-        [parts.partition_mtime(home, table, eid) for eid in evaluation_ids for table in TABLES], dtype=np.int64
-    ).reshape(len(evaluation_ids), len(TABLES))
-    racy = ((m >= 0) & ~catalog.trusted_mask(m, m, np.int64(now_ns))).any(axis=1)
-    return {eid: (object(),) if r else tuple(row) for eid, row, r in zip(evaluation_ids, m.tolist(), racy.tolist())}
 
 
 class BoardMemo:

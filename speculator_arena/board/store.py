@@ -32,27 +32,29 @@ column records which), so a frame read back equals the frame written, value for 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
-import uuid
-from functools import lru_cache
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from speculator_arena import settings
-from speculator_arena.atomic import atomic_path
-from speculator_arena.warehouse.schema import TABLES
+from speculator_arena.warehouse.frame_files import (
+    exact_tables,
+    generations,
+    prints_table,
+    read_prints,
+    remove_generation,
+    source_digest,
+    to_frame,
+    write_generation,
+)
 
 FRAMES = ("evaluations", "passes", "gates", "figures", "intervals")  # the scorer's four, the drawn intervals
 PRINTS = "prints"
 KEEP_GENERATIONS = 2  # the newest, and the one a reader may still be reading
-OBJECTS = b"arena_object_columns"  # schema metadata: the columns that were of dtype object
-NAN_MARK = "__nan__"  # side column: which missing cells of an object column were NaN, not None
 CODE_DIRS = ("scoring", "rules", "protocol", "warehouse")
 STALE_AFTER_SECONDS = 3600.0  # a store no current key names is removed once unwritten this long (`prune`)
 
@@ -61,17 +63,10 @@ def enabled() -> bool:
     return settings.flag("ARENA_SCORE_STORE")
 
 
-@lru_cache(maxsize=1)
 def code_digest() -> str:
     """A digest of the source the stored rows came from (the scorer and what it reads): rows
     scored by other code are not this code's rows."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for sub in CODE_DIRS:
-        for p in sorted((root / sub).rglob("*")):
-            if p.is_file() and p.suffix in (".py", ".sql", ".yaml", ".yml", ".json"):
-                h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
+    return source_digest(CODE_DIRS)
 
 
 def store_dir(home: str | os.PathLike, version: int, digest: str) -> Path:
@@ -79,74 +74,17 @@ def store_dir(home: str | os.PathLike, version: int, digest: str) -> Path:
     return Path(home) / "scores" / "board-store" / f"v{version}-{key}"
 
 
-def _generations(d: Path) -> list[Path]:
-    """Complete generations, newest first (a generation's name starts with its write time)."""
-    try:
-        names = [n for n in os.listdir(d) if n.startswith("g-")]
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return [d / n for n in sorted(names, reverse=True)]
-
-
-def _to_table(df: pd.DataFrame) -> pa.Table:
-    marks, objects = {}, []
-    for c in df.columns:
-        if df[c].dtype == object:
-            objects.append(c)
-            nan = df[c].map(lambda v: isinstance(v, float) and v != v).to_numpy(dtype=bool)
-            if nan.any():
-                marks[f"{NAN_MARK}{c}"] = nan
-    out = df.reset_index(drop=True)
-    if marks:
-        out = out.assign(**marks)
-    t = pa.Table.from_pandas(out, preserve_index=False)
-    return t.replace_schema_metadata({**(t.schema.metadata or {}), OBJECTS: json.dumps(objects).encode()})
-
-
-def _to_frame(t: pa.Table) -> pd.DataFrame:
-    """The frame `_to_table` was given. Object columns come back as object columns (pandas may
-    read text as its string dtype), their missing cells None or NaN as they were."""
-    objects = json.loads((t.schema.metadata or {}).get(OBJECTS, b"[]"))
-    df = t.to_pandas()
-    for col in objects:
-        mark = f"{NAN_MARK}{col}"
-        nan = df.pop(mark).to_numpy(dtype=bool) if mark in df.columns else None
-        if df[col].dtype == object and nan is None:
-            continue
-        values = df[col].to_numpy(dtype=object, copy=True)
-        values[pd.isna(df[col]).to_numpy(dtype=bool)] = None
-        if nan is not None:
-            values[nan] = np.nan
-        df[col] = pd.Series(values, index=df.index, dtype=object)
-    return df
-
-
-def _prints_table(prints: dict[str, tuple]) -> pa.Table:
-    ids = sorted(prints)
-    cols = {"evaluation_id": pa.array(ids, pa.string())}
-    m = np.array([prints[i] for i in ids], dtype=np.int64).reshape(len(ids), len(TABLES))
-    for k, table in enumerate(TABLES):
-        cols[f"mtime_{table}"] = pa.array(m[:, k], pa.int64())
-    return pa.table(cols)
-
-
 def load(home: str | os.PathLike, version: int, digest: str) -> tuple[dict[str, pd.DataFrame], dict[str, tuple]] | None:
     """The newest generation's frames and fingerprints, or None (none, unreadable, or off)."""
     if not enabled():
         return None
-    for gen in _generations(store_dir(home, version, digest))[:KEEP_GENERATIONS]:
+    for gen in generations(store_dir(home, version, digest))[:KEEP_GENERATIONS]:
         try:
-            p = pq.read_table(gen / f"{PRINTS}.parquet")
-            want = ["evaluation_id"] + [f"mtime_{t}" for t in TABLES]
-            if p.column_names != want:
-                return None
-            ids = p.column("evaluation_id").to_pylist()
-            m = np.column_stack([p.column(c).to_numpy() for c in want[1:]]) if ids else np.zeros((0, len(TABLES)))
-            prints = {eid: tuple(row) for eid, row in zip(ids, m.astype(np.int64).tolist())}
-            frames = {name: _to_frame(pq.read_table(gen / f"{name}.parquet")) for name in FRAMES}
+            prints = read_prints(pq.read_table(gen / f"{PRINTS}.parquet"))
+            frames = {name: to_frame(pq.read_table(gen / f"{name}.parquet")) for name in FRAMES}
             return frames, prints
         except (OSError, pa.ArrowException, ValueError, KeyError):
-            continue  # removed under us by a writer, or torn by a disk error: the previous one
+            continue  # removed under us by a writer, torn by a disk error, another layout: the previous one
     return None
 
 
@@ -160,30 +98,13 @@ def save(
         return None
     d = store_dir(home, version, digest)
     try:
-        tables = {name: _to_table(df) for name, df in frames.items()}
-        for name, df in frames.items():  # a frame that would not read back as it is is not kept
-            pd.testing.assert_frame_equal(_to_frame(tables[name]), df.reset_index(drop=True), check_exact=True)
-        tables[PRINTS] = _prints_table(prints)
-        gen = d / f"g-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-        with atomic_path(gen, durable=False) as tmp:
-            tmp.mkdir()
-            for name, t in tables.items():
-                pq.write_table(t, tmp / f"{name}.parquet")
+        tables = exact_tables(frames)  # a frame that would not read back as it is is not kept
+        tables[PRINTS] = prints_table(prints)
+        gen = write_generation(d, tables, KEEP_GENERATIONS)
     except (OSError, pa.ArrowException, ValueError, TypeError, AssertionError):
         return None  # a read-only home, a full disk, a frame Parquet cannot hold: score in memory
-    for old in _generations(d)[KEEP_GENERATIONS:]:
-        _remove_generation(old)
     prune(home)
     return gen
-
-
-def _remove_generation(gen: Path) -> None:
-    try:
-        for f in gen.iterdir():
-            f.unlink(missing_ok=True)
-        gen.rmdir()
-    except OSError:
-        pass  # another writer removed it first
 
 
 def prune(home: str | os.PathLike, stale_after: float = STALE_AFTER_SECONDS) -> list[Path]:
@@ -206,7 +127,7 @@ def prune(home: str | os.PathLike, stale_after: float = STALE_AFTER_SECONDS) -> 
         d = root / name
         if not name.startswith("v") or not d.is_dir():
             continue  # not a store of this module's making
-        gens = _generations(d)
+        gens = generations(d)
         try:
             newest = max([d.stat().st_mtime] + [g.stat().st_mtime for g in gens])
         except OSError:
@@ -216,7 +137,7 @@ def prune(home: str | os.PathLike, stale_after: float = STALE_AFTER_SECONDS) -> 
         try:
             for entry in d.iterdir():  # its generations, and any temporary a crashed writer left
                 if entry.is_dir():
-                    _remove_generation(entry)
+                    remove_generation(entry)
                 else:
                     entry.unlink(missing_ok=True)
             d.rmdir()

@@ -14,6 +14,7 @@ handed back).
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -21,12 +22,12 @@ import pandas as pd
 
 from speculator_arena import settings
 from speculator_arena.rules.status import current_frame
-from speculator_arena.scoring import busy_scan
+from speculator_arena.scoring import busy_scan, request_store
 from speculator_arena.scoring.busy import busy_windows
 from speculator_arena.scoring.connection import evaluation_ids, open_connection, query, sql_text, threads
 from speculator_arena.scoring.limits import passes_run, protocol_workloads
 from speculator_arena.scoring.timing import tick
-from speculator_arena.warehouse import packs
+from speculator_arena.warehouse import catalog, packs
 from speculator_arena.warehouse.store import Warehouse
 
 
@@ -70,20 +71,29 @@ _BEFORE_SCAN = (
 def read_rows(wh: Warehouse, proto, limits: pd.DataFrame, ids=None, t0: list | None = None) -> ScoringRows:
     """Run every query of the scorer over the evaluations `ids` (None: all) under `proto`.
 
-    `limits`: protocol_limits(proto), registered for the queries that apply them; `t0`: the
-    timing carried by scoring/timing.py's `tick`."""
+    The per-request results of evaluations the request store holds at their fingerprint and
+    count slack (scoring/request_store.py) are taken from it; only the others' requests are
+    read and swept, and their results stored. `limits`: protocol_limits(proto), registered for
+    the queries that apply them; `t0`: the timing carried by scoring/timing.py's `tick`."""
     t0 = [] if t0 is None else t0
+    wanted = evaluation_ids(wh, ids)
+    prints = catalog.fingerprints(str(wh.home), wanted, time.time_ns())  # before anything is read
+    held = request_store.load(wh.home, wanted)
+    tick(f"request store read ({len(held.keys)} evaluations held)", t0)
     pool = ThreadPoolExecutor(max_workers=1)
     started = []
     try:
         con = open_connection(
-            wh, ids, after_passes=lambda c, r: started.append(_busy_start(c, wh, r, pool)), proto=proto
+            wh,
+            wanted,
+            after_passes=lambda c, r: started.append(_busy_start(c, wh, r, pool, held, prints)),
+            proto=proto,
         )
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    tick("read small tables (busy scan starts after the passes)", t0)
-    busy_future = started[0]
+    busy_future, hits, slack = started[0]
+    tick(f"read small tables (busy scan of {len(wanted) - len(hits)} starts after the passes)", t0)
     # The connection holds only these evaluations' rows (open_connection), so the queries run
     # with their filter open ($ids NULL, folded away): the same rows, without list_contains
     # over every id on every row (the board's first render scores 870 ids).
@@ -110,26 +120,41 @@ def read_rows(wh: Warehouse, proto, limits: pd.DataFrame, ids=None, t0: list | N
         tick("waiting for the Parquet scan (busy windows, staged requests)", t0)
         _stage_requests(con, staged, to_sql)
         tick("staged requests registered", t0)
-        got["length"] = q("gate_length.sql")
-        got["figures_requests"] = q("figures_requests.sql")
-        con.register("busy_windows", busy)
-        got["busy"] = busy
+        # the per-request results of the evaluations just read, then with the stored ones
+        fresh = {
+            "busy": busy,
+            "sums": con.sql(sql_text("pass_request_sums.sql")).to_arrow_table(),
+            "length": q("gate_length.sql"),
+            "figures": q("figures_requests.sql"),
+        }
+        known = request_store.combine(held, hits, fresh)
+        con.register("request_sums", known["sums"])
+        con.execute(sql_text("pass_request_sums_known.sql"))
+        got["length"], got["figures_requests"], got["busy"] = known["length"], known["figures"], known["busy"]
+        con.register("busy_windows", known["busy"])
         got["passes"] = q("pass_ratios.sql")
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         con.close()
+    if len(hits) < len(wanted):
+        request_store.save(wh.home, held, fresh, {e: prints[e] for e in wanted if e not in set(hits)}, slack)
+        tick("request store written", t0)
     return ScoringRows(**got)
 
 
-def _busy_start(con, wh: Warehouse, resolved: packs.Resolved, pool: ThreadPoolExecutor):
+def _busy_start(con, wh: Warehouse, resolved: packs.Resolved, pool: ThreadPoolExecutor, held=None, prints=None):
     """Start the scan of the busy windows in `pool`; DuckDB runs the other queries meanwhile
-    (both release the GIL), and `_busy_finish` collects it."""
+    (both release the GIL), and `_busy_finish` collects it. Returns (the scan's future, the
+    evaluations the request store `held` answers at their `prints`, which the scan skips, and
+    every evaluation's count slack under the version being scored)."""
+    slack = dict(con.execute(sql_text("evaluation_slack.sql")).fetchall())
+    hits = held.hits(prints, slack) if held is not None and held.keys else []
+    if hits:
+        resolved = resolved.without(hits)
     passes = con.sql(sql_text("busy_pass_rows.sql")).to_arrow_table()
     batches, n_threads = busy_scan.request_batches(wh.home, resolved), threads(con)
 
     def scan():
-        import time
-
         t = time.perf_counter()
         out = busy_scan.busy_windows_from_batches(batches, passes, n_threads, staged=True)
         if settings.flag("ARENA_SCORE_TIMING"):
@@ -144,7 +169,7 @@ def _busy_start(con, wh: Warehouse, resolved: packs.Resolved, pool: ThreadPoolEx
             )
         return out
 
-    return pool.submit(scan)
+    return pool.submit(scan), hits, slack
 
 
 def _busy_finish(con, future):
@@ -162,7 +187,7 @@ def busy_windows_on(con, wh: Warehouse, ids) -> pd.DataFrame:
     `read_rows` computes them (the tests compare them with the SQL view)."""
     resolved = packs.resolve(wh.home, evaluation_ids(wh, ids))
     with ThreadPoolExecutor(max_workers=1) as pool:
-        return _busy_finish(con, _busy_start(con, wh, resolved, pool))[0]
+        return _busy_finish(con, _busy_start(con, wh, resolved, pool)[0])[0]
 
 
 def _stage_requests(con, staged, to_sql) -> None:

@@ -6,8 +6,9 @@ through the warehouse's packs where those are current, warehouse/packs.py, the b
 scan of their requests, busy_scan.py, and the SQL of sql/); and assemble.py, which turns those
 rows into gates (gates/), SpecScore (outcome.py states the order of precedence), figures and
 the dev/test gap flag, for all evaluations at once (docs/scoring.md gives each formula).
-Nothing is stored: the result is recomputed whenever it is asked for, under whichever version
-is asked for.
+The result is recomputed whenever it is asked for, under whichever version is asked for; only
+the per-request work, which no rule but the count slack enters, is kept between scorings
+(scoring/request_store.py), and only while the raw rows it came from are unchanged.
 """
 
 from __future__ import annotations

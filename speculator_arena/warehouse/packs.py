@@ -90,6 +90,12 @@ class Resolved:
     def packed_ids(self) -> list[str]:
         return sorted(e for per in self.packed.values() for e in per)
 
+    def without(self, ids) -> Resolved:
+        """The same places less the evaluations `ids` (those the scorer need not read again)."""
+        drop = set(ids)
+        packed = {pack: {e: g for e, g in per.items() if e not in drop} for pack, per in self.packed.items()}
+        return Resolved({pack: per for pack, per in packed.items() if per}, [e for e in self.unpacked if e not in drop])
+
 
 def resolve(home: str | os.PathLike, ids: list[str], *, honour_env: bool = True) -> Resolved:
     """Which of `ids` a live pack holds as their partitions are now (checked per table).

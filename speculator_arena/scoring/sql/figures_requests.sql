@@ -2,6 +2,9 @@
 -- Percentiles by linear interpolation (quantile_cont; one sort per measure for all its
 -- percentiles). `*_missing` count the counted requests that lack an input of a figure, so the
 -- caller blanks that figure instead of reporting a figure over fewer rows.
+-- The two means sum their terms exactly, each rounded to 1e-12 s (latency) or 1e-18 (a share):
+-- a sum of doubles depends in its last bits on the order of its terms, and DuckDB's threads
+-- hand rows over in varying order; sorting the terms instead cost a second per 1,000 evaluations.
 WITH r AS (
     SELECT evaluation_id, engine, workload, first_token_at, last_token_at, usage_prompt_tokens, cached_tokens,
            output_tokens, chunks,
@@ -18,11 +21,12 @@ g AS (
            count(*) FILTER (WHERE usage_prompt_tokens IS NULL OR cached_tokens IS NULL) AS usage_missing,
            quantile_cont(ttft, [0.5, 0.9, 0.99]) AS ttft_q,
            quantile_cont(tpot, [0.5, 0.9, 0.99]) AS tpot_q,
-           avg(latency) AS latency_mean,
+           sum(latency::DECIMAL(38, 12))::DOUBLE / count(latency) AS latency_mean,
            quantile_cont(latency, [0.5, 0.95]) AS latency_q,
            sum(output_tokens) AS generated_tokens,
            sum(cached_tokens)::DOUBLE / nullif(sum(usage_prompt_tokens), 0) AS cache_hit_tokens,
-           avg(cached_tokens::DOUBLE / nullif(usage_prompt_tokens, 0)) AS cache_hit_mean,
+           sum((cached_tokens::DOUBLE / nullif(usage_prompt_tokens, 0))::DECIMAL(38, 18))::DOUBLE
+               / count(cached_tokens::DOUBLE / nullif(usage_prompt_tokens, 0)) AS cache_hit_mean,
            sum(output_tokens)::DOUBLE / nullif(sum(chunks), 0) AS tokens_per_chunk
     FROM r
     GROUP BY GROUPING SETS ((evaluation_id, engine, workload), (evaluation_id, engine))

@@ -10,6 +10,8 @@
 -- steal CPU-seconds of the pass's sampled intervals per second of them, the steal share counted at
 -- most up to the contention limit (max_steal_share), so f is at most that share times the CPUs,
 -- and never over 0.5 (a guard for versions whose steal limit is loose: the test versions' 50%).
+-- A sum (or mean) of doubles adds its terms in the order of their values (ORDER BY the term):
+-- its last bits depend on that order, and DuckDB's threads hand rows over in varying order.
 WITH ev AS (
     SELECT evaluation_id, task_id FROM raw_evaluations
     WHERE $ids IS NULL OR list_contains($ids, evaluation_id)
@@ -22,8 +24,9 @@ expected AS (
     range(coalesce(CAST(n.passes_run AS BIGINT), w.passes)) AS g(pass_index)
 ),
 steal AS (
-    SELECT evaluation_id, pass_id, engine, sum(steal_seconds) AS steal_seconds,
-           sum(total_cpu_seconds) AS total_cpu_seconds, sum(ended_at - started_at) AS seconds
+    SELECT evaluation_id, pass_id, engine, sum(steal_seconds ORDER BY steal_seconds) AS steal_seconds,
+           sum(total_cpu_seconds ORDER BY total_cpu_seconds) AS total_cpu_seconds,
+           sum(ended_at - started_at ORDER BY ended_at - started_at) AS seconds
     FROM raw_contention
     WHERE error IS NULL AND evaluation_id IN (SELECT evaluation_id FROM ev)
     GROUP BY ALL
