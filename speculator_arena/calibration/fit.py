@@ -138,6 +138,13 @@ def stored_points(wh, evaluation_ids: list[str]) -> dict[str, list[dict]]:
     return out
 
 
+def _stored(wh, task_id: str, candidate_version: int, points) -> tuple[list[str], dict, list]:
+    """(the fit evaluations, their stored points, the grid points none of them stored)."""
+    ids = fit_evaluations(wh, task_id, candidate_version)
+    stored = stored_points(wh, ids)
+    return ids, stored, [(m, c) for m, c in points if pass_id(m, c) not in stored]
+
+
 def _seconds(task_id: str, version: int, pass_seconds: float | None) -> float:
     from speculator_arena.protocol import load_protocol
 
@@ -155,13 +162,11 @@ def next_fit_spec(
     from speculator_arena.runners.spec import calibration_spec, default_stock_engine
     from speculator_arena.warehouse.evaluations import current_row
 
-    done = fit_evaluations(wh, task_id, candidate_version)
+    done, _, missing = _stored(wh, task_id, candidate_version, points)
     last = (current_row(wh, done[-1]) or {}).get("status") if done else None
     if last == RUNNING:
         return None, True
     attempt = len(done) if last == QUEUED else len(done) + 1
-    stored = stored_points(wh, done)
-    missing = [(m, c) for m, c in points if pass_id(m, c) not in stored]
     if not missing:
         return None, False
     spec = calibration_spec(
@@ -216,9 +221,7 @@ def fit(
     points = points or grid()
     tp = load_protocol(version).task(task_id)
     secs = _seconds(task_id, version, pass_seconds)
-    ids = fit_evaluations(wh, task_id, candidate_version)
-    stored = stored_points(wh, ids)
-    missing = [(m, c) for m, c in points if pass_id(m, c) not in stored]
+    ids, stored, missing = _stored(wh, task_id, candidate_version, points)
     if missing:
         raise FileNotFoundError(
             f"the m/c fit of {task_id} (candidate v{candidate_version}) has no stored pass for "

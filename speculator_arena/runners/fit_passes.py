@@ -19,6 +19,7 @@ import asyncio
 import time
 
 from speculator_arena.rules.status import VOID
+from speculator_arena.runners.failures import EngineFailure
 from speculator_arena.runners.fit_plan import pass_id
 from speculator_arena.runners.spec import resolve_engine_path
 
@@ -36,8 +37,6 @@ def run_fit(ev) -> str:
 
     plan, t = ev.spec.fit, ev.task
     workload, seconds = plan["workload"], plan["seconds"]
-    from speculator_arena.runners.failures import EngineFailure
-
     ev.set_phase("m/c fit")
     try:
         er = ev.start_engine(
