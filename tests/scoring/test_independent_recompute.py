@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import shutil
+import time
 from pathlib import Path
 
 import independent
@@ -27,8 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from speculator_arena.scoring import score_warehouse
-from speculator_arena.warehouse import Warehouse
+from speculator_arena.scoring import busy_scan, score_warehouse
+from speculator_arena.warehouse import Warehouse, catalog
 
 pytestmark = pytest.mark.slow
 REL = 1e-9
@@ -121,6 +122,31 @@ def passes_per_workload(ind) -> int:
             "passes_per_workload"
         ]
     )
+
+
+def test_a_rescore_through_the_request_store_reads_no_request_and_changes_nothing(real, monkeypatch):
+    """On the real evaluation's rows: once the scorer's request store holds it
+    (scoring/request_store.py), a rescore reads none of its requests and gives every frame a
+    scoring without the store gives, to the last bit."""
+    ev, ind, _ = real
+    wh, version = Warehouse(ev.home), ind.protocol_version
+    read = []  # how many evaluations' requests each scoring read (the real scan, spied on)
+    real_batches = busy_scan.request_batches
+
+    def spy(home, resolved, *args, **kwargs):
+        read.append(len(resolved.packed_ids) + len(resolved.unpacked))
+        return real_batches(home, resolved, *args, **kwargs)
+
+    monkeypatch.setattr(busy_scan, "request_batches", spy)
+    time.sleep(catalog.RACY_NS / 1e9 + 0.1)  # its partitions quiet: a racy one is never stored
+    score_warehouse(wh, protocol_version=version, evaluation_ids=[ev.evaluation_id])  # stores it
+    held = score_warehouse(wh, protocol_version=version, evaluation_ids=[ev.evaluation_id])
+    assert read[-1] == 0
+    monkeypatch.setenv("ARENA_REQUEST_STORE", "0")
+    plain = score_warehouse(wh, protocol_version=version, evaluation_ids=[ev.evaluation_id])
+    assert read[-1] == 1
+    for name in ("evaluations", "passes", "gates", "figures"):
+        pd.testing.assert_frame_equal(getattr(held, name), getattr(plain, name), check_exact=True)
 
 
 def test_stored_rows_follow_the_rules(real):
