@@ -10,7 +10,7 @@ in any process, takes the rows from the store and scores nothing. `arena score` 
 own command) keeps nothing: the board scores what it lacks.
 
 The store's rule holds (board/store.py): a row is stored with the fingerprint of its raw
-partitions taken BEFORE the scorer read them (board/memo.py `_fingerprints`), and only a
+partitions taken BEFORE the scorer read them (warehouse/catalog.py `fingerprints`), and only a
 trusted one (never racy): a partition written less than the catalog's racy window ago is
 waited for (at most that window, 0.1 s on filesystems with fine mtimes) before the
 fingerprints are taken. Which rows: the evaluations asked for (the `evaluation` asset's one),

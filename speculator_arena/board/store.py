@@ -11,7 +11,7 @@ What: `$ARENA_HOME/scores/board-store/v<N>-<key>/`, one directory per generation
 the scorer's four frames (evaluations, passes, gates, figures) of the evaluations it keeps,
 their bootstrap intervals as drawn (scoring/intervals.py: each depends on the evaluation's own
 passes and seed alone) and, per evaluation, the fingerprint it was scored at (the mtime of each raw partition
-directory, board/memo.py `_fingerprints`). `<key>` digests the protocol document and the
+directory, warehouse/catalog.py `fingerprints`). `<key>` digests the protocol document and the
 scorer's own source (scoring/, rules/, protocol/, warehouse/), so a changed document, a staged
 version or a changed scorer never reads another's rows: it starts an empty store.
 

@@ -177,6 +177,8 @@ def save(home: str | os.PathLike, held: Held, fresh: dict, prints: dict[str, tup
     if not enabled():
         return 0
     new = {e: p for e, p in prints.items() if len(p) == len(TABLES)}  # racy ones are (object(),)
+    if not new:
+        return 0
     try:
         fresh_tables = {}
         for name in FRAMES:

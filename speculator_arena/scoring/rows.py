@@ -137,7 +137,8 @@ def read_rows(wh: Warehouse, proto, limits: pd.DataFrame, ids=None, t0: list | N
         pool.shutdown(wait=True, cancel_futures=True)
         con.close()
     if len(hits) < len(wanted):
-        request_store.save(wh.home, held, fresh, {e: prints[e] for e in wanted if e not in set(hits)}, slack)
+        read = set(wanted) - set(hits)
+        request_store.save(wh.home, held, fresh, {e: prints[e] for e in read}, slack)
         tick("request store written", t0)
     return ScoringRows(**got)
 
