@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -45,8 +44,8 @@ from speculator_arena.warehouse.frame_files import (
     exact_tables,
     generations,
     prints_table,
+    prune_stores,
     read_prints,
-    remove_generation,
     source_digest,
     to_frame,
     write_generation,
@@ -115,33 +114,5 @@ def prune(home: str | os.PathLike, stale_after: float = STALE_AFTER_SECONDS) -> 
     every change of the scorer's source left its whole store behind. Returns what it removed."""
     from speculator_arena.protocol import available_versions, protocol_digest
 
-    root = Path(home) / "scores" / "board-store"
-    try:
-        names = os.listdir(root)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
     current = {store_dir(home, v, protocol_digest(v)).name for v in available_versions()}
-    removed = []
-    now = time.time()
-    for name in sorted(set(names) - current):
-        d = root / name
-        if not name.startswith("v") or not d.is_dir():
-            continue  # not a store of this module's making
-        gens = generations(d)
-        try:
-            newest = max([d.stat().st_mtime] + [g.stat().st_mtime for g in gens])
-        except OSError:
-            continue
-        if now - newest < stale_after:
-            continue
-        try:
-            for entry in d.iterdir():  # its generations, and any temporary a crashed writer left
-                if entry.is_dir():
-                    remove_generation(entry)
-                else:
-                    entry.unlink(missing_ok=True)
-            d.rmdir()
-            removed.append(d)
-        except OSError:
-            pass  # written to meanwhile: kept
-    return removed
+    return prune_stores(Path(home) / "scores" / "board-store", current, stale_after, lambda name: name.startswith("v"))

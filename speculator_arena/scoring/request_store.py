@@ -35,8 +35,6 @@ tests/scoring/test_request_store.py checks a rescore through it against one with
 from __future__ import annotations
 
 import os
-import shutil
-import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +49,7 @@ from speculator_arena.warehouse.frame_files import (
     exact_tables,
     generations,
     prints_table,
+    prune_stores,
     read_prints,
     source_digest,
     to_frame,
@@ -225,22 +224,5 @@ def _after(old: Shard | None, name: str, keep: list[str], t: pa.Table) -> pa.Tab
 
 def prune(home: str | os.PathLike, stale_after: float = STALE_AFTER_SECONDS) -> list[Path]:
     """Remove the stores of other source (another version of the scorer) once none of their
-    shards was written for `stale_after` seconds: nothing can read them again, and a process
-    still running the old code keeps its store meanwhile."""
-    current, removed, now = store_dir(home).name, [], time.time()
-    try:
-        names = os.listdir(root(home))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    for name in names:
-        d = root(home) / name
-        if name == current or not d.is_dir():
-            continue
-        try:
-            newest = max(p.stat().st_mtime for p in [d, *d.glob("s*"), *d.glob("s*/g-*")])
-        except OSError:
-            continue
-        if now - newest >= stale_after:
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(d)
-    return removed
+    shards was written for `stale_after` seconds: nothing can read them again."""
+    return prune_stores(root(home), {store_dir(home).name}, stale_after)

@@ -149,7 +149,7 @@ def _busy_start(con, wh: Warehouse, resolved: packs.Resolved, pool: ThreadPoolEx
     evaluations the request store `held` answers at their `prints`, which the scan skips, and
     every evaluation's count slack under the version being scored)."""
     slack = dict(con.execute(sql_text("evaluation_slack.sql")).fetchall())
-    hits = held.hits(prints, slack) if held is not None and held.keys else []
+    hits = held.hits(prints, slack) if held is not None and held.shards else []
     if hits:
         resolved = resolved.without(hits)
     passes = con.sql(sql_text("busy_pass_rows.sql")).to_arrow_table()

@@ -221,15 +221,6 @@ def enabled() -> bool:
     return settings.flag("ARENA_CATALOG")
 
 
-if __name__ == "__main__":  # python -m speculator_arena.warehouse.catalog [ARENA_HOME]
-    import sys
-
-    h = settings.arena_home(sys.argv[1] if len(sys.argv) > 1 else None)
-    t0 = time.perf_counter()
-    p, n = refresh(h)
-    print(f"catalog {p}: {n} partition(s) read from their parts in {time.perf_counter() - t0:.1f} s")
-
-
 def fingerprints(home: str, evaluation_ids: list[str], now_ns: int) -> dict[str, tuple]:
     """Per evaluation, the mtimes of its partition directories (-1: none), as the stores of
     derived rows key them (board/store.py, scoring/request_store.py). The store writes by
@@ -243,3 +234,12 @@ def fingerprints(home: str, evaluation_ids: list[str], now_ns: int) -> dict[str,
     ).reshape(len(evaluation_ids), len(TABLES))
     racy = ((m >= 0) & ~trusted_mask(m, m, np.int64(now_ns))).any(axis=1)
     return {eid: (object(),) if r else tuple(row) for eid, row, r in zip(evaluation_ids, m.tolist(), racy.tolist())}
+
+
+if __name__ == "__main__":  # python -m speculator_arena.warehouse.catalog [ARENA_HOME]
+    import sys
+
+    h = settings.arena_home(sys.argv[1] if len(sys.argv) > 1 else None)
+    t0 = time.perf_counter()
+    p, n = refresh(h)
+    print(f"catalog {p}: {n} partition(s) read from their parts in {time.perf_counter() - t0:.1f} s")

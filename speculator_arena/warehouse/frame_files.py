@@ -16,7 +16,8 @@ four things, written once here:
   code derived are not this code's rows;
 - generations (`generations`, `write_generation`, `remove_generation`): a store writes a whole
   new directory under a temporary name and renames it, so a reader sees a complete generation
-  or the previous one, and keeps the newest few.
+  or the previous one, and keeps the newest few; `prune_stores` removes the stores of keys no
+  longer current once nothing in them was written for a while.
 """
 
 from __future__ import annotations
@@ -150,3 +151,42 @@ def remove_generation(gen: Path) -> None:
         gen.rmdir()
     except OSError:
         pass  # another writer removed it first
+
+
+def prune_stores(root: Path, current: set[str], stale_after: float, mine=lambda name: True) -> list[Path]:
+    """Remove the stores under `root` (one directory per key) that `current` does not name and
+    `mine(name)` claims, once neither the store nor anything in it two levels down (its
+    generations, or its shards and theirs) was written for `stale_after` seconds: a process still
+    running the old code is not robbed of its store mid-session. A store written to while being
+    removed is kept. Returns what it removed."""
+    try:
+        names = os.listdir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    removed, now = [], time.time()
+    for name in sorted(set(names) - current):
+        d = root / name
+        if not mine(name) or not d.is_dir():
+            continue  # not a store of its owner's making
+        try:
+            newest = max(p.stat().st_mtime for p in [d, *d.glob("*"), *d.glob("*/*")] if p.is_dir())
+        except OSError:
+            continue
+        if now - newest < stale_after:
+            continue
+        try:
+            _remove_tree(d)
+            removed.append(d)
+        except OSError:
+            pass  # written to meanwhile: kept
+    return removed
+
+
+def _remove_tree(d: Path) -> None:
+    """`d` and everything in it; an entry appearing meanwhile makes the last rmdir fail (OSError)."""
+    for entry in d.iterdir():  # generations, shards, and any temporary a crashed writer left
+        if entry.is_dir():
+            _remove_tree(entry)
+        else:
+            entry.unlink(missing_ok=True)
+    d.rmdir()
