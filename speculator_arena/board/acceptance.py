@@ -205,26 +205,28 @@ def step_histogram(rows: ShownRows) -> pd.DataFrame:
     return pd.DataFrame(out, columns=STEP_COLUMNS)
 
 
-def family_blank(rows: ShownRows, blank: Blanks, key: tuple) -> str | None:
-    """Why a figure split by the session's family cannot be shown for one evaluation, engine and
-    workload (or 'all'): the blank rule, or a counted request without chunk times or without its
-    session's sessions row (the family unknown); None: it can."""
-    return _chunk_blank(rows, blank, key, "timing_missing", "lack chunk times") or _chunk_blank(
-        rows, blank, key, "session_missing", "have no sessions row (family and app unknown)"
-    )
+def family_splits(rows: ShownRows, split: pd.DataFrame):
+    """For a figure split by the session's family, per evaluation, engine and workload (and
+    'all'): (key, the key's rows of `split`, why the figure cannot be shown or None). Why: the
+    blank rule, a counted request without chunk times or without its session's sessions row (the
+    family unknown), or no row of the split at all."""
+    blank = Blanks(rows)
+    for key in keys(rows, (*WORKLOADS, ALL)):
+        c = sub(split, *key)
+        why = (
+            _chunk_blank(rows, blank, key, "timing_missing", "lack chunk times")
+            or _chunk_blank(rows, blank, key, "session_missing", "have no sessions row (family and app unknown)")
+            or ("no streamed chunks" if c.empty else None)
+        )
+        yield key, c, why
 
 
 def by_family(rows: ShownRows) -> pd.DataFrame:
     """Tokens per chunk (the arena's count) per evaluation, engine and workload (and 'all'), split
     by the session's family and app; each family also as app 'all'. Blank when a counted request
     lacks chunk times or its session's sessions row."""
-    blank = Blanks(rows)
     out = []
-    for key in keys(rows, (*WORKLOADS, ALL)):
-        why = family_blank(rows, blank, key)
-        c = sub(rows.chunks, *key)
-        if why is None and c.empty:
-            why = "no streamed chunks"
+    for key, c, why in family_splits(rows, rows.chunks):
         if why is not None:
             out.append((*key, None, None, np.nan, np.nan, np.nan, why))
             continue

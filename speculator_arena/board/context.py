@@ -18,9 +18,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from speculator_arena.board.acceptance import family_blank
-from speculator_arena.board.shown import ALL, Blanks, ShownRows, keys, sub
-from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.board.acceptance import family_splits
+from speculator_arena.board.shown import ShownRows
 
 AXES = ("prompt_tokens", "turn")
 SOURCE = "tokens per chunk per request (the arena's count; exact only for engines that stream one chunk per step)"
@@ -52,13 +51,8 @@ def by_context(rows: ShownRows) -> pd.DataFrame:
     acceptance length (tokens per chunk, per chunk and per request) and the source it was read
     from; a workload whose figure cannot be shown is one row with the reason (a counted request
     without chunk times or without its sessions row, or the blank rule)."""
-    blank = Blanks(rows)
     out = []
-    for key in keys(rows, (*WORKLOADS, ALL)):
-        why = family_blank(rows, blank, key)
-        c = sub(rows.context, *key)
-        if why is None and c.empty:
-            why = "no streamed chunks"
+    for key, c, why in family_splits(rows, rows.context):
         if why is not None:
             out.append((*key, None, None, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, np.nan, SOURCE, why))
             continue

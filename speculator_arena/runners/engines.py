@@ -4,12 +4,12 @@
 is what the evaluation adds around it, the same for every start (timed, probe, the calibration's
 fit): the environment of protocol section 3, the health wait, the device-idle wait after each
 stop (a device still held, or an engine its stop could not make sure of, voids the evaluation:
-`_idle_ok`), and the `engine_starts` row of every start, failed ones included. In a Kubernetes
+the context's `idle_ok`), and the `engine_starts` row of every start, failed ones included. In a Kubernetes
 pod the engine starts in the other container (sidecar_engine.py); everything else is the same.
 
-A mixin of `Evaluation` (harness.py), whose state it reads: `task`, `spec`, `wh`, `eid`,
-`target`, `device`, `say`, `write`, `set_phase`; it keeps `start_counter`, `current_engine`
-(the engine to stop if the runner is interrupted) and `_idle_ok`/`_idle_reason`.
+`Engines` works on the run's `RunContext` (run_context.py): it reads the spec, the task, the
+target and the device, sets the context's `current_engine` (the engine to stop if the runner is
+interrupted) and, at every stop, its device-idle verdict; it counts the starts itself.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from speculator_arena.protocol.model import TASK_PLACEMENT_VARIABLES
 from speculator_arena.runners import sidecar_engine
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure
 from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, free_port
+from speculator_arena.runners.run_context import RunContext
 from speculator_arena.runners.spec import REPO
 from speculator_arena.runners.status import runs_dir
 
@@ -65,25 +66,31 @@ def missing_runtime(engine_dir: Path) -> str | None:
     return None
 
 
-class EngineSteps:
+class Engines:
+    """The run's engine starts and stops (the module's docstring)."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.start_counter = 0
+
     def _env(self, gpu_util: float) -> dict[str, str]:
-        t = self.task
-        speculator = self.spec.speculator
+        ctx, t = self.ctx, self.ctx.task
+        speculator = ctx.spec.speculator
         sidecar = sidecar_engine.address()
         if not speculator and sidecar:
             speculator = ""  # the engine's container makes its own empty directory
         elif not speculator:
-            empty = runs_dir(self.wh, self.eid).parent.parent / "empty-speculator"
+            empty = runs_dir(ctx.wh, ctx.eid).parent.parent / "empty-speculator"
             empty.mkdir(parents=True, exist_ok=True)
             os.chmod(empty, 0o755)
             speculator = str(empty)
         py = sys.executable
         env = {
-            "TARGET": str(self.target),
-            "ARTIFACT": str(self.target),
+            "TARGET": str(ctx.target),
+            "ARTIFACT": str(ctx.target),
             "SPECULATOR": speculator,
-            "TOKENIZER": str(self.target),
-            "GENERATION_CONFIG": str(self.target),
+            "TOKENIZER": str(ctx.target),
+            "GENERATION_CONFIG": str(ctx.target),
             "SERVED_NAME": t.task.model,
             "MAX_MODEL_LEN": str(t.task.max_model_len),
             "MAX_NUM_SEQS": str(t.max_num_seqs),
@@ -108,7 +115,8 @@ class EngineSteps:
         env["ARENA_VLLM_DTYPE"] = settings.get("ARENA_VLLM_DTYPE")
         return env
 
-    def _readable(self) -> list[Path]:
+    @staticmethod
+    def _readable() -> list[Path]:
         import speculator_arena
 
         paths = [
@@ -121,11 +129,12 @@ class EngineSteps:
             paths.append(vllm_venv)
         return paths
 
-    def start_engine(
+    def start(
         self, name: str, src: Path, purpose: str, gpu_util: float, *, run_user: str | None = None, cgroup=None
     ) -> EngineRun:
         """Start `name` and wait for its /health. `run_user` and `cgroup`: the user and the control
         groups of its own that the interleaved pairing gives each engine (interleaved.py)."""
+        ctx = self.ctx
         self.start_counter += 1
         run = dict(
             engine=name,
@@ -134,55 +143,57 @@ class EngineSteps:
             src=src,
             env_vars=self._env(gpu_util),
             port=free_port(),
-            private_root=runs_dir(self.wh, self.eid),
+            private_root=runs_dir(ctx.wh, ctx.eid),
             drop_privileges=not settings.flag("ARENA_NO_PRIVILEGE_DROP"),
             **({"run_user": run_user} if run_user else {}),
             cgroup=cgroup,
         )
         try:
-            sup = sidecar_engine.supervisor(self.task.start_stop.health_timeout_seconds)
+            sup = sidecar_engine.supervisor(ctx.task.start_stop.health_timeout_seconds)
         except sidecar_engine.SidecarError as exc:  # the arena's side: void, never the engine's failure
             raise ArenaVoid(f"engine sidecar: {exc}") from exc
         er = sidecar_engine.SidecarEngineRun(**run, supervisor=sup) if sup else EngineRun(**run)
-        self.current_engine = er
-        self.say(f"starting {name} engine ({purpose}, utilization {gpu_util:.2f})")
+        ctx.current_engine = er
+        ctx.say(f"starting {name} engine ({purpose}, utilization {gpu_util:.2f})")
         try:
             er.start(self._readable())
         except EngineStartError as exc:
             er.cleanup()
-            self.current_engine = None
-            self.write("engine_starts", [er.row(self.eid, idle_ok=None, idle_s=None)])
+            ctx.current_engine = None
+            ctx.write("engine_starts", [er.row(ctx.eid, idle_ok=None, idle_s=None)])
             raise EngineFailure(f"{name} engine cannot start: {exc}") from exc
-        self.set_phase(f"{name} {purpose}: waiting for /health")
-        if not er.wait_healthy(self.task.start_stop.health_timeout_seconds):
+        ctx.set_phase(f"{name} {purpose}: waiting for /health")
+        if not er.wait_healthy(ctx.task.start_stop.health_timeout_seconds):
             why = (
                 "exited before answering /health"
                 if er.died
-                else f"did not answer /health within {self.task.start_stop.health_timeout_seconds:g} s"
+                else f"did not answer /health within {ctx.task.start_stop.health_timeout_seconds:g} s"
             )
             er.died = False  # not serving yet: a failed start, not a death
-            self.stop_engine(er, record=True)
+            self.stop(er, record=True)
             raise EngineFailure(f"{name} engine {why}")
-        self.say(
+        ctx.say(
             f"{name} engine healthy after {er.healthy_at - er.started_at:.1f} s"
             + ("" if er.unprivileged else f" (not unprivileged: {er.privilege_note})")
         )
         return er
 
-    def stop_engine(self, er: EngineRun, *, record: bool) -> None:
-        er.stop(self.task.start_stop.sigterm_grace_seconds)
-        di = self.task.device_idle
-        ok, secs = self.device.wait_idle(di.max_gib, di.within_seconds)
-        self._idle_ok = ok is not False and not er.stop_problem
-        self._idle_reason = (
+    def stop(self, er: EngineRun, *, record: bool) -> None:
+        """Stop `er`, wait for the device to be idle, and set the context's verdict on both."""
+        ctx = self.ctx
+        er.stop(ctx.task.start_stop.sigterm_grace_seconds)
+        di = ctx.task.device_idle
+        ok, secs = ctx.device.wait_idle(di.max_gib, di.within_seconds)
+        ctx.idle_ok = ok is not False and not er.stop_problem
+        ctx.idle_reason = (
             None
-            if self._idle_ok
+            if ctx.idle_ok
             else (
                 er.stop_problem
                 or f"device held {di.max_gib:g} GiB or more {di.within_seconds:g} s after the {er.engine} engine stopped"
             )
         )
         if record:
-            self.write("engine_starts", [er.row(self.eid, idle_ok=ok, idle_s=secs)])
-        self.current_engine = None
-        self.set_phase(f"{er.engine} {er.purpose}: stopped")
+            ctx.write("engine_starts", [er.row(ctx.eid, idle_ok=ok, idle_s=secs)])
+        ctx.current_engine = None
+        ctx.set_phase(f"{er.engine} {er.purpose}: stopped")

@@ -10,7 +10,8 @@ reads the rows they leave (calibration/fit.py).
 The stock engine is started once; each grid point (m, c) is one short pass of the plan's
 workload with fresh salted sessions, pass id `fit-m<m>-c<c>`, its request rows written as it
 ends. The evaluation ends void (short stock passes, not a paired evaluation: never scored,
-never ranked); its requests are the fit's evidence.
+never ranked); its requests are the fit's evidence: `run_fit` returns the void reason, which
+the harness records.
 """
 
 from __future__ import annotations
@@ -18,42 +19,44 @@ from __future__ import annotations
 import asyncio
 import time
 
-from speculator_arena.rules.status import VOID
+from speculator_arena.runners.engines import Engines
 from speculator_arena.runners.failures import EngineFailure
 from speculator_arena.runners.fit_plan import pass_id
+from speculator_arena.runners.passes import TimedPasses, sessions_per_pass
+from speculator_arena.runners.run_context import RunContext
 from speculator_arena.runners.spec import resolve_engine_path
+from speculator_arena.runners.workload import record_rows, run_lanes
 
 FIT_VOID_REASON = (
     "calibration m/c fit: short stock passes, not a paired evaluation (its requests are the fit's evidence)"
 )
 
 
-def run_fit(ev) -> str:
-    """Serve the plan of `ev.spec.fit` on `ev` (a `runners.harness.Evaluation`, running, its
-    inputs loaded): the stock engine started once, one pass per point. Returns the final status
-    (void: the fit's reason, or why it stopped)."""
-    from speculator_arena.runners.passes import sessions_per_pass
-    from speculator_arena.runners.workload import record_rows, run_lanes
-
-    plan, t = ev.spec.fit, ev.task
+def run_fit(ctx: RunContext, engines: Engines, passes: TimedPasses) -> str:
+    """Serve the plan of `ctx.spec.fit` (the run's inputs loaded): the stock engine started once,
+    one pass per point. Returns the void reason: the fit's, or why it stopped."""
+    plan, t = ctx.spec.fit, ctx.task
     workload, seconds = plan["workload"], plan["seconds"]
-    ev.set_phase("m/c fit")
+    ctx.set_phase("m/c fit")
     try:
-        er = ev.start_engine(
-            "stock", resolve_engine_path(ev.spec.engine), "calibration fit", t.engine_environment.gpu_memory_utilization
+        er = engines.start(
+            "stock",
+            resolve_engine_path(ctx.spec.engine),
+            "calibration fit",
+            t.engine_environment.gpu_memory_utilization,
         )
     except EngineFailure as exc:
-        return ev.finish(VOID, void_reason=exc.reason)
+        return exc.reason
     died = None
     try:
-        cfg = ev.client_config("stock", er)
+        cfg = passes.client_config("stock", er)
         lanes = t.lanes[workload]
-        start, end = ev.pool.blocks()[(workload, 0)]
+        start, end = ctx.pool.blocks()[(workload, 0)]
         for k, (m, c) in enumerate(plan["points"], 1):
             pid = pass_id(m, c)
             cfg.think_scale = c
             n = min(sessions_per_pass(lanes, m, seconds), end - start)
-            sessions = ev.pool.passes(f"{ev.eid}-{pid}", workload, 0, n)
+            sessions = ctx.pool.passes(f"{ctx.eid}-{pid}", workload, 0, n)
             now = time.time()
             records = asyncio.run(
                 run_lanes(
@@ -70,21 +73,21 @@ def run_fit(ev) -> str:
             rows = [
                 record_rows(
                     r,
-                    evaluation_id=ev.eid,
+                    evaluation_id=ctx.eid,
                     engine="stock",
                     pass_id=pid,
                     workload=workload,
                     pass_index=0,
-                    tokenizer=ev.tokenizer,
+                    tokenizer=ctx.tokenizer,
                 )[0]
                 for r in records
             ]
             if rows:
-                ev.write("requests", rows)
-            ev.say(f"fit point {k}/{len(plan['points'])} m {m} c {c:g}: {len(rows)} requests")
+                ctx.write("requests", rows)
+            ctx.say(f"fit point {k}/{len(plan['points'])} m {m} c {c:g}: {len(rows)} requests")
             if not er.alive():
                 died = f"the stock engine died during the m/c fit (at point m {m} c {c:g})"
                 break
     finally:
-        ev.stop_engine(er, record=True)  # its start row: the engine, its user, the device idle after
-    return ev.finish(VOID, void_reason=died or FIT_VOID_REASON)
+        engines.stop(er, record=True)  # its start row: the engine, its user, the device idle after
+    return died or FIT_VOID_REASON

@@ -12,10 +12,12 @@ whole passes; a pass's `passes` row is written last and is what marks it whole.
 
 This module holds what decides the evaluation's status: the queued row first (queued.py), the
 order of the steps, the final status and its reason, signals, a full disk, and the resume of
-a runner that died. The steps are rooms of their own: the engines' start and stop (engines.py),
-the timed passes with their warm-up (passes.py), the probe phase (probe_phase.py, the probe
-requests in probes.py), the provenance recorded in the queued row (provenance.py); the spec and
-its builders are spec.py.
+a runner that died. The steps are objects of their own over one typed `RunContext`
+(run_context.py: what they all share): the engines' start and stop (engines.py `Engines`), the
+timed passes with their warm-up (passes.py `TimedPasses`), the interleaved pairing and its
+sliced pass (interleaved.py, sliced.py), the probe phase (probe_phase.py, the probe requests in
+probes.py), the calibration's fit (fit_passes.py); the provenance recorded in the queued row is
+provenance.py, the spec and its builders spec.py.
 """
 
 from __future__ import annotations
@@ -31,16 +33,15 @@ from speculator_arena.diskspace import DiskFull, full_disk
 from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.status import FAILED, FINAL, MEASURED, QUEUED, RUNNING, VOID
 from speculator_arena.runners import sidecar_engine
-from speculator_arena.runners.engines import EngineSteps
+from speculator_arena.runners.engines import Engines
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure, IdleFault, RunnerInterrupted
 from speculator_arena.runners.fit_passes import run_fit
 from speculator_arena.runners.interleaved import InterleavedPasses
-from speculator_arena.runners.lifecycle import EngineRun
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.passes import TimedPasses
 from speculator_arena.runners.probe_phase import ProbePhase
 from speculator_arena.runners.queued import queue
-from speculator_arena.runners.sliced import SlicedPasses
+from speculator_arena.runners.run_context import RunContext
 from speculator_arena.runners.spec import EvaluationSpec, resolve_engine_path, stock_engine_of
 from speculator_arena.runners.status import (
     EvaluationStateError,
@@ -51,137 +52,117 @@ from speculator_arena.runners.status import (
     write_status,
 )
 from speculator_arena.runners.tokens import load_tokenizer
-from speculator_arena.runners.workload import RequestRecord
 from speculator_arena.sealed.store import verify_sealed_inputs
 from speculator_arena.warehouse.evaluations import current_row
 from speculator_arena.warehouse.store import Warehouse
 
 
-class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, SlicedPasses, ProbePhase):
+class Evaluation:
     """The harness for one evaluation. `run()` returns the final status.
 
-    The steps are mixins over this object's state (engines.py, passes.py, probe_phase.py); what
-    they share is set here: the spec, the warehouse, the task's protocol, the device, the
-    engine now running, the counted requests per engine (for the probes), and, once `_run`
-    loaded them, the target, its tokenizer and the pool. A spec with a `fit` plan (the
-    calibration's m/c fit) runs runners/fit_passes.py on the same steps instead of the pairing.
+    What its steps share is one `RunContext` (`ctx`: the spec, the warehouse, the task's
+    protocol, the device, and once `_run` loaded them the target, its tokenizer and the pool;
+    the engines the run holds, the counted requests per engine for the probes, the device-idle
+    verdict). The steps are objects over it: `engines` (starts and stops), `passes` (the timed
+    passes), and, made where the run needs them, the interleaved pairing and the probe phase. A
+    spec with a `fit` plan (the calibration's m/c fit) runs runners/fit_passes.py on the same
+    steps instead of the pairing.
     """
 
     def __init__(self, spec: EvaluationSpec, home=None, progress=None):
-        self.spec = spec
-        self.wh = Warehouse(home)
-        self.eid = spec.evaluation_id
-        self.progress = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
-        self.proto = load_protocol(spec.protocol_version)
-        self.task = self.proto.task(spec.task_id)
-        self.device = Device.open(uuid=sidecar_engine.gpu_uuid())  # in a pod: the engine container's GPU
-        self.records: dict[str, list[RequestRecord]] = {"candidate": [], "stock": []}
-        self.rows_written: dict[str, int] = {}
-        self.start_counter = 0
-        self.phase = "queued"
-        self.current_engine: EngineRun | None = None
-        self.row: dict | None = None
-        self._idle_ok, self._idle_reason = True, None
-
-    # ---- bookkeeping -------------------------------------------------------------------
-    def say(self, msg: str) -> None:
-        self.progress(f"[evaluate {self.eid}] {msg}")
-
-    def write(self, table: str, rows: list[dict]) -> None:
-        if rows:
-            self.wh.write_rows(table, self.eid, rows)
-            self.rows_written[table] = self.rows_written.get(table, 0) + len(rows)
-
-    def set_phase(self, phase: str) -> None:
-        self.phase = phase
-        eng = self.current_engine
-        write_state(
-            self.wh,
-            self.eid,
-            phase=phase,
-            engine_pgid=eng.proc.pid if eng and eng.proc else None,
-            engine_uid=eng.uid if eng and eng.unprivileged else None,
-            engine_workspace=str(eng.workspace) if eng and eng.workspace else None,
+        self.ctx = RunContext(
+            spec=spec,
+            wh=Warehouse(home),
+            task=load_protocol(spec.protocol_version).task(spec.task_id),
+            device=Device.open(uuid=sidecar_engine.gpu_uuid()),  # in a pod: the engine container's GPU
+            progress=progress or (lambda msg: print(msg, file=sys.stderr, flush=True)),
         )
+        self.engines = Engines(self.ctx)
+        self.passes = TimedPasses(self.ctx, self.engines)
+        self.row: dict | None = None  # the evaluation's status row, as last written
 
     def finish(self, status: str, *, void_reason=None, failure_reason=None) -> str:
+        ctx = self.ctx
         self.row = write_status(
-            self.wh,
+            ctx.wh,
             self.row,
             status,
             void_reason=void_reason,
             failure_reason=failure_reason,
-            provenance={"rows_written": self.rows_written, "last_phase": self.phase},
+            provenance={"rows_written": ctx.rows_written, "last_phase": ctx.phase},
         )
-        write_state(self.wh, self.eid, phase=f"finished: {status}", engine_pgid=None, engine_uid=None)
+        write_state(ctx.wh, ctx.eid, phase=f"finished: {status}", engine_pgid=None, engine_uid=None)
         reason = void_reason or failure_reason
-        self.say(f"{status}" + (f": {reason}" if reason else ""))
+        ctx.say(f"{status}" + (f": {reason}" if reason else ""))
         return status
 
     # ---- the run -----------------------------------------------------------------------
     def run(self) -> str:
-        self.row = queue(self.spec, self.wh.home, device=self.device)
+        ctx = self.ctx
+        self.row = queue(ctx.spec, ctx.wh.home, device=ctx.device)
         if self.row["status"] in FINAL:
-            raise EvaluationStateError(f"evaluation {self.eid} is already {self.row['status']}")
-        state = read_state(self.wh, self.eid)
+            raise EvaluationStateError(f"evaluation {ctx.eid} is already {self.row['status']}")
+        state = read_state(ctx.wh, ctx.eid)
         if self.row["status"] == RUNNING:
             if runner_alive(state):
-                raise EvaluationStateError(f"evaluation {self.eid} is running under pid {state.get('pid')}")
-            return resume_dead(self.wh, self.eid, progress=self.progress)
+                raise EvaluationStateError(f"evaluation {ctx.eid} is running under pid {state.get('pid')}")
+            return resume_dead(ctx.wh, ctx.eid, progress=ctx.progress)
         self.protect_home()
-        write_state(self.wh, self.eid, **own_identity(), phase="starting")
-        self.row = write_status(self.wh, self.row, RUNNING, provenance={"runner": own_identity()})
+        write_state(ctx.wh, ctx.eid, **own_identity(), phase="starting")
+        self.row = write_status(ctx.wh, self.row, RUNNING, provenance={"runner": own_identity()})
         old = self._install_signals()
         try:
             return self._run()
         except RunnerInterrupted as exc:
             self._stop_current()
-            return self.finish(VOID, void_reason=f"runner interrupted ({exc}) during {self.phase}")
+            return self.finish(VOID, void_reason=f"runner interrupted ({exc}) during {ctx.phase}")
         except Exception as exc:
-            full = full_disk(exc, self.wh.home)
+            full = full_disk(exc, ctx.wh.home)
             self._stop_current()
             if full is not None:
                 self._disk_full(full)
-            return self.finish(VOID, void_reason=f"runner error during {self.phase}: {type(exc).__name__}: {exc}"[:500])
+            return self.finish(VOID, void_reason=f"runner error during {ctx.phase}: {type(exc).__name__}: {exc}"[:500])
         finally:
             self._restore_signals(old)
 
     def _stop_current(self) -> None:
         """Stop the engine that is running (both, when the interleaved pairing keeps two), recording
         its stop when the disk lets us (a full disk must not leave an engine behind)."""
-        for other in list(getattr(self, "resident", {}).values()):
-            if other is not self.current_engine and other.stopped_at is None:
-                other.stop(self.task.start_stop.sigterm_grace_seconds)
-        er = self.current_engine
+        ctx = self.ctx
+        for other in list(ctx.resident.values()):
+            if other is not ctx.current_engine and other.stopped_at is None:
+                other.stop(ctx.task.start_stop.sigterm_grace_seconds)
+        er = ctx.current_engine
         if er is not None and er.stopped_at is None and er.proc is not None:
-            phase = self.phase
+            phase = ctx.phase
             try:
-                self.stop_engine(er, record=True)
+                self.engines.stop(er, record=True)
             except Exception as exc:
                 if er.stopped_at is None:
-                    er.stop(self.task.start_stop.sigterm_grace_seconds)
-                self.current_engine = None
-                if full_disk(exc, self.wh.home) is None:
+                    er.stop(ctx.task.start_stop.sigterm_grace_seconds)
+                ctx.current_engine = None
+                if full_disk(exc, ctx.wh.home) is None:
                     raise
-            self.phase = phase
+            ctx.phase = phase
 
     def _disk_full(self, full: DiskFull) -> None:
         """The host's disk is full: the arena's side failed, so the evaluation is void. Say so in
         one line, mark it void if the status row still fits, and raise the DiskFull for the
         caller's one line; a row that did not fit leaves it `running`, which `--resume` (after
         space is freed) marks void. Rows already stored are whole parts and stay."""
-        phase = self.phase
+        ctx = self.ctx
+        phase = ctx.phase
         try:
             self.finish(VOID, void_reason=f"{full} during {phase}")  # says so, in one line
         except Exception as exc:
-            if full_disk(exc, self.wh.home) is None:
+            if full_disk(exc, ctx.wh.home) is None:
                 raise
         if self.row.get("status") == VOID:
-            hint = f"evaluation {self.eid} is void (during {phase}), rows stored are kept; free space before the next"
+            hint = f"evaluation {ctx.eid} is void (during {phase}), rows stored are kept; free space before the next"
         else:
             hint = (
-                f"evaluation {self.eid} stays {self.row.get('status')} (during {phase}), rows stored are kept; "
-                f"free space, then `arena evaluate --resume {self.eid}`"
+                f"evaluation {ctx.eid} stays {self.row.get('status')} (during {phase}), rows stored are kept; "
+                f"free space, then `arena evaluate --resume {ctx.eid}`"
             )
         raise DiskFull(full.path, full.detail, hint=hint)
 
@@ -205,41 +186,43 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, SlicedPasses, Prob
         Others get nothing; the directory's group may read `raw` and `runs`: the API, run as a user
         of its own (docs/operators.md), reads statuses and scores through it, and the engine's
         user is in no group of the arena."""
+        ctx = self.ctx
         for sub, mode in (("raw", 0o750), ("runs", 0o750), ("dagster", stat.S_IRWXU)):
-            d = self.wh.home / sub
+            d = ctx.wh.home / sub
             d.mkdir(parents=True, exist_ok=True)
             os.chmod(d, mode)
 
     def _run(self) -> str:
-        s = self.spec
-        self.say(f"task {s.task_id}, split {s.split}, engine {s.engine}")
-        self.set_phase("preparing")
+        ctx = self.ctx
+        s = ctx.spec
+        ctx.say(f"task {s.task_id}, split {s.split}, engine {s.engine}")
+        ctx.set_phase("preparing")
         self._load_inputs()
-        verify_sealed_inputs(s.engine, s.speculator, self.wh.home)
+        verify_sealed_inputs(s.engine, s.speculator, ctx.wh.home)
         if s.fit is not None:  # the calibration's m/c fit: short stock passes, no pairing
-            return run_fit(self)
+            return self.finish(VOID, void_reason=run_fit(ctx, self.engines, self.passes))
         cand_src = resolve_engine_path(s.engine)
         stock_src = resolve_engine_path(stock_engine_of(s))
 
         src = {"candidate": cand_src, "stock": stock_src}
-        if self.task.pairing == "interleaved":
+        if ctx.task.pairing == "interleaved":
             return self._run_interleaved(src)
         started: set[str] = set()
-        for engine, indices in self.task.pass_halves():  # C S, or C S S C (protocol model: PAIRINGS)
+        for engine, indices in ctx.task.pass_halves():  # C S, or C S S C (protocol model: PAIRINGS)
             try:
-                self._timed(engine, src[engine], indices, again=engine in started)
+                self.passes.timed(engine, src[engine], indices, again=engine in started)
             except EngineFailure as exc:
                 if engine == "candidate":
                     return self.finish(FAILED, failure_reason=exc.reason)
                 return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
             except ArenaVoid as exc:
                 return self.finish(VOID, void_reason=exc.reason)
-            if not self._idle_ok:
-                return self.finish(VOID, void_reason=self._idle_reason)
+            if not ctx.idle_ok:
+                return self.finish(VOID, void_reason=ctx.idle_reason)
             started.add(engine)
 
-        self.set_phase("probes")
-        ok, reason = self._probes(cand_src, stock_src)
+        ctx.set_phase("probes")
+        ok, reason = ProbePhase(ctx, self.engines).run(cand_src, stock_src)
         if not ok:
             return self.finish(VOID, void_reason=reason)
         return self.finish(MEASURED)
@@ -248,18 +231,20 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, SlicedPasses, Prob
         """The interleaved pairing's run (interleaved.py): both engines resident through the timed
         passes and, when the version says so, the probes; the same outcomes as `_run`, and the
         idle engine's fault charged to that engine (the candidate's: failed; the stock's: void)."""
-        on_timed = self.task.interleaving.probes_on_timed_start
+        ctx = self.ctx
+        on_timed = ctx.task.interleaving.probes_on_timed_start
+        pairing = InterleavedPasses(ctx, self.engines, self.passes)
         try:
             try:
-                self._interleaved(src)
+                pairing.run(src)
                 if not on_timed:
-                    self.stop_resident()
-                    if not self._idle_ok:
-                        return self.finish(VOID, void_reason=self._idle_reason)
-                self.set_phase("probes")
-                ok, reason = self._probes(src["candidate"], src["stock"])
+                    pairing.stop_resident()
+                    if not ctx.idle_ok:
+                        return self.finish(VOID, void_reason=ctx.idle_reason)
+                ctx.set_phase("probes")
+                ok, reason = ProbePhase(ctx, self.engines).run(src["candidate"], src["stock"])
             finally:
-                self.stop_resident()
+                pairing.stop_resident()
         except IdleFault as exc:
             if exc.engine == "candidate":
                 return self.finish(FAILED, failure_reason=exc.reason)
@@ -272,24 +257,26 @@ class Evaluation(EngineSteps, TimedPasses, InterleavedPasses, SlicedPasses, Prob
             return self.finish(VOID, void_reason=exc.reason)
         if not ok:
             return self.finish(VOID, void_reason=reason)
-        if not self._idle_ok:
-            return self.finish(VOID, void_reason=self._idle_reason)
+        if not ctx.idle_ok:
+            return self.finish(VOID, void_reason=ctx.idle_reason)
         return self.finish(MEASURED)
 
     def _load_inputs(self) -> None:
         """The target (prepared when the spec names none), its tokenizer and the pool."""
         from speculator_arena.pools.api import load_pool
 
-        s = self.spec
-        self.target = Path(s.target) if s.target else self.prepare_target()
-        self.tokenizer = load_tokenizer(str(self.target))
-        self.pool = load_pool(s.task_id, s.split, home=self.wh.home)
+        ctx = self.ctx
+        s = ctx.spec
+        ctx.target = Path(s.target) if s.target else self.prepare_target()
+        ctx.tokenizer = load_tokenizer(str(ctx.target))
+        ctx.pool = load_pool(s.task_id, s.split, home=ctx.wh.home)
 
     def prepare_target(self) -> Path:
         from speculator_arena.checkpoints import prepare_checkpoint
 
-        self.say("preparing the sealed target checkpoint")
-        return Path(prepare_checkpoint(self.spec.task_id, home=self.wh.home))
+        ctx = self.ctx
+        ctx.say("preparing the sealed target checkpoint")
+        return Path(prepare_checkpoint(ctx.spec.task_id, home=ctx.wh.home))
 
 
 def resume_dead(wh: Warehouse, evaluation_id: str, progress=None) -> str:

@@ -19,8 +19,11 @@ What keeps it fair (the candidate must gain nothing by what it does while the ot
   (reach.py) is the other engine's: requests queued to the frozen stock engine would be served
   beside the arena's once it thaws, so a candidate found doing it fails.
 
-A mixin of `Evaluation` (harness.py), as the other steps: it reads `task`, `eid`, `say` and the
-steps of engines.py, passes.py and probe_phase.py.
+`InterleavedPasses` works on the run's `RunContext` (run_context.py), whose `resident` it keeps
+(both engines, for the harness to stop if the run is interrupted), with the engines' starts
+(engines.py) and the timed passes (passes.py); a workload's lanes, kept from pass to pass, are a
+`Workload` (passes.py). An engine is thawed alone, the other frozen, by resident.py, as the
+sliced pass (sliced.py) and the probes on the timed starts (probe_phase.py) thaw it.
 """
 
 from __future__ import annotations
@@ -31,16 +34,19 @@ from pathlib import Path
 
 from speculator_arena.protocol.model import WORKLOADS
 from speculator_arena.rules.contention import pass_rows_contended
-from speculator_arena.runners import freezer, reach, sidecar_engine
+from speculator_arena.runners import freezer, sidecar_engine
 from speculator_arena.runners.contention import busiest
-from speculator_arena.runners.failures import ArenaVoid, IdleFault
-from speculator_arena.runners.lifecycle import ENGINE_USER, EngineRun
-from speculator_arena.runners.workload import make_lanes
+from speculator_arena.runners.engines import Engines
+from speculator_arena.runners.failures import ArenaVoid
+from speculator_arena.runners.lifecycle import ENGINE_USER
+from speculator_arena.runners.passes import TimedPasses, Workload
+from speculator_arena.runners.resident import OTHER, turn
+from speculator_arena.runners.run_context import RunContext
+from speculator_arena.runners.sliced import sliced_pass
 
 # The stock engine's own user under the interleaved pairing (the candidate keeps ENGINE_USER).
 STOCK_USER = "arena-stock"
 USERS = {"candidate": ENGINE_USER, "stock": STOCK_USER}
-OTHER = {"candidate": "stock", "stock": "candidate"}
 
 
 def pass_order(evaluation_id: str, passes: int) -> list[tuple[str, str]]:
@@ -63,122 +69,88 @@ def leftover_cgroups(evaluation_id: str) -> list[freezer.EngineCgroup]:
 
 
 class InterleavedPasses:
-    def _interleaved(self, src: dict[str, Path]) -> None:
+    """Both engines resident, their passes interleaved (the module's docstring)."""
+
+    def __init__(self, ctx: RunContext, engines: Engines, passes: TimedPasses):
+        self.ctx, self.engines, self.passes = ctx, engines, passes
+
+    def run(self, src: dict[str, Path]) -> None:
         """Both engines' timed passes, interleaved; then their probes on the same starts when the
         version says so (else the probe phase restarts them, as the other pairings do)."""
+        ctx = self.ctx
         why = freezer.unavailable() or (
             "the engine runs in another container (kubernetes backend)" if sidecar_engine.address() else None
         )
         if why:
             raise ArenaVoid(f"interleaved pairing not possible here: {why}")
-        order = pass_order(self.eid, self.task.passes_per_workload)
-        iv = self.task.interleaving
+        order = pass_order(ctx.eid, ctx.task.passes_per_workload)
+        iv = ctx.task.interleaving
         cfgs = self._start_resident(src, order[0])
         for k, w in enumerate(WORKLOADS):
             first = order[0][::-1] if iv.alternate_start_order and k % 2 else order[0]
             if k and iv.fresh_starts_per_workload:
                 self.stop_resident()
-                if not self._idle_ok:
-                    raise ArenaVoid(self._idle_reason)
+                if not ctx.idle_ok:
+                    raise ArenaVoid(ctx.idle_reason)
                 cfgs = self._start_resident(src, first)
-            self.workload_host: list[dict] = []
-            self._begin_workload(w)
+            shared = self._workload(w)
             for engine in first:
-                self._turn(engine, lambda e=engine, w=w, cfgs=cfgs: self._warmup(e, self.resident[e], cfgs[e], w))
+                turn(ctx, engine, lambda e=engine, w=w, cfgs=cfgs: self.passes.warmup(e, ctx.resident[e], cfgs[e], w))
             for i, pair in enumerate(order):
                 if iv.slice_seconds:
-                    self._sliced_pass(pair, cfgs, w, i)
+                    sliced_pass(ctx, self.passes, pair, cfgs, shared, i)
                     continue
                 for engine in pair:
-                    self._turn(
+                    turn(
+                        ctx,
                         engine,
-                        lambda e=engine, w=w, i=i, cfgs=cfgs: self._pass(
-                            e, self.resident[e], cfgs[e], w, i, idle=self.resident[OTHER[e]]
+                        lambda e=engine, w=w, i=i, cfgs=cfgs, shared=shared: self.passes.serve(
+                            e, ctx.resident[e], cfgs[e], w, i, idle=ctx.resident[OTHER[e]], shared=shared
                         ),
                     )
-            self._judge_workload(w)
+            self._judge(shared)
 
     def _start_resident(self, src: dict[str, Path], first: tuple[str, str]) -> dict:
         """Start both engines for the timed passes (the one served first starts first), each
         frozen once healthy; their client configurations."""
-        self.resident: dict[str, EngineRun] = {}
-        util = self.task.engine_environment.gpu_memory_utilization
+        ctx = self.ctx
+        ctx.resident = {}
+        util = ctx.task.engine_environment.gpu_memory_utilization
         for engine in first:
-            er = self.start_engine(
-                engine, src[engine], "timed", util, run_user=USERS[engine], cgroup=self._cgroup(engine)
+            er = self.engines.start(
+                engine, src[engine], "timed", util, run_user=USERS[engine], cgroup=engine_cgroup(ctx.eid, engine)
             )
-            self.resident[engine] = er
+            ctx.resident[engine] = er
             er.cgroup.freeze()
-        return {e: self.client_config(e, er) for e, er in self.resident.items()}
+        return {e: self.passes.client_config(e, er) for e, er in ctx.resident.items()}
 
-    def _begin_workload(self, w: str) -> None:
-        """The workload's sessions, every pass's block of the pool in pass order (each salted for
-        its pass), which both engines' lanes play through over the workload's passes."""
-        t = self.task
+    def _workload(self, w: str) -> Workload:
+        t = self.ctx.task
         L, wl = t.lanes[w], t.workloads[w]
-        self.workload_sessions = [
+        sessions = [
             s
             for i in range(t.passes_per_workload)
-            for s in self.pool.passes(self.eid, w, i, self._pass_size(w, i, L, wl))
+            for s in self.ctx.pool.passes(self.ctx.eid, w, i, self.passes.pass_size(w, i, L, wl))
         ]
-        self.workload_lanes: dict[str, list] = {}
+        return Workload(w, L, wl.interleave, sessions)
 
-    def continuing_lanes(self, engine: str, cfg, w: str) -> list:
-        """`engine`'s lanes of workload `w`, made at its first pass and kept: each pass sends the
-        next `requests_per_lane` turns of the sessions its lanes hold, the replies of the earlier
-        passes in their histories, so a workload's passes go as deep into the sessions as one
-        long pass would (a fresh session per pass would serve only first turns, where a
-        speculator that reads the context has little to read)."""
-        if engine not in self.workload_lanes:
-            t = self.task
-            self.workload_lanes[engine] = make_lanes(cfg, self.workload_sessions, t.lanes[w], t.workloads[w].interleave)
-        return self.workload_lanes[engine]
-
-    def _judge_workload(self, w: str) -> None:
+    def _judge(self, shared: Workload) -> None:
         """Host contention over the workload's passes of both engines pooled (the version's
         `interleaving.contention_per_workload`; else passes.py judged each pass): void when the
         rule of rules/contention.py says so."""
-        t = self.task
+        t = self.ctx.task
         if t.contention is None or not t.interleaving.contention_per_workload:
             return
-        rows = self.workload_host
+        rows = shared.host
         why = pass_rows_contended(rows, t.contention)
         if why:
             busy = busiest(rows)
-            raise ArenaVoid(f"host contended ({w}, every pass: {why}{'; ' + busy if busy else ''})")
-
-    def _cgroup(self, engine: str) -> freezer.EngineCgroup:
-        return engine_cgroup(self.eid, engine)
-
-    def thaw_alone(self, engine: str) -> EngineRun:
-        """Thaw `engine` with the other frozen. Before the thaw, connections to its port that the
-        runner did not open are the other engine's fault (reach.py)."""
-        er, other = self.resident[engine], self.resident[OTHER[engine]]
-        strangers = reach.foreign_connections(er.port)
-        if strangers:
-            raise IdleFault(
-                OTHER[engine],
-                f"{OTHER[engine]} engine connected to the {engine} engine's port while it was frozen "
-                f"({'; '.join(strangers[:3])})",
-            )
-        if other.stopped_at is None:
-            other.cgroup.freeze()  # already frozen; made sure of before this one runs
-        er.cgroup.thaw()
-        return er
-
-    def _turn(self, engine: str, step) -> None:
-        """Thaw `engine` alone, run `step`, freeze it again."""
-        er = self.thaw_alone(engine)
-        try:
-            step()
-        finally:
-            if er.stopped_at is None:
-                er.cgroup.freeze()
+            raise ArenaVoid(f"host contended ({shared.name}, every pass: {why}{'; ' + busy if busy else ''})")
 
     def stop_resident(self) -> None:
         """Stop both resident engines (each stop records its start row); the device-idle wait
         after the last."""
-        for er in list(getattr(self, "resident", {}).values()):
+        for er in list(self.ctx.resident.values()):
             if er.stopped_at is None:
-                self.stop_engine(er, record=True)
-        self.resident = {}
+                self.engines.stop(er, record=True)
+        self.ctx.resident = {}

@@ -21,7 +21,9 @@ an engine's group used outside its own slices is its idle CPU, judged as before 
 a 0, the stock engine's a void). The first slice goes to the engine the A B, B A, B A, A B order
 serves first; when one engine has answered all its pass, the other serves the rest alone.
 
-A mixin of `Evaluation` (harness.py), as interleaved.py.
+`sliced_pass` is a step of the interleaved pairing (interleaved.py): it thaws an engine alone
+as every step of that pairing does (resident.py), continues the workload's lanes and lands each
+engine's rows through the timed passes' `land` (passes.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from speculator_arena.runners.contention import ContentionSampler
 from speculator_arena.runners.failures import IdleFault
 from speculator_arena.runners.memory import MemorySampler
 from speculator_arena.runners.metrics import scrape
+from speculator_arena.runners.passes import TimedPasses, Workload
+from speculator_arena.runners.resident import thaw_alone, turn
+from speculator_arena.runners.run_context import RunContext
 from speculator_arena.runners.workload import run_lanes
 
 
@@ -88,9 +93,23 @@ class Slicer(threading.Thread):
     here (the reach check's finding, a group that will not freeze) is kept in `error` and ends
     the pass."""
 
-    def __init__(self, evaluation, order: tuple[str, str], clocks: dict, grace_ends: dict, slice_s: float, pass_id):
+    def __init__(
+        self,
+        ctx: RunContext,
+        order: tuple[str, str],
+        clocks: dict,
+        grace_ends: dict,
+        slice_s: float,
+        pass_id,
+    ):
         super().__init__(name=f"slicer {pass_id}", daemon=True)
-        self.ev, self.order, self.clocks, self.grace_ends, self.slice_s = evaluation, order, clocks, grace_ends, slice_s
+        self.ctx, self.order, self.clocks, self.grace_ends, self.slice_s = (
+            ctx,
+            order,
+            clocks,
+            grace_ends,
+            slice_s,
+        )
         self.pass_id = pass_id
         self.answered = {e: threading.Event() for e in order}
         self.halt = threading.Event()
@@ -101,7 +120,7 @@ class Slicer(threading.Thread):
         self.cpu_end: dict[str, float] = {}
 
     def _cpu(self) -> dict[str, float]:
-        return {e: self.ev.resident[e].cgroup.cpu_seconds() for e in self.order}
+        return {e: self.ctx.resident[e].cgroup.cpu_seconds() for e in self.order}
 
     def _wants(self, e: str) -> bool:
         return not self.answered[e].is_set() and self.clocks[e].now() < self.grace_ends[e]
@@ -128,7 +147,7 @@ class Slicer(threading.Thread):
     def _slice(self, e: str) -> None:
         other = self.order[1 - self.order.index(e)]
         before = self._cpu()
-        er = self.ev.thaw_alone(e)
+        er = thaw_alone(self.ctx, e)
         t0 = time.time()
         self.clocks[e].thawed(t0)
         try:
@@ -165,108 +184,110 @@ class Slicer(threading.Thread):
         return self.cpu_end[e] - self.cpu_start[e] - self.own_cpu[e]
 
 
-class SlicedPasses:
-    def _sliced_pass(self, order: tuple[str, str], cfgs: dict, w: str, i: int) -> None:
-        """Pass `i` of workload `w`, served by both resident engines at once in slices (the
-        module's docstring). Its rows are landed per engine as any pass's (passes.py
-        `_land_pass`), on each engine's clock; then the idle-CPU rule over both."""
-        t = self.task
-        L, wl = t.lanes[w], t.workloads[w]
-        pass_id = f"{w}-{i}"
-        self.set_phase(f"sliced {pass_id}")
-        ers = {e: self.resident[e] for e in order}
-        lanes = {e: self.continuing_lanes(e, cfgs[e], w) for e in order}
-        metrics_before: dict[str, list] = {}
-        for e in order:
-            self._turn(
-                e,
-                lambda e=e: metrics_before.__setitem__(
-                    e, scrape(ers[e].base_url, evaluation_id=self.eid, pass_id=pass_id, engine=e, phase="before")
-                ),
+def sliced_pass(
+    ctx: RunContext, passes: TimedPasses, order: tuple[str, str], cfgs: dict, shared: Workload, i: int
+) -> None:
+    """Pass `i` of the workload `shared`, served by both resident engines at once in slices (the
+    module's docstring). Its rows are landed per engine as any pass's (passes.py `land`), on
+    each engine's clock; then the idle-CPU rule over both."""
+    t, w = ctx.task, shared.name
+    L, wl = t.lanes[w], t.workloads[w]
+    pass_id = f"{w}-{i}"
+    ctx.set_phase(f"sliced {pass_id}")
+    ers = {e: ctx.resident[e] for e in order}
+    lanes = {e: shared.lanes_of(e, cfgs[e]) for e in order}
+    metrics_before: dict[str, list] = {}
+    for e in order:
+        turn(
+            ctx,
+            e,
+            lambda e=e: metrics_before.__setitem__(
+                e, scrape(ers[e].base_url, evaluation_id=ctx.eid, pass_id=pass_id, engine=e, phase="before")
+            ),
+        )
+    own_pids = lambda: [p for e in order for p in ers[e].pids()]  # noqa: E731
+    samplers = {
+        e: MemorySampler(ctx.device, t.device_idle.memory_sample_interval_seconds, ers[e].pids).start() for e in order
+    }
+    contention = (
+        ContentionSampler(t.contention.sample_interval_seconds, own_pids, ctx.device).start()
+        if t.contention is not None
+        else None
+    )
+    started = time.time()
+    ends, grace_ends = started + wl.pass_seconds, started + wl.pass_seconds + t.grace_seconds
+    clocks = {e: EngineClock(started) for e in order}
+    slicer = Slicer(ctx, order, clocks, {e: grace_ends for e in order}, t.interleaving.slice_seconds, pass_id)
+    # every stream is cut by this wall time: both engines' pass and grace, taken in turns
+    stream_deadline = started + 2 * (wl.pass_seconds + t.grace_seconds) + 10
+
+    async def both() -> dict[str, list]:
+        tasks = {
+            e: asyncio.create_task(
+                run_lanes(
+                    cfgs[e],
+                    [],
+                    L,
+                    wl.interleave,
+                    pass_id,
+                    ends,
+                    grace_ends,
+                    max_requests_per_lane=wl.requests_per_lane,
+                    stop_check=lambda e=e: not ers[e].alive() or slicer.error is not None,
+                    lane_state=lanes[e],
+                    clock=clocks[e],
+                    stream_deadline=stream_deadline,
+                )
             )
-        own_pids = lambda: [p for e in order for p in ers[e].pids()]  # noqa: E731
-        samplers = {
-            e: MemorySampler(self.device, t.device_idle.memory_sample_interval_seconds, ers[e].pids).start()
             for e in order
         }
-        contention = (
-            ContentionSampler(t.contention.sample_interval_seconds, own_pids, self.device).start()
-            if t.contention is not None
-            else None
-        )
-        started = time.time()
-        ends, grace_ends = started + wl.pass_seconds, started + wl.pass_seconds + t.grace_seconds
-        clocks = {e: EngineClock(started) for e in order}
-        slicer = Slicer(self, order, clocks, {e: grace_ends for e in order}, t.interleaving.slice_seconds, pass_id)
-        # every stream is cut by this wall time: both engines' pass and grace, taken in turns
-        stream_deadline = started + 2 * (wl.pass_seconds + t.grace_seconds) + 10
+        for e, task in tasks.items():
+            task.add_done_callback(lambda _, e=e: slicer.answered[e].set())
+        slicer.start()
+        while not all(task.done() for task in tasks.values()):
+            await asyncio.wait(list(tasks.values()), timeout=0.05)
+            if slicer.error is not None or not slicer.is_alive():
+                for task in tasks.values():
+                    task.cancel()
+                await asyncio.gather(*tasks.values(), return_exceptions=True)
+                break
+        return {e: task.result() for e, task in tasks.items() if not task.cancelled()}
 
-        async def both() -> dict[str, list]:
-            tasks = {
-                e: asyncio.create_task(
-                    run_lanes(
-                        cfgs[e],
-                        [],
-                        L,
-                        wl.interleave,
-                        pass_id,
-                        ends,
-                        grace_ends,
-                        max_requests_per_lane=wl.requests_per_lane,
-                        stop_check=lambda e=e: not ers[e].alive() or slicer.error is not None,
-                        lane_state=lanes[e],
-                        clock=clocks[e],
-                        stream_deadline=stream_deadline,
-                    )
-                )
-                for e in order
-            }
-            for e, task in tasks.items():
-                task.add_done_callback(lambda _, e=e: slicer.answered[e].set())
-            slicer.start()
-            while not all(task.done() for task in tasks.values()):
-                await asyncio.wait(list(tasks.values()), timeout=0.05)
-                if slicer.error is not None or not slicer.is_alive():
-                    for task in tasks.values():
-                        task.cancel()
-                    await asyncio.gather(*tasks.values(), return_exceptions=True)
-                    break
-            return {e: task.result() for e, task in tasks.items() if not task.cancelled()}
-
-        try:
-            records = asyncio.run(both())
-        finally:
-            slicer.halt.set()
-            if slicer.is_alive():
-                slicer.join()
-            samples = {e: s.stop() for e, s in samplers.items()}
-            host = contention.stop() if contention is not None else []
-        if slicer.error is not None:
-            raise slicer.error
-        self.write("slices", [dict(r, evaluation_id=self.eid, workload=w, pass_index=i) for r in slicer.rows])
-        idle = {e: slicer.idle_cpu(e) for e in order}
-        for e in order:
-            other = order[1 - order.index(e)]
-            sent = {r.session_id for r in records[e]}
-            self._turn(
+    try:
+        records = asyncio.run(both())
+    finally:
+        slicer.halt.set()
+        if slicer.is_alive():
+            slicer.join()
+        samples = {e: s.stop() for e, s in samplers.items()}
+        host = contention.stop() if contention is not None else []
+    if slicer.error is not None:
+        raise slicer.error
+    ctx.write("slices", [dict(r, evaluation_id=ctx.eid, workload=w, pass_index=i) for r in slicer.rows])
+    idle = {e: slicer.idle_cpu(e) for e in order}
+    for e in order:
+        other = order[1 - order.index(e)]
+        turn(
+            ctx,
+            e,
+            lambda e=e, other=other: passes.land(
                 e,
-                lambda e=e, other=other, sent=sent: self._land_pass(
-                    e,
-                    ers[e],
-                    w,
-                    i,
-                    records[e],
-                    [s for s in self.workload_sessions if s.session_id in sent],
-                    times=(started, ends, grace_ends, clocks[e].now()),
-                    samples=samples[e],
-                    host=host,
-                    cpu_used=[slicer.own_cpu[e], idle[other]],
-                    metrics_before=metrics_before[e],
-                    idle_engine=other,
-                    judge_idle=False,
-                ),
-            )
-        for e in sorted(order, key=lambda e: e != "candidate"):  # the candidate's fault first
-            fault = idle_cpu_fault(idle[e], t.interleaving.max_idle_cpu_seconds)
-            if fault:
-                raise IdleFault(e, f"{e} engine {fault} during the sliced pass {pass_id}, outside its own slices")
+                ers[e],
+                w,
+                i,
+                records[e],
+                shared.sent(records[e]),
+                times=(started, ends, grace_ends, clocks[e].now()),
+                samples=samples[e],
+                host=host,
+                cpu_used=[slicer.own_cpu[e], idle[other]],
+                metrics_before=metrics_before[e],
+                idle_engine=other,
+                shared=shared,
+                judge_idle=False,
+            ),
+        )
+    for e in sorted(order, key=lambda e: e != "candidate"):  # the candidate's fault first
+        fault = idle_cpu_fault(idle[e], t.interleaving.max_idle_cpu_seconds)
+        if fault:
+            raise IdleFault(e, f"{e} engine {fault} during the sliced pass {pass_id}, outside its own slices")

@@ -203,13 +203,9 @@ class _Connection(asyncio.BufferedProtocol):
             self.close()
             return
         buf = self._buf + data if self._buf else data
-        i = buf.find(b"\r\n\r\n")
-        if i < 0:
-            if len(buf) > MAX_HEAD_BYTES:
-                raise ValueError("response head too large")
-            self._buf = buf
+        i = self._blank_line(buf, "response head")
+        if i is None:
             return
-        self._buf = b""
         status_line, *header_lines = buf[:i].decode("latin-1").split("\r\n")
         rest = buf[i + 4 :]
         version, _, tail = status_line.partition(" ")
@@ -298,14 +294,22 @@ class _Connection(asyncio.BufferedProtocol):
             self._buf = b""
             self._end(extra=buf[2:])
             return
+        i = self._blank_line(buf, "chunked trailer")
+        if i is not None:
+            self._end(extra=buf[i + 4 :])
+
+    def _blank_line(self, buf: bytes, what: str) -> int | None:
+        """Where the header block at the start of `buf` ends (its blank line), or None: `buf` is
+        kept until more bytes come, and a block longer than MAX_HEAD_BYTES is refused (an engine
+        must not make the runner hold an unbounded head or trailer)."""
         i = buf.find(b"\r\n\r\n")
         if i < 0:
             if len(buf) > MAX_HEAD_BYTES:
-                raise ValueError("chunked trailer too large")
+                raise ValueError(f"{what} too large")
             self._buf = buf
-            return
+            return None
         self._buf = b""
-        self._end(extra=buf[i + 4 :])
+        return i
 
     def _length(self, data: bytes, t: float) -> None:
         left, n = self._left, len(data)

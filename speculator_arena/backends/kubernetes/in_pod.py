@@ -126,10 +126,10 @@ def run(args, reporter: Reporter) -> dict:
     problems = sidecar_problems(spec)  # before the harness opens the device the supervisor names
     ev = Evaluation(spec, home=home, progress=reporter.say)
     reporter.event(event="status", evaluation_id=spec.evaluation_id, status=QUEUED)
-    row = queue(spec, home, device=ev.device)  # the row to void when the sealed inputs differ
+    row = queue(spec, home, device=ev.ctx.device)  # the row to void when the sealed inputs differ
     problems += sealed_problems(spec)
     if problems:
-        row = write_status(ev.wh, row, VOID, void_reason="; ".join(problems)[:500])
+        row = write_status(ev.ctx.wh, row, VOID, void_reason="; ".join(problems)[:500])
         status = VOID
     else:
         reporter.event(event="status", evaluation_id=spec.evaluation_id, status=RUNNING)

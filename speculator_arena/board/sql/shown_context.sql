@@ -5,7 +5,10 @@
 -- [2^k, 2^(k+1)), 0 for an empty prompt) and `turn` (the request's turn within its session).
 -- Per request, not per pass: the engine's counters are read around a pass and cannot be split by
 -- prompt length or turn. `ratio_sum` is the sum over the bin's requests of each one's tokens per
--- chunk (its mean is the per-request mean; tokens / chunks is the per-chunk one). Requests that
+-- chunk (its mean is the per-request mean; tokens / chunks is the per-chunk one), summed exactly as
+-- decimals rounded to 1e-12 so that it is the same to the last bit whatever order DuckDB's threads
+-- hand the requests over in (a double sum was not), and the rows come ordered for the caller's sums
+-- over workloads. Requests that
 -- streamed no chunk are left out; the caller blanks a workload with a counted request that lacks
 -- chunk times or a sessions row. $1 evaluation ids.
 WITH fam AS (
@@ -32,6 +35,7 @@ WITH fam AS (
 )
 SELECT evaluation_id, engine, workload, family, axis, bin_low, bin_high,
        count(*) AS requests, sum(chunks) AS chunks, sum(tokens) AS tokens,
-       sum(CAST(tokens AS DOUBLE) / chunks) AS ratio_sum
+       CAST(sum(CAST(CAST(tokens AS DOUBLE) / chunks AS DECIMAL(38, 12))) AS DOUBLE) AS ratio_sum
 FROM axes
 GROUP BY ALL
+ORDER BY evaluation_id, engine, workload, family NULLS FIRST, axis, bin_low
