@@ -125,6 +125,8 @@ class InterleavedPasses:
         return {e: self.passes.client_config(e, er) for e, er in ctx.resident.items()}
 
     def _workload(self, w: str) -> Workload:
+        """Workload `w`'s sessions, every pass's block of the pool in pass order (each salted for
+        its pass), which both engines' lanes play through over the workload's passes."""
         t = self.ctx.task
         L, wl = t.lanes[w], t.workloads[w]
         sessions = [
