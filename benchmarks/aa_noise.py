@@ -312,7 +312,7 @@ def stage_speed_noise(
     import yaml
 
     from speculator_arena.protocol import load_protocol
-    from speculator_arena.protocol.model import available_versions, version_path
+    from speculator_arena.protocol.version_files import available_versions, version_path
 
     latest = load_protocol().version
     # a draft staged beside the shipped versions may skip a number (v16-draft over v14): its base is

@@ -14,7 +14,7 @@ def board_json(memo, task_id: str, split: str) -> dict:
     from speculator_arena.board.ranking import COLUMNS, board_noise
     from speculator_arena.printing import json_cell
     from speculator_arena.protocol import load_protocol
-    from speculator_arena.protocol.model import protocol_digest
+    from speculator_arena.protocol.version_files import protocol_digest
 
     version = load_protocol().version
     frame = memo.board(task_id, version).boards.get(split)

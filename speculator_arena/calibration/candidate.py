@@ -23,7 +23,8 @@ import yaml
 
 from speculator_arena.calibration.derive import BOUND_GATES, beyond, derive
 from speculator_arena.calibration.plan import Plan
-from speculator_arena.protocol.model import Protocol, version_path
+from speculator_arena.protocol.model import Protocol
+from speculator_arena.protocol.version_files import version_path
 from speculator_arena.warehouse import Warehouse
 
 CALIBRATED_GATES = ("greedy_agreement", "sampled_likelihood", "first_choice", "target_fidelity")

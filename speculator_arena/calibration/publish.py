@@ -27,11 +27,8 @@ from speculator_arena.calibration.candidate import (
     load_evidence,
 )
 from speculator_arena.errors import ArenaError
-from speculator_arena.protocol.model import (
-    Protocol,
-    available_versions,
-    published_versions_dir,
-)
+from speculator_arena.protocol.model import Protocol
+from speculator_arena.protocol.version_files import available_versions, published_versions_dir
 from speculator_arena.warehouse import Warehouse, generation
 
 

@@ -1,28 +1,36 @@
 """Pydantic model of a protocol version and the per-task view that code reads limits from.
 
-Why a model and not a dict: a typo in a limit's name must fail at load time, not silently
-score every evaluation with a default. Why per-task resolution: the public tasks share most
-values, while the embedded `local-smollm2` task overrides pass times and probe counts; code
-asks `protocol.task(task_id)` and never merges by hand.
-
-About 400 lines, kept whole: one pydantic class per section of the document, and the per-task
-view that resolves them; split, a reader would chase one version's fields through several files.
+Why per-task resolution: the public tasks share most values, while the embedded
+`local-smollm2` task overrides pass times and probe counts; code asks `protocol.task(task_id)`
+and never merges by hand. Here: the document (`Protocol`), its tasks (`Task`), the per-task
+view (`TaskProtocol`) and loading a version (`load_protocol`). The sections they name are
+models of their own modules: how the engines are served (serving.py), the gates and limits
+(gates.py), on one strict base (strict.py); where the versions are and their digests,
+version_files.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from functools import lru_cache
-from importlib import resources
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from speculator_arena import settings
+from speculator_arena.protocol.gates import FailureRule, Gates, Limits, SpeedNoise, TaskGates
+from speculator_arena.protocol.serving import (
+    Contention,
+    DeviceIdle,
+    EngineEnvironment,
+    Interleaving,
+    Sampling,
+    StartStop,
+    ThinkTime,
+    Window,
+    Workload,
+)
+from speculator_arena.protocol.strict import _Strict
+from speculator_arena.protocol.version_files import _raw_text, available_versions, protocol_digest
 
 WORKLOADS = ("solo", "team", "busy")
 
@@ -42,146 +50,6 @@ PAIRINGS = ("sequential", "mirrored", "interleaved")
 TASK_PLACEMENT_VARIABLES = ("THP_MEM_ALLOC_ENABLE", "OMP_NUM_THREADS")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class EngineEnvironment(_Strict):
-    gpu_memory_utilization: float = Field(gt=0, le=1)
-    probe_gpu_memory_utilization: float = Field(gt=0, le=1)
-    prefix_caching: int
-    variables: list[str]
-    image: dict[str, str]
-    enable_thinking: bool
-
-
-class Sampling(_Strict):
-    temperature: float = Field(ge=0)
-    top_p: float = Field(gt=0, le=1)
-    top_k: int = Field(ge=0)
-    seed_per_request: bool
-
-
-class Window(_Strict):
-    overhead_fraction: float = Field(ge=0)
-    overhead_tokens: int = Field(ge=0)
-    cut_to_fraction: float = Field(gt=0, lt=1)
-
-
-class ThinkTime(_Strict):
-    cap_seconds: float = Field(gt=0)
-    scale_c: float = Field(gt=0)
-
-
-class Workload(_Strict):
-    interleave: int = Field(ge=1)
-    pass_seconds: float = Field(gt=0)
-    speed: Literal["request_time", "busy_window"]
-    # v8 on (the interleaved CPU tasks): each lane sends this many requests, and the pass ends
-    # when they are answered (or at pass_seconds, whichever comes first), so both engines serve
-    # exactly the same turns of a pass; none: the pass is time-boxed only
-    requests_per_lane: int | None = Field(default=None, ge=1)
-
-
-class Interleaving(_Strict):
-    """The interleaved pairing's own values (v8 on; docs/scoring.md "Pairing")."""
-
-    # CPU seconds the frozen engine's control group may use during the other engine's pass (the
-    # freezer stops it at once; more than this is the idle engine working while the other is
-    # measured: the candidate's failure, the stock engine's a void)
-    max_idle_cpu_seconds: float = Field(gt=0)
-    # the gate probes are served by the timed starts (frozen in turn) instead of two restarts:
-    # a CPU task has no device memory for the probe utilization to protect
-    probes_on_timed_start: bool = True
-    # host contention judged over each workload's passes of both engines pooled, not pass by pass:
-    # a pass is a few seconds of work here, in which one burst of the hypervisor's steal is over
-    # 5%, and one disturbed pass of eight moves a workload's median ratio little
-    contention_per_workload: bool = True
-    # each pass served by both engines at once, thawed in turn this many seconds each (the sliced
-    # pass, runners/sliced.py): the host's speed, which moves within seconds, falls on both alike.
-    # None: each pass served by one engine, then the other
-    slice_seconds: float | None = Field(default=None, gt=0)
-    # each workload served by fresh starts of both engines (both stopped and started again before
-    # every workload after the first), so a start's own speed is averaged over three starts per
-    # engine (measured on vLLM as the draft v15: it did not lower the noise, docs/benchmarks/
-    # aa_noise.md "v15-draft"; no shipped version sets it)
-    fresh_starts_per_workload: bool = False
-    # each workload's warm-ups, and with fresh starts its two starts, in turn A B, B A, A B (A the
-    # engine served first, interleaved.py pass_order) instead of A B every time: the engine
-    # started and warmed first was about 1% slower through v14's and v15-draft's vLLM A/A runs
-    # (0.95% and 1.02%, about four standard errors), a bias per evaluation that turns cancel (two
-    # thirds of it, with three workloads); both options on local-smollm2-vllm from v15
-    alternate_start_order: bool = False
-
-
-class GreedyProbe(_Strict):
-    prompts: int = Field(ge=1)
-    temperature: float = 0.0
-    max_tokens: int = Field(ge=1)
-    concurrency: int = 1
-
-
-class LikelihoodProbe(_Strict):
-    replies: int = Field(ge=2)
-    context_tokens: int = Field(ge=1)
-    reply_chars: int = Field(ge=1)
-
-
-class FidelityProbe(_Strict):
-    texts: int = Field(ge=1)
-
-
-class FirstChoice(_Strict):
-    """Section 6: the first-choice check reads the same replies and rows as sampled_likelihood;
-    it has no settings of its own (its bound is a calibrated limit)."""
-
-
-class LengthGate(_Strict):
-    bound: float = Field(gt=0)  # |CI(delta)| beyond this fails
-
-
-class MemoryGate(_Strict):
-    slack_gib: float = Field(ge=0)
-    # v2: a gap longer than this between memory samples (or the pass's ends) leaves the gate
-    # "not measured"; None (v1) does not judge coverage.
-    max_sample_gap_seconds: float | None = Field(default=None, gt=0)
-
-
-class AnsweringGate(_Strict):
-    max_unanswered_share: float = Field(ge=0, lt=1)
-    # v2: an unanswered fidelity text counts its tokens at the worst per-token difference, and at
-    # least this many nats; None (v1) leaves unanswered items out of the statistic.
-    unanswered_fidelity_min_nats: float | None = Field(default=None, ge=0)
-
-
-class Gates(_Strict):
-    z: float = Field(gt=0)
-    greedy_agreement: GreedyProbe
-    sampled_likelihood: LikelihoodProbe
-    first_choice: FirstChoice = Field(default_factory=FirstChoice)
-    target_fidelity: FidelityProbe
-    length: LengthGate
-    memory: MemoryGate
-    answering: AnsweringGate
-
-
-class TaskGates(_Strict):
-    """Per-task overrides of probe sizes (the embedded task uses fewer probes)."""
-
-    greedy_agreement: GreedyProbe | None = None
-    sampled_likelihood: LikelihoodProbe | None = None
-    target_fidelity: FidelityProbe | None = None
-
-
-class Contention(_Strict):
-    """Host contention (SCORING.md "Host contention"): what else may use the machine during a
-    timed pass before the pass is contended and the evaluation void. Absent in v1 (not judged)."""
-
-    max_foreign_cpu_share: float = Field(gt=0)  # of one core, averaged over the pass
-    max_steal_share: float = Field(gt=0, lt=1)  # of all CPU time over the pass
-    sample_interval_seconds: float = Field(gt=0)
-
-
 class GoodputObjective(_Strict):
     """Goodput's objectives for one workload (shown, never scored): a request is good when it is
     counted, its TTFT is at most `ttft_seconds` and its TPOT at most `tpot_seconds` (vLLM's,
@@ -197,44 +65,12 @@ def _every_workload_objective(goodput: dict[str, GoodputObjective] | None) -> No
         raise ValueError(f"goodput must name exactly {WORKLOADS}, got {sorted(goodput)}")
 
 
-class FailureRule(_Strict):
-    min_excess: int = Field(ge=0)
-    share_of_requests: float = Field(ge=0)
-
-
-class StartStop(_Strict):
-    health_timeout_seconds: float = Field(gt=0)
-    sigterm_grace_seconds: float = Field(gt=0)
-
-
-class DeviceIdle(_Strict):
-    max_gib: float = Field(gt=0)
-    within_seconds: float = Field(gt=0)
-    memory_sample_interval_seconds: float = Field(gt=0)
-
-
 class Submission(_Strict):
     inline_engine_max_chars: int
     repository_engine_max_mib: int
     speculator_max_share_of_target_bytes: float
     speculator_allowed_files: list[str]
     kinds: list[str]
-
-
-class Limits(_Strict):
-    """Calibrated limits of section 10. `None` means "none": that gate always passes."""
-
-    fidelity_ceiling: float = Field(ge=0)
-    likelihood_bound: float = Field(ge=0)
-    first_choice_bound: float = Field(ge=0)
-    greedy_agreement_floor: float | None = Field(default=None, ge=0, le=1)
-
-
-class SpeedNoise(_Strict):
-    """Section 10: |SpecScore - 1| over the task's A/A evaluations (None until calibrated)."""
-
-    mean_abs_error: float | None = Field(default=None, ge=0)
-    max_abs_error: float | None = Field(default=None, ge=0)
 
 
 class Reference(_Strict):
@@ -450,71 +286,6 @@ class TaskProtocol(_Strict):
     @property
     def max_num_seqs(self) -> int:
         return max(self.lanes.values())
-
-
-def published_versions_dir(home=None) -> Path:
-    """Where `arena protocol publish` writes the versions an operator published (with who and
-    when beside each): `$ARENA_HOME/protocol/versions`. Candidates of a calibration live apart
-    (`$ARENA_HOME/calibration/`) and are never versions until published."""
-    return settings.arena_home(home) / "protocol" / "versions"
-
-
-def _versions_dirs() -> list:
-    """The shipped versions, then the published ones of this ARENA_HOME, then `ARENA_PROTOCOL_DIR`
-    (where tests and operators stage a version by hand).
-
-    A later directory may add a version but never replace an earlier one's: versions are immutable.
-    """
-    dirs = [resources.files("speculator_arena.protocol") / "versions", published_versions_dir()]
-    extra = settings.get("ARENA_PROTOCOL_DIR")
-    if extra:
-        dirs.append(Path(extra))
-    return dirs
-
-
-def _version_files() -> dict[int, Any]:
-    found: dict[int, Any] = {}
-    for d in _versions_dirs():
-        if not d.is_dir():
-            continue
-        for entry in d.iterdir():
-            m = re.fullmatch(r"v(\d+)\.yaml", entry.name)
-            if m:
-                found.setdefault(int(m.group(1)), entry)
-    return found
-
-
-def version_path(version: int):
-    """The file of a version (shipped, published or staged)."""
-    path = _version_files().get(version)
-    if path is None:
-        raise KeyError(f"no protocol version {version}; available: {available_versions()}")
-    return path
-
-
-def available_versions() -> list[int]:
-    return sorted(_version_files())
-
-
-def _raw_text(version: int) -> str:
-    return version_path(version).read_text(encoding="utf-8")
-
-
-def document_digest(data: dict) -> str:
-    """sha256 of a protocol document's canonical JSON (the parsed YAML)."""
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def protocol_digest(version: int) -> str:
-    """sha256 of the version's canonical JSON: what the warehouse pins scores to."""
-    return _text_digest(_raw_text(version))
-
-
-@lru_cache(maxsize=64)
-def _text_digest(text: str) -> str:
-    # parsing a version's YAML costs tens of milliseconds; the score store's prune digests every version
-    return document_digest(yaml.safe_load(text))
 
 
 def load_protocol(version: int | None = None) -> Protocol:

@@ -25,7 +25,8 @@ import time
 
 import httpx
 
-from speculator_arena.runners.stream import post_json, stream_chat
+from speculator_arena.runners.nonstreamed import post_json
+from speculator_arena.runners.stream import stream_chat
 from speculator_arena.runners.tokens import token_ids
 from speculator_arena.runners.workload import RequestRecord, request_seed
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from speculator_arena.atomic import write_atomic
 from speculator_arena.diskspace import full_disk
 from speculator_arena.errors import ArenaError
-from speculator_arena.protocol.model import protocol_digest
+from speculator_arena.protocol.version_files import protocol_digest
 from speculator_arena.scoring import outcomes
 from speculator_arena.warehouse.store import Warehouse
 

@@ -14,7 +14,7 @@ the per-request work, which no rule but the count slack enters, is kept between 
 from __future__ import annotations
 
 from speculator_arena.protocol import load_protocol
-from speculator_arena.protocol.model import protocol_digest
+from speculator_arena.protocol.version_files import protocol_digest
 from speculator_arena.scoring.assemble import assemble
 from speculator_arena.scoring.limits import protocol_limits
 from speculator_arena.scoring.result import Scores
@@ -32,7 +32,8 @@ def score_warehouse(
     scored as it would be once published (its evidence shows the scorer's own verdicts)."""
     wh = warehouse if isinstance(warehouse, Warehouse) else Warehouse(warehouse)
     if document is not None:
-        from speculator_arena.protocol.model import Protocol, document_digest
+        from speculator_arena.protocol.model import Protocol
+        from speculator_arena.protocol.version_files import document_digest
 
         proto, digest = Protocol.model_validate(document), document_digest(document)
     else:

@@ -6,7 +6,7 @@ import pytest
 
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.protocol import load_protocol
-from speculator_arena.protocol.model import protocol_digest
+from speculator_arena.protocol.version_files import protocol_digest
 
 from .conftest import TASK, page_text, scores_of_whole_warehouse
 

@@ -198,7 +198,7 @@ def test_registration(front):
 
 
 def test_protocol_and_board_endpoints(front):
-    from speculator_arena.protocol.model import protocol_digest
+    from speculator_arena.protocol.version_files import protocol_digest
 
     r = front.client.get("/api/protocol")
     doc = r.json()

@@ -27,11 +27,13 @@ from script_server import HEAD_CHUNKED, ScriptServer, chunk, chunked_reply, delt
 
 from speculator_arena.rules.counted import counted_row
 from speculator_arena.rules.window import WindowRule
-from speculator_arena.runners import sse_decode, stream
+from speculator_arena.runners import sse_decode, sse_wire
 from speculator_arena.runners.metrics import metric_rows, scrape
+from speculator_arena.runners.nonstreamed import post_json
 from speculator_arena.runners.probes import parse_prompt_logprobs
 from speculator_arena.runners.sse_decode import StreamResult
-from speculator_arena.runners.stream import MAX_RESPONSE_BYTES, SSEClient, post_json, stream_chat
+from speculator_arena.runners.sse_wire import MAX_RESPONSE_BYTES
+from speculator_arena.runners.stream import SSEClient, stream_chat
 from speculator_arena.runners.tokens import load_tokenizer
 from speculator_arena.runners.workload import ClientConfig, RequestRecord, record_rows, run_lanes
 from speculator_arena.warehouse.schema import TABLES
@@ -272,8 +274,8 @@ def test_any_response_bytes_end_counted_or_failed(tok, server, response):
 
 
 def test_a_response_past_the_size_limit_fails_and_the_next_is_read(server, tok, monkeypatch):
-    monkeypatch.setattr(stream, "MAX_RESPONSE_BYTES", 4096)
-    monkeypatch.setattr(stream, "MAX_EVENTS", 50)
+    monkeypatch.setattr(sse_wire, "MAX_RESPONSE_BYTES", 4096)
+    monkeypatch.setattr(sse_wire, "MAX_EVENTS", 50)
     server.play([HEAD_CHUNKED] + [chunk(delta("x" * 100))] * 60, close=True)  # over the bytes
     server.play([HEAD_CHUNKED + b"".join(chunk(b"data: {}\n\n") for _ in range(60))], close=True)  # over the events
     server.play([HEAD_CHUNKED + chunk(b"data: " + b"y" * 5000)], close=True)  # one endless line

@@ -19,7 +19,7 @@ import pytest
 from speculator_arena.board.ranking import board_noise, board_rows
 from speculator_arena.board.text import board_text
 from speculator_arena.protocol import load_protocol
-from speculator_arena.protocol.model import protocol_digest
+from speculator_arena.protocol.version_files import protocol_digest
 from speculator_arena.scoring.intervals import specscore_intervals
 from speculator_arena.scoring.result import Scores
 

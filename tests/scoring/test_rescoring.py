@@ -9,7 +9,7 @@ from synthetic import write_synthetic_evaluation
 
 from speculator_arena.cli import main
 from speculator_arena.protocol import load_protocol
-from speculator_arena.protocol.model import _versions_dirs
+from speculator_arena.protocol.version_files import _versions_dirs
 from speculator_arena.scoring import score_warehouse
 from speculator_arena.scoring.registry import ProtocolChangedError, score_and_record, scores_dir
 from speculator_arena.warehouse import Warehouse
