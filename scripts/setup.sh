@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv and installs the project, the small model, the chat data package and the
-# browser used by the board's tests. Safe to run again (it only adds what is missing).
+# browser used by the board's tests. Safe to run again (it only adds what is missing and puts back
+# the locked version of a package that differs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -19,10 +20,11 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-# torch first and pinned: an unpinned torch would pull a several-GB CUDA build.
-python -m pip install -q "torch==2.13.0"
-python -m pip install -q -e ".[dev]"
-python -m pip install -q --no-deps -r requirements-extra.txt
+# Exactly the locked versions, each file checked against its hash (scripts/lock.sh makes the locks
+# from pyproject.toml and requirements-extra.txt; docs/contributors/dependencies.md). torch is the
+# CPU wheel of /opt/wheels: PyPI's build of the same version would pull several GB of CUDA.
+python -m pip install -q --require-hashes --no-deps -r requirements-lock.txt -r requirements-extra-lock.txt
+python -m pip install -q --no-deps -e .
 # Debian's packages the tests use, in one apt run where missing: chromium for the board's browser
 # tests, etcd for the kubernetes backend's cluster tests (tests/backends/conftest.py starts a real
 # control plane with ../shared/tools/kube/up). Each set of tests skips, with the reason, without its own.

