@@ -41,9 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         rc = args.func(args)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or a stop signal during an evaluation (runners/interrupt.py)
+        print(f"arena {args.command}: {exc or 'interrupted'}", file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
     except Exception as exc:
         # Bad input and a full disk get one clear line, not a traceback; ARENA_DEBUG=1 shows the
         # traceback. A full disk is recognised wherever it was raised (the runner, the scorer,

@@ -91,6 +91,13 @@ VARIABLES: dict[str, Variable] = {
             "runner",
         ),
         Variable(
+            "ARENA_ALLOW_UNISOLATED_SUBMISSIONS",
+            None,
+            "set: a runner that cannot drop privileges (not root, or ARENA_NO_PRIVILEGE_DROP) still runs "
+            "participants' submissions, as its own user (their evaluation pages say so)",
+            "runner",
+        ),
+        Variable(
             "ARENA_ENGINE_SIDECAR",
             None,
             "`host:port` of the engine container's supervisor (the kubernetes pod sets it): engines start there",

@@ -3,6 +3,7 @@ target, and the one real local evaluation every test directory reads (tests/real
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -20,9 +21,75 @@ import real_evaluation as real  # noqa: E402
 from ci_profile import full_profile  # noqa: E402  (tests/runners, put on sys.path by real_evaluation)
 
 
+def pytest_sessionstart(session):
+    import leftovers
+
+    session.config._engine_ticks = leftovers.session_start_ticks()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No test may leave an engine behind: a process of an engine workspace, an engine's reaper or
+    an engine's user still running at the end fails the run (tests/leftovers.py), and is killed."""
+    import time
+
+    import leftovers
+
+    since = getattr(session.config, "_engine_ticks", None)
+    if since is None:
+        return
+    left = leftovers.engine_processes(since)
+    deadline = time.time() + 10  # a stop's SIGKILL is asynchronous: give the last ones a moment
+    while left and time.time() < deadline:
+        time.sleep(0.5)
+        left = leftovers.engine_processes(since)
+    if left:
+        leftovers.kill(left)
+        print("\nENGINE PROCESSES LEFT RUNNING AT THE END OF THE TESTS (killed now):\n  " + "\n  ".join(left))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# The fixtures that start engines through the runner (or hand out evaluations that did): where this
+# clone refuses engines, every test that uses one is skipped with the refusal.
+ENGINE_FIXTURES = {
+    "engine_factory",
+    "real_evaluation",
+    "real_home",
+    "evaluated",
+    "test_split_evaluation",
+}
+
+
+@functools.cache
+def engine_refusal() -> str | None:
+    """Why engines cannot run from this clone (runners/privileges.py: a root runner whose engine
+    user cannot reach the venv or the package, e.g. a clone inside a 0700 `mktemp -d` folder), or
+    None. Said once in the run's header; tests/runners/test_privileges.py checks the refusal."""
+    from speculator_arena.runners.privileges import PrivilegeRefused, preflight
+
+    try:
+        preflight()
+    except PrivilegeRefused as exc:
+        return str(exc)
+    return None
+
+
+def pytest_report_header(config):
+    why = engine_refusal()
+    if why:
+        return [f"ENGINES REFUSED from this clone, every test that starts one is skipped: {why}"]
+    return []
+
+
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `full` run with ARENA_TEST_PROFILE=full only: CI's 40 minutes cannot hold them
-    (README, "Tests, CI and the full runs"); elsewhere they are listed as skipped, with the reason."""
+    """Tests marked `full` run with ARENA_TEST_PROFILE=full only: CI's time cannot hold them
+    (docs/contributors/tests.md); elsewhere they are listed as skipped, with the reason. Where this
+    clone refuses engines, the tests that start one are skipped with the refusal."""
+    refused = engine_refusal()
+    if refused:
+        skip_engines = pytest.mark.skip(reason=f"engines refused from this clone: {refused[:300]}")
+        for item in items:
+            if "engines" in item.keywords or ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+                item.add_marker(skip_engines)
     if full_profile():
         return
     skip = pytest.mark.skip(reason="a full run (ARENA_TEST_PROFILE=full ./scripts/test.sh); beyond CI's time")

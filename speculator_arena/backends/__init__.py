@@ -35,8 +35,11 @@ def preflight(backend: str, spec, home) -> None:
         KubernetesLauncher(EvaluationBackendResource(kind="kubernetes").settings(), home).preflight(spec)
     else:
         from speculator_arena.runners.engines import missing_runtime
+        from speculator_arena.runners.privileges import preflight as privileges
         from speculator_arena.runners.spec import resolve_engine_path, stock_engine_of
 
+        # engines run unprivileged or not at all; a participant's only where the operator allows
+        privileges(submission=bool(spec.submission_id) and not spec.is_reference)
         problem = missing_runtime(resolve_engine_path(stock_engine_of(spec)))
         if problem:  # the arena's own side cannot run here: say so before anything is stored
             raise FileNotFoundError(f"the stock engine {problem}")

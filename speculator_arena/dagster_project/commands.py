@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--backend",
         choices=BACKENDS,
         default="",
-        help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators.md); "
+        help="local (this machine) or kubernetes (a GPU pod; settings: ARENA_K8S_*, docs/operators/kubernetes.md); "
         "default: ARENA_BACKEND, else local",
     )
     e.add_argument(
@@ -185,6 +185,9 @@ def _demo(args) -> int:
     def step(msg: str) -> None:
         _say(f"[demo {time.time() - t0:5.0f} s] {msg}")
 
+    from speculator_arena.runners.privileges import preflight
+
+    preflight()  # an install its engine user cannot reach is refused now, before anything is built
     step(f"ARENA_HOME {home}; task {args.task}")
     _ensure_pools(args.task, home, step)
     from speculator_arena.checkpoints import prepare_checkpoint
@@ -219,7 +222,7 @@ def _demo(args) -> int:
         _say(
             "[demo] other work used this machine's CPU during the timed passes, and every attempt was void: "
             "stop it (see the processes named above), then run `arena demo` again; an evaluation needs an idle "
-            "machine (docs/operators.md, host contention)"
+            "machine (docs/operators/evaluations.md, host contention)"
         )
     step(
         f"done in {time.time() - t0:.0f} s; warehouse {Warehouse(home).home}; "
@@ -341,8 +344,12 @@ def _queue_list(args) -> int:
 def _queue_work(args) -> int:
     import time
 
+    from speculator_arena.backends import chosen
     from speculator_arena.dagster_project import launch
+    from speculator_arena.runners.privileges import worker_preflight
+    from speculator_arena.warehouse import arena_home
 
+    worker_preflight(arena_home(None), chosen())  # refused: the API stops accepting submissions too
     while True:
         ran = launch.work_queue_once(say=lambda m: print(m, file=sys.stderr, flush=True))
         if args.once and ran:
@@ -367,6 +374,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     from speculator_arena.warehouse import Warehouse
 
     load_protocol().task(args.task)  # an unknown task is a clear error before anything runs
+    from speculator_arena.backends import chosen
+    from speculator_arena.runners.privileges import preflight
+
+    preflight(backend=chosen(args.backend))  # engines run unprivileged or not at all
     opts = resolve_versions(
         CalibrationOptions(task_id=args.task, candidate_version=args.candidate, base_version=args.base, aa_runs=args.aa)
     )

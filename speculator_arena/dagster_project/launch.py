@@ -51,13 +51,26 @@ def materialize(*args, **kwargs):
     report is dropped here (ARENA_DEBUG keeps it) because the caller says the same in one line
     (the CLI: `arena <command>: disk full: ...`, diskspace.py)."""
     if settings.flag("ARENA_DEBUG"):
-        return dg.materialize(*args, **kwargs)
+        return _interruptible(*args, **kwargs)
     real = sys.stderr
     sys.stderr = _WithoutStorageReports(real)
     try:
-        return dg.materialize(*args, **kwargs)
+        return _interruptible(*args, **kwargs)
     finally:
         sys.stderr = real
+
+
+def _interruptible(*args, **kwargs):
+    """A stop signal that reached Dagster's own handler (outside an evaluation's run, which records
+    it void itself) stops the command as one there does (runners/interrupt.py)."""
+    import signal
+
+    from speculator_arena.runners import interrupt
+
+    try:
+        return dg.materialize(*args, **kwargs)
+    except dg.DagsterExecutionInterruptedError as exc:
+        raise interrupt.CommandInterrupted(interrupt.requested() or signal.SIGINT, "the Dagster run stopped") from exc
 
 
 class _WithoutStorageReports:
@@ -121,7 +134,7 @@ def evaluate(
     its file)."""
     from speculator_arena.backends import preflight
     from speculator_arena.frontdoor.queue import device_name
-    from speculator_arena.runners import queued
+    from speculator_arena.runners import interrupt, queued
 
     tags = {DEVICE_TAG: device_name(), **(tags or {})}
     attempts = []
@@ -130,6 +143,8 @@ def evaluate(
         queued.preflight(spec, home)  # the harness queues it first thing; a refusal stores nothing
         summary = _materialize_evaluation(spec, home, backend, tags)
         attempts.append(summary)
+        # a SIGINT/SIGTERM stopped it (recorded void): the whole command stops (runners/interrupt.py)
+        interrupt.check(f"evaluation {spec.evaluation_id} {summary.status}: {summary.why}")
         if rerun_contended <= 0 or not summary.contended:
             break
         rerun_contended -= 1
@@ -313,12 +328,20 @@ def work_queue_once(home=None, say=print) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - one submission's failure is reported; the worker goes on
             say(run_failed(request.partition_key, exc))
         return done + [request.partition_key]
-    children = [_start_run_process(spec, home, request.tags) for request, spec in runs]
-    for (request, _), child in zip(runs, children, strict=True):
-        if child.wait() != 0:
-            say(f"queue: {request.partition_key} failed (its process exited {child.returncode}; its lines above)")
+    from speculator_arena.runners import interrupt
+
+    children: list = []
+    old = interrupt.forward_to(children)  # a stop signal reaches each run's process, which records it void
+    try:
+        children += [_start_run_process(spec, home, request.tags) for request, spec in runs]
+        for (request, _), child in zip(runs, children, strict=True):
+            if child.wait() != 0:
+                say(f"queue: {request.partition_key} failed (its process exited {child.returncode}; its lines above)")
+    finally:
+        interrupt.restore(old)
     if runs:
         refresh_analysts(home)
+    interrupt.check(f"the queue's runs {', '.join(r.partition_key for r, _ in runs)} ended")
     return done + [request.partition_key for request, _ in runs]
 
 

@@ -15,12 +15,16 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     from speculator_arena.dagster_project.launch import evaluate, run_failed
+    from speculator_arena.runners.interrupt import CommandInterrupted
     from speculator_arena.runners.spec import EvaluationSpec
 
     payload = json.loads((argv if argv is not None else sys.argv[1:])[0])
     spec = EvaluationSpec.from_json(payload["spec"])
     try:
         evaluate(spec, payload["home"], tags=payload["tags"], analysts=False)
+    except CommandInterrupted as exc:  # the worker's stop, forwarded: the evaluation is recorded void
+        print(f"queue: {spec.evaluation_id} {exc}", file=sys.stderr)
+        return exc.exit_code
     except Exception as exc:  # noqa: BLE001 - the worker reports it and goes on
         print(run_failed(spec.evaluation_id, exc), file=sys.stderr)
         return 1

@@ -36,6 +36,7 @@ from speculator_arena.frontdoor.bounded import DEFAULT_BODY_BYTES, BodyLimit, lo
 from speculator_arena.frontdoor.errors import NotFound, scrub, server_paths
 from speculator_arena.frontdoor.state import connect
 from speculator_arena.rules.status import FETCHING, QUEUED
+from speculator_arena.runners.privileges import recorded_refusal
 from speculator_arena.sealed.refusal import Refused
 from speculator_arena.warehouse import Warehouse, arena_home
 
@@ -129,6 +130,9 @@ def create_app(home=None) -> FastAPI:
         from speculator_arena.frontdoor.intake import submit as intake
 
         account = await run_in_threadpool(_with_db, _account, request, authorization)
+        refusal = recorded_refusal(home)  # the queue's worker cannot run engines unprivileged
+        if refusal:
+            raise Refused(f"the arena cannot run submissions now: {refusal}", status=503)
         body = await request.body()  # bounded by BodyLimit as it streams
         row = await anyio.to_thread.run_sync(
             _with_db, lambda con: intake(con, Warehouse(home), account, body), limiter=intake_slots

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-import sysconfig
 from pathlib import Path
 
 from speculator_arena import settings
@@ -24,6 +23,7 @@ from speculator_arena.protocol.model import TASK_PLACEMENT_VARIABLES
 from speculator_arena.runners import sidecar_engine
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure
 from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, free_port
+from speculator_arena.runners.privileges import PrivilegeRefused, engine_runtime_paths
 from speculator_arena.runners.run_context import RunContext
 from speculator_arena.runners.spec import REPO
 from speculator_arena.runners.status import runs_dir
@@ -115,20 +115,6 @@ class Engines:
         env["ARENA_VLLM_DTYPE"] = settings.get("ARENA_VLLM_DTYPE")
         return env
 
-    @staticmethod
-    def _readable() -> list[Path]:
-        import speculator_arena
-
-        paths = [
-            Path(sys.executable).resolve(),
-            Path(speculator_arena.__file__).parent,
-            Path(sysconfig.get_paths()["purelib"]),
-        ]
-        vllm_venv = Path(settings.get("ARENA_VLLM_VENV"))
-        if vllm_venv.is_dir():  # only where it is installed: other engines never read it
-            paths.append(vllm_venv)
-        return paths
-
     def start(
         self, name: str, src: Path, purpose: str, gpu_util: float, *, run_user: str | None = None, cgroup=None
     ) -> EngineRun:
@@ -156,7 +142,11 @@ class Engines:
         ctx.current_engine = er
         ctx.say(f"starting {name} engine ({purpose}, utilization {gpu_util:.2f})")
         try:
-            er.start(self._readable())
+            er.start(engine_runtime_paths())
+        except PrivilegeRefused as exc:  # the arena's install, not the engine: void, and no engine ran
+            er.cleanup()
+            ctx.current_engine = None
+            raise ArenaVoid(str(exc)) from exc
         except EngineStartError as exc:
             er.cleanup()
             ctx.current_engine = None

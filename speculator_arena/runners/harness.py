@@ -32,7 +32,7 @@ from pathlib import Path
 from speculator_arena.diskspace import DiskFull, full_disk
 from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.status import FAILED, FINAL, MEASURED, QUEUED, RUNNING, VOID
-from speculator_arena.runners import sidecar_engine
+from speculator_arena.runners import interrupt, sidecar_engine
 from speculator_arena.runners.engines import Engines
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure, IdleFault, RunnerInterrupted
 from speculator_arena.runners.fit_passes import run_fit
@@ -123,7 +123,10 @@ class Evaluation:
                 self._disk_full(full)
             return self.finish(VOID, void_reason=f"runner error during {ctx.phase}: {type(exc).__name__}: {exc}"[:500])
         finally:
-            self._restore_signals(old)
+            if interrupt.requested():
+                interrupt.hold()  # a later signal must not break off what records the stop
+            else:
+                interrupt.restore(old)
 
     def _stop_current(self) -> None:
         """Stop the engine that is running (both, when the interleaved pairing keeps two), recording
@@ -167,24 +170,23 @@ class Evaluation:
         raise DiskFull(full.path, full.detail, hint=hint)
 
     def _install_signals(self):
+        """The first SIGTERM/SIGINT interrupts the run (its engines stopped, the evaluation void) and
+        stays noted for the command (interrupt.py); a later one is only noted, so that it cannot
+        break off the stop of the engines halfway."""
         if threading.current_thread() is not threading.main_thread():
             return None
 
         def handler(signum, _frame):
-            raise RunnerInterrupted(signal.Signals(signum).name)
+            if interrupt.note(signum):
+                raise RunnerInterrupted(signal.Signals(signum).name)
 
         return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-
-    @staticmethod
-    def _restore_signals(old) -> None:
-        for s, h in (old or {}).items():
-            signal.signal(s, h)
 
     def protect_home(self) -> None:
         """The engine's user must not read the warehouse or the runner's files (section 9).
 
         Others get nothing; the directory's group may read `raw` and `runs`: the API, run as a user
-        of its own (docs/operators.md), reads statuses and scores through it, and the engine's
+        of its own (docs/operators/accounts-and-api.md), reads statuses and scores through it, and the engine's
         user is in no group of the arena."""
         ctx = self.ctx
         for sub, mode in (("raw", 0o750), ("runs", 0o750), ("dagster", stat.S_IRWXU)):
@@ -312,6 +314,10 @@ def _kill_leftovers(state: dict, evaluation_id: str) -> None:
 
     pgid = state.get("engine_pgid")
     if pgid:
+        from speculator_arena.runners import reaper
+
+        if reaper.is_reaper(int(pgid)):  # the engine's reaper still runs: what left its group dies first
+            reaper.kill_descendants(int(pgid))
         try:
             os.killpg(int(pgid), signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

@@ -4,8 +4,11 @@
 Why an unprivileged user: the engine is untrusted code; run as `arena-engine` it cannot read
 the arena's private directories (the warehouse, the hidden pool), and after a stop every
 process of that user can be killed and every shared-memory file it owns removed, so that
-leftovers cannot slow the stock engine (section 9). When the runner is not root it cannot
-switch users; the start is then recorded `unprivileged: false`, never hidden.
+leftovers cannot slow the stock engine (section 9). A root runner whose engine user cannot
+reach what the engine runs refuses (privileges.py), never falls back to root. When the runner is
+not root it cannot switch users; the start is then recorded `unprivileged: false`, never hidden.
+Whatever the user, the engine's first process is the subreaper of reaper.py, so every process
+the engine starts (setsid, double fork) stays its descendant and is stopped with it.
 
 About 400 lines, kept whole: start, health wait and stop share the process group, the user and
 the workspace of one `EngineRun`, and a stop must undo exactly what its start did.
@@ -21,6 +24,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -29,13 +33,14 @@ from pathlib import Path
 import httpx
 
 from speculator_arena.errors import ArenaError
+from speculator_arena.runners import reaper
 from speculator_arena.runners.freezer import EngineCgroup
+from speculator_arena.runners.privileges import ENGINE_USER, PrivilegeRefused, unreachable_reason, user_can_read
 from speculator_arena.sealed.archive import check_tree, engine_root, extract_archive
 from speculator_arena.sealed.plugins import PluginInstallError, install_plugins, with_plugin_path
 from speculator_arena.sealed.refusal import Refused
 from speculator_arena.system_users import system_user
 
-ENGINE_USER = "arena-engine"
 LOG_HEAD = 32_000
 LOG_TAIL = 32_000
 
@@ -103,17 +108,6 @@ def ensure_engine_user(name: str = ENGINE_USER) -> pwd.struct_passwd:
     return system_user(name)
 
 
-def user_can_read(user: str, paths: list[Path]) -> list[Path]:
-    """The paths the user cannot read (checked as that user, not guessed from mode bits)."""
-    bad = []
-    for p in paths:
-        test = ["test", "-r", str(p)] + (["-a", "-x", str(p)] if Path(p).is_dir() else [])
-        r = subprocess.run(["runuser", "-u", user, "--", *test], capture_output=True)
-        if r.returncode != 0:
-            bad.append(Path(p))
-    return bad
-
-
 def stage_tree(src: Path, dest: Path) -> Path:
     """Hard-link a read-only checkpoint into the engine's workspace (copy across devices).
 
@@ -174,11 +168,11 @@ def default_signals() -> list[str]:
     return [env, "--default-signal"] if ok else []
 
 
-def _lingering(pgid: int) -> str:
-    """The state and signal masks of the group's processes still there after the grace: why a
+def _lingering(pids: list[int]) -> str:
+    """The state and signal masks of the engine's processes still there after the grace: why a
     SIGTERM did not end them (blocked, ignored, pending, stopped) is what an operator asks."""
     out = []
-    for pid in _proc_pids(pgid=pgid):
+    for pid in pids:
         try:
             status = Path(f"/proc/{pid}/status").read_text().splitlines()
         except OSError:
@@ -264,15 +258,11 @@ class EngineRun:
             os.chmod(self.workspace, 0o700)
             needed = [p for p in readable if p] + [Path(env[k]) for k in ("TARGET", "SPECULATOR") if env.get(k)]
             missing = user_can_read(self.user, needed)
-            if missing:
-                self.privilege_note = (
-                    f"{self.user} cannot read {', '.join(map(str, missing))}; the engine ran as the runner's user"
-                )
-                root_mode = False
-                self.user, self.uid = user_name(os.geteuid()), os.geteuid()
-            else:
-                kwargs = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
-                self.unprivileged = True
+            if missing:  # never run it as root instead (privileges.py; the preflight says so first)
+                self.privilege_note = unreachable_reason(self.user, missing)
+                raise PrivilegeRefused(self.privilege_note)
+            kwargs = dict(user=pw.pw_uid, group=pw.pw_gid, extra_groups=[])
+            self.unprivileged = True
         else:
             self.user, self.uid = user_name(os.geteuid()), os.geteuid()
             self.privilege_note = (
@@ -281,7 +271,7 @@ class EngineRun:
         self.log_path = self.private_root / f"engine-{self.engine}-{self.purpose}-{self.start_index}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-        argv = ["/bin/bash", str(engine_dir / "launch.sh"), "serve"]
+        argv = [sys.executable, "-I", "-S", reaper.__file__, "/bin/bash", str(engine_dir / "launch.sh"), "serve"]
         if self.cgroup is not None:
             uid = kwargs.pop("user", None)
             gid = kwargs.pop("group", None)
@@ -327,12 +317,24 @@ class EngineRun:
         return self.proc is not None and self.proc.poll() is None
 
     def pids(self) -> list[int]:
+        """Every live process of this start: its group, its reaper's descendants (those that left
+        the group included), its user's (a user of its own) and its control groups'."""
         if self.proc is None:
             return []
-        own = _proc_pids(pgid=self.proc.pid, uid=self.uid if self.unprivileged else None)
+        own = set(_proc_pids(pgid=self.proc.pid, uid=self.uid if self.unprivileged else None))
+        own |= set(self._tree())
         if self.cgroup is not None:
-            return sorted(set(own) | set(self.cgroup.pids()))
-        return own
+            own |= set(self.cgroup.pids())
+        return sorted(own)
+
+    def _tree(self) -> list[int]:
+        """The reaper and its live descendants (nothing once the reaper is gone)."""
+        if self.proc is None or self.proc.returncode is not None or not reaper.alive(self.proc.pid):
+            return []  # (a reaped reaper's pid may be another process's by now)
+        return [self.proc.pid, *(p for p in reaper.descendants(self.proc.pid) if reaper.alive(p))]
+
+    def _left(self, pgid: int) -> list[int]:
+        return sorted(set(_proc_pids(pgid=pgid)) | set(self._tree()))
 
     # ---- stop --------------------------------------------------------------------------
     def stop(self, sigterm_grace_s: float) -> None:
@@ -342,7 +344,7 @@ class EngineRun:
         if self.cgroup is not None:
             self.cgroup.thaw()  # a frozen engine cannot act on its SIGTERM
         pgid = self.proc.pid
-        if self.proc.poll() is not None and not _proc_pids(pgid=pgid):
+        if self.proc.poll() is not None and not self._left(pgid):
             self.stop_signal = "exited"
         else:
             try:
@@ -352,11 +354,14 @@ class EngineRun:
             deadline = time.time() + sigterm_grace_s
             while time.time() < deadline:
                 self.proc.poll()
-                if self.proc.returncode is not None and not _proc_pids(pgid=pgid):
+                if self.proc.returncode is not None and not self._left(pgid):
                     break
                 time.sleep(0.1)
-            if _proc_pids(pgid=pgid) or self.proc.poll() is None:
-                self.stop_note = _lingering(pgid)
+            if self._left(pgid) or self.proc.poll() is None:
+                self.stop_note = _lingering(self._left(pgid))
+                # the descendants first, the reaper (the group's leader) last: killed first, it
+                # would leave the processes that left the group to init
+                reaper.kill_descendants(pgid)
                 try:
                     os.killpg(pgid, signal.SIGKILL)
                 except ProcessLookupError:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from speculator_arena.runners.engines import placement_environment
 from speculator_arena.runners.memory import Device
-from speculator_arena.runners.sidecar_engine import isolation
+from speculator_arena.runners.privileges import isolation
 from speculator_arena.runners.spec import REPO, EvaluationSpec, resolve_engine_path, stock_engine_of
 from speculator_arena.sealed.store import sealed_provenance
 

@@ -33,9 +33,6 @@ from speculator_arena.errors import ArenaError
 from speculator_arena.runners.failures import ArenaVoid
 from speculator_arena.runners.lifecycle import EngineRun, EngineStartError, _proc_pids, user_name
 
-ISOLATION_SIDECAR = "pod-two-containers"  # provenance: the engine in a container and uid of its own
-ISOLATION_USER = "unprivileged user"  # the runner (root) switched to arena-engine
-ISOLATION_NONE = "none: the engine ran as the runner's user"
 # The device variables come from the engine's container (the device plugin sets them there),
 # never from the runner's.
 DEVICE_VARIABLES = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
@@ -51,15 +48,6 @@ class SidecarRefused(SidecarError):
 
 def address() -> str | None:
     return settings.get("ARENA_ENGINE_SIDECAR")
-
-
-def isolation() -> str:
-    """How the engines of this runner are kept from the arena's files (the provenance says it)."""
-    if address():
-        return ISOLATION_SIDECAR
-    if os.geteuid() == 0 and not settings.flag("ARENA_NO_PRIVILEGE_DROP"):
-        return ISOLATION_USER
-    return ISOLATION_NONE
 
 
 def identity(pid: int) -> tuple[int, int] | None:

@@ -247,3 +247,15 @@ def test_a_good_inline_engine_is_accepted(front, task):
     stored = front.stored()
     assert stored["submissions"] == 1 and stored["sealed"] == [r.json()["engine_digest"]] and stored["staging"] == []
     assert front.quota()["used"] == 1
+
+
+def test_no_submission_while_the_worker_cannot_run_engines_unprivileged(front):
+    """The queue's worker records its privilege preflight (runners/privileges.py); while its last
+    verdict is a refusal the API accepts nothing (503, the reason said, nothing stored), and once
+    a worker can run engines again it accepts."""
+    from speculator_arena.runners.privileges import record_verdict
+
+    record_verdict(front.home, "engines must run as the unprivileged user arena-engine, which cannot reach /x")
+    front.assert_refused(front.post(submission()), 503, "cannot run submissions now: engines must run as")
+    record_verdict(front.home, None)
+    assert front.post(submission()).status_code == 201

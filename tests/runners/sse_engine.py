@@ -20,7 +20,8 @@ private warehouse must not be readable by the engine's user).
 
 Attacks on the interleaved pairing (modes may be combined, comma-separated):
 - idle_spin: at start, a detached daemon (double fork, setsid) spins the CPU forever and tries
-  to move itself out of the engine's control groups;
+  to move itself out of the engine's control groups (it logs `SPIN pid=N`);
+- die_at_start: exits (status 3) right after its start-up (with idle_spin: leaving the spinner);
 - reach_other: on every chat request, opens connections to every other listening port on
   127.0.0.1 (the other engine's, found in /proc/net/tcp) and sends a request line, kept open;
 - touch_other: on every chat request, tries to signal (SIGSTOP) and read (/proc/PID/environ)
@@ -83,7 +84,7 @@ class H(BaseHTTPRequestHandler):
 
     def do_GET(self):
         if self.path == "/health":
-            self._send(503 if MODE == "never_healthy" else 200, {"ok": MODE != "never_healthy"})
+            self._send(503 if "never_healthy" in MODE else 200, {"ok": "never_healthy" not in MODE})
         elif self.path == "/metrics" and MODE == "malformed=mixed":
             self._send(200, b"\xff\xfe not {prometheus} text\n" + b"x" * 100, "text/plain")
         elif self.path == "/metrics":
@@ -234,6 +235,7 @@ def idle_spin():
     os.setsid()
     if os.fork():
         os._exit(0)
+    print(f"SPIN pid={os.getpid()}", flush=True)
     for ctl in ("freezer", "cpuacct"):
         try:
             with open(f"/sys/fs/cgroup/{ctl}/cgroup.procs", "w") as fh:
@@ -268,6 +270,9 @@ def main():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if "idle_spin" in MODE:
         idle_spin()
+    if "die_at_start" in MODE:
+        time.sleep(0.5)
+        os._exit(3)
     srv = ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H)
     srv.daemon_threads = True
     srv.serve_forever()

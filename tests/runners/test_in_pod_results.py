@@ -19,8 +19,8 @@ import dagster as dg
 from speculator_arena.backends.kubernetes.in_pod import pod_command
 from speculator_arena.backends.kubernetes.results import MANIFEST, land
 from speculator_arena.runners.lifecycle import stage_tree
+from speculator_arena.runners.privileges import ISOLATION_SIDECAR
 from speculator_arena.runners.queued import queue
-from speculator_arena.runners.sidecar_engine import ISOLATION_SIDECAR
 from speculator_arena.runners.spec import EvaluationSpec
 from speculator_arena.warehouse import Warehouse
 from speculator_arena.warehouse.evaluations import current_row

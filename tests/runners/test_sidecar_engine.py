@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 
 import pytest
 
@@ -120,13 +121,27 @@ def test_what_an_engine_leaves_running_is_killed_or_voids_the_evaluation(pod):
     assert er.wait_healthy(20)
     er.stop(3)
     assert er.stop_problem is None and sup.engine_pids() == [sup.pid]
-    # A supervisor that does not (fooled, or broken): the runner sees the leftover itself.
-    sup = Supervisor.connect(pod["container"](own_uid=False).listen, 20)
+    # A supervisor that does not kill by uid still stops what the engine detached: the engine's
+    # reaper (runners/reaper.py) holds it as a descendant.
+    c = pod["container"](own_uid=False)
+    sup = Supervisor.connect(c.listen, 20)
     er = _run(sup, pod["engine"]("escaping-2", escape), pod)
     er.start([])
     assert er.wait_healthy(20)
     er.stop(3)
-    assert er.stop_problem and "left processes" in er.stop_problem, er.stop_problem
+    assert er.stop_problem is None and sup.engine_pids() == [sup.pid]
+    # A process of the engine's uid that the supervisor neither started nor killed (it was fooled,
+    # or broken): the runner sees the leftover itself and the evaluation is void.
+    er = _run(sup, pod["engine"]("escaping-3"), pod)
+    er.start([])
+    assert er.wait_healthy(20)
+    stray = subprocess.Popen(["sleep", "300"], user=c.uid, group=c.uid, start_new_session=True)
+    try:
+        er.stop(3)
+        assert er.stop_problem and "left processes" in er.stop_problem, er.stop_problem
+    finally:
+        stray.kill()
+        stray.wait()
 
 
 def test_a_replaced_supervisor_voids_the_evaluation(pod):

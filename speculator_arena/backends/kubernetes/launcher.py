@@ -48,8 +48,8 @@ from speculator_arena.pools.layout import pool_root, split_path
 from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.devices import DEVICE_TAG, LOCAL_DEVICE
 from speculator_arena.rules.status import FINAL, RUNNING, VOID
+from speculator_arena.runners.privileges import ISOLATION_SIDECAR
 from speculator_arena.runners.queued import queue
-from speculator_arena.runners.sidecar_engine import ISOLATION_SIDECAR
 from speculator_arena.runners.spec import EvaluationSpec
 from speculator_arena.runners.status import EvaluationStateError, write_status
 from speculator_arena.sealed.store import open_for_pods, sealed_root

@@ -94,6 +94,14 @@ def status_notice(ev: pd.Series, raw) -> None:
         )
     if status not in RANKED:
         st.table(raw.row_counts.rename(columns={"table": "raw table", "rows": "rows stored"}), hide_index=True)
+    starts = raw.engine_starts
+    if not starts.empty and (starts["unprivileged"] == False).any():
+        users = ", ".join(sorted({fmt.text(u) for u in starts.loc[starts["unprivileged"] == False, "run_as_user"]}))
+        st.warning(
+            f"Not isolated: engines of this evaluation ran as the runner's own user ({users}), not as an "
+            "unprivileged user of their own (a runner that could not drop privileges; for a participant's "
+            "submission, only where the operator allowed it). See the engine starts under Provenance."
+        )
 
 
 def score_section(ev: pd.Series, passes: pd.DataFrame, version: int) -> None:
