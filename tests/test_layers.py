@@ -1,5 +1,5 @@
 """Imports point down a ranked list of packages, and nothing imports in a circle
-(docs/contracts.md, "Layers"; docs/architecture.md, "The data's path is the imports' path").
+(docs/contributors/contracts.md, "Layers"; docs/contributors/architecture.md, "The data's path is the imports' path").
 
 Every package of `speculator_arena` has a rank (RANKS); a module may import modules of its own
 package or of a lower rank, never a higher one, and no two packages may import each other. A

@@ -1,4 +1,4 @@
-"""No SQL in the product's Python: every statement is a `.sql` file (docs/contracts.md), read
+"""No SQL in the product's Python: every statement is a `.sql` file (docs/contributors/contracts.md), read
 through sqlfiles.py. A string literal of the package that starts like a SQL statement fails."""
 
 from __future__ import annotations

@@ -274,5 +274,5 @@ def profile_section(ev: pd.Series, home: str, version: int) -> None:
     st.caption(
         f"Also from the API: `GET /api/evaluations/{eid}/speculation_profile.json`. Its numbers are the counters "
         "above (acceptance by draft position, the histogram per verification step, the mean acceptance length); "
-        "docs/participants.md says which field comes from what."
+        "docs/participants/speculation-profile.md says which field comes from what."
     )

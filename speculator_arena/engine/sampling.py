@@ -17,7 +17,7 @@ planted attacks run the very code that serving runs: `loose_threshold` (an attac
 p(x)/q(x) reaches a relaxed threshold) and `synthetic_rate`, the development engine's equivalent
 of vLLM's `rejection_sample_method: synthetic` (accept each draft with a fixed probability,
 whatever the target says: a benchmarking knob that simulates an acceptance rate, and against the
-arena's rules because the replies are then no longer the target's; docs/participants.md).
+arena's rules because the replies are then no longer the target's; docs/participants/engine-contract.md).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ limit and the registration rate are shared by every process): this runs before e
 authentication, and a flood of failures would become a flood of database writes taking the write
 lock that intakes need. With N API processes (`--workers N`), an address may fail up to N times
 the limit per window before all of them answer 429; operators size the setting with that in mind
-(docs/operators.md). Memory is bounded: at most `MAX_CLIENTS` addresses are remembered, the
+(docs/operators/accounts-and-api.md). Memory is bounded: at most `MAX_CLIENTS` addresses are remembered, the
 least recently seen forgotten first.
 """
 

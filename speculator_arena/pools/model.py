@@ -1,4 +1,4 @@
-"""The records a pool hands the runner (fields fixed in docs/contracts.md)."""
+"""The records a pool hands the runner (fields fixed in docs/contributors/contracts.md)."""
 
 from __future__ import annotations
 

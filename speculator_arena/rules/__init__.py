@@ -7,5 +7,5 @@ the idle engine of the interleaved pairing (idle.py), the device-memory budget (
 window fit (window.py), the live sessions a workload keeps (slots.py) and the arena's own
 accounts (accounts.py). Pure functions over numbers and rows: no I/O, no Dagster, no engine. The
 runner, the pools, the scorer, the board and the front door all import them from here, so a rule
-is changed in one place and every caller follows (docs/architecture.md, "One home per rule").
+is changed in one place and every caller follows (docs/contributors/architecture.md, "One home per rule").
 """

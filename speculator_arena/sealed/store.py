@@ -86,7 +86,7 @@ def store(staged: Path, home=None) -> tuple[str, Path]:
 def open_for_pods(home=None) -> None:
     """The store made traversable by every uid (0711: no listing, each entry reached by its digest).
     Why: on the kubernetes backend the pods' runner reads a submission's sealed engine at its path
-    on the artifacts volume (the store lies there, docs/operators.md), under a uid of the pods';
+    on the artifacts volume (the store lies there, docs/operators/kubernetes.md), under a uid of the pods';
     no engine runs on the launcher's machine, and an engine's container mounts only its own
     inputs, so the 0700 that keeps a local engine user out protects nothing there."""
     d = store_dir(home)

@@ -5,7 +5,7 @@ from `speculator_arena/assets/`.
 Why: the definitions are loaded from the package, none listed by hand, so an asset added, renamed
 or rewired, a check dropped or made non-blocking, changes the graph without a line of
 `definitions.py` changing. Here it is a visible diff of the expected snapshot, reviewed with the
-change (docs/architecture.md, "Dagster assets"). Cheap: the definitions are built and read,
+change (docs/contributors/architecture.md, "Dagster assets"). Cheap: the definitions are built and read,
 nothing is materialized.
 """
 

@@ -220,6 +220,7 @@ def kube_cluster(kube_control_plane, built_local, smollm2_target, tmp_path_facto
             "TOKENIZERS_PARALLELISM": "false",
         },
         cwd=str(REPO),
+        paths=(str(REPO), sys.prefix),  # a clone under /tmp is not hidden by the pod's /tmp volume
     )
     node = KubeletStandIn(kubeconfig, "gpu-node-1", base / "kubelet-1", {IMAGE: image}).start()
     _wait(lambda: core.read_node("gpu-node-1").status.allocatable.get("nvidia.com/gpu") == "1", "the node's GPU")

@@ -6,7 +6,8 @@ its own where each volume mount is a bind mount of a local directory at the cont
 (CAP_SYS_ADMIN): the stand-in checks that first.
 
 Usage: python container_exec.py JSON, where JSON holds netns (a /proc/PID/ns/net path or null),
-pidns (a /proc/PID/ns/pid_for_children path or null), mounts ([source, target, read_only]), roots
+pidns (a /proc/PID/ns/pid_for_children path or null), mounts ([source, target, read_only]), image_paths
+(host directories of the image's files, bound back read-only after the mounts), roots
 (top-level directories to cover with a tmpfs, so mount points can be made without touching the
 host), uid, gid, groups, cwd, env, command.
 
@@ -58,14 +59,17 @@ def main() -> None:
     # Every source is opened before the first mount (a mount over /tmp must not hide the sources
     # under /tmp) and after the unshare (a bind mount's source must be in the caller's namespace).
     sources = [os.open(source, os.O_PATH) for source, _, _ in c["mounts"]]
+    image = [(os.open(path, os.O_PATH), path) for path in c.get("image_paths") or []]
     for root in c["roots"]:
         mount("tmpfs", root, "tmpfs", 0)
-    for fd, (_, target, read_only) in zip(sources, c["mounts"], strict=True):
+    binds = [(fd, target, read_only) for fd, (_, target, read_only) in zip(sources, c["mounts"], strict=True)]
+    # the image's own files (kubelet_standin.Image.paths) over the volumes that would hide them
+    for fd, target, read_only in binds + [(fd, path, True) for fd, path in image]:
         os.makedirs(target, exist_ok=True)
         mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
         if read_only:
             mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY)
-    for fd in sources:
+    for fd in sources + [fd for fd, _ in image]:
         os.close(fd)
     if c.get("pidns"):
         fd = os.open(c["pidns"], os.O_RDONLY)

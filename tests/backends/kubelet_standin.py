@@ -15,7 +15,7 @@ DeadlineExceeded); honours deletion (SIGTERM, SIGKILL after the grace, terminal 
 delete with grace 0). An image the node's image map does not hold cannot be pulled: the
 container waits `ErrImagePull`, then `ImagePullBackOff`, as against a registry that refuses it.
 
-What it cannot emulate (docs/operators.md): images (an image is a name for this machine's
+What it cannot emulate (docs/operators/kubernetes.md): images (an image is a name for this machine's
 interpreter and repository), cgroups (memory limits, OOM kills, CPU shares), the device plugin
 (no GPU is handed out: `nvidia.com/gpu` is only counted by the scheduler), CNI and
 NetworkPolicy (the pod's network namespace has a loopback and nothing else), seccomp and a
@@ -61,10 +61,14 @@ def _parse(ts: str) -> float:
 @dataclass
 class Image:
     """What an image name means on this node: the environment and working directory its
-    containers start with (its ENV and WORKDIR)."""
+    containers start with (its ENV and WORKDIR), and the host directories that hold its files
+    (this machine's repository and interpreter). A real image's files lie under no volume; here
+    they may (a clone under /tmp, where the pod mounts an emptyDir), so a container gets each of
+    them bound back, read-only, over a volume that would hide it."""
 
     env: dict[str, str]
     cwd: str
+    paths: tuple[str, ...] = ()
 
 
 def _pids_of_uid(uid: int, netns: str) -> list[int]:
@@ -228,12 +232,14 @@ class PodRun(threading.Thread):
                 src.mkdir(parents=True, exist_ok=True)
             mounts.append([str(src), m["mountPath"], bool(m.get("readOnly"))])
         roots = sorted(self.node.roots_for([m[1] for m in mounts]))
+        hidden = [p for p in image.paths if any(p == m[1] or p.startswith(m[1].rstrip("/") + "/") for m in mounts)]
         env = {**image.env, **{e["name"]: e.get("value", "") for e in c.spec.get("env") or []}}
         payload = {
             "netns": f"/proc/{self.netns.pid}/ns/net",
             "pidns": f"/proc/{self.netns.pid}/ns/pid_for_children",
             "mounts": mounts,
             "roots": roots,
+            "image_paths": hidden,
             "uid": uid,
             "gid": gid,
             "groups": groups,

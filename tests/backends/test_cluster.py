@@ -1,7 +1,7 @@
 """`arena evaluate --backend kubernetes` against a real control plane (Kubernetes 1.36's API
 server, scheduler and controllers, conftest.py) with the kubelet stand-in as its GPU node: an
 evaluation measured in a pod, landed whole and scored; and every way a pod ends that the tests
-can drive through the real API server (docs/operators.md's outcome table): an image that cannot
+can drive through the real API server (docs/operators/kubernetes.md's outcome table): an image that cannot
 be pulled, a pod no node can take, an eviction through the eviction subresource, the deadline
 exceeded, the runner killed; each void with its reason, the pod deleted, nothing landed.
 
@@ -272,7 +272,7 @@ def test_two_gpu_nodes_run_two_submissions_at_once_and_a_third_waits(kube_cluste
     the two oldest accepted submissions at the same time, each in a pod pinned to its device's node;
     while both run the queue starts nothing (the third waits), and once they end the third is next.
 
-    The home is the artifacts volume itself (laid out like a home, docs/operators.md): the sealed
+    The home is the artifacts volume itself (laid out like a home, docs/operators/kubernetes.md): the sealed
     engines the front door stores are what the pods read, and the task's sealed target on it is
     the one a submission gets. Both stand-in nodes share this host's two cores, so each evaluation
     may void for host contention (SCORING.md): on a cluster each has its node's CPU to itself."""

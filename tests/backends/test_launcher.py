@@ -133,7 +133,7 @@ def _cluster_or_skip() -> None:
     if not os.environ.get("KUBECONFIG"):
         pytest.skip(
             "no Kubernetes cluster: set KUBECONFIG (and ARENA_K8S_IMAGE, ARENA_K8S_ARTIFACTS_ROOT, "
-            "ARENA_K8S_RESULTS_ROOT; docs/operators.md) to run the kubernetes backend against a real API server"
+            "ARENA_K8S_RESULTS_ROOT; docs/operators/kubernetes.md) to run the kubernetes backend against a real API server"
         )
     from kubernetes import client, config
 
@@ -144,7 +144,7 @@ def _cluster_or_skip() -> None:
         pytest.skip(f"KUBECONFIG is set but its API server is not reachable: {exc}")
     for var in ("ARENA_K8S_IMAGE", "ARENA_K8S_ARTIFACTS_ROOT", "ARENA_K8S_RESULTS_ROOT"):
         if not os.environ.get(var):
-            pytest.skip(f"a cluster is reachable but {var} is not set (docs/operators.md)")
+            pytest.skip(f"a cluster is reachable but {var} is not set (docs/operators/kubernetes.md)")
 
 
 def summary_of(stdout: str) -> dict:

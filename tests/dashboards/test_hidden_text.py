@@ -1,4 +1,4 @@
-"""The board never shows hidden text (protocol section 8; docs/architecture.md, "Hidden data stays hidden").
+"""The board never shows hidden text (protocol section 8; docs/contributors/architecture.md, "Hidden data stays hidden").
 
 A test-split evaluation carries marker strings wherever hidden text could leak from: its reply
 texts, its greedy probe replies, its engine's start-up log, an engine error that echoes a

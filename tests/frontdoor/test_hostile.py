@@ -711,7 +711,7 @@ def test_a_child_killed_mid_extraction_leaves_nothing(front, guard, public_dir):
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching users needs root")
 def test_run_as_operators_are_told_the_api_is_not_root(public_dir, tmp_path):
-    """`arena api` as a user of its own owning `frontdoor/` and `sealed/` (docs/operators.md): its
+    """`arena api` as a user of its own owning `frontdoor/` and `sealed/` (docs/operators/accounts-and-api.md): its
     process is not root, it takes an inline engine (sealed, owned by it) and refuses a hostile one."""
     from speculator_arena.frontdoor.accounts import invite
     from speculator_arena.frontdoor.sandbox import system_user

@@ -714,7 +714,7 @@ def board_interval(
     """The SpecScore's bootstrap 95% interval widened by the max A/A error, one resample at a time.
 
     SCORING.md fixes the resampling (passes within each workload, the median per workload, the
-    geometric mean) and the widening; docs/board.md fixes the draws so anyone can reproduce them:
+    geometric mean) and the widening; docs/viewers/board.md fixes the draws so anyone can reproduce them:
     seed = the first 8 bytes of sha256(evaluation_id), big-endian; numpy.random.default_rng(seed);
     per workload (solo, team, busy) with its ratios sorted ascending, the indices
     rng.integers(0, n, size=(resamples, n), dtype=uint8); the 2.5% and 97.5% quantiles (linear)."""

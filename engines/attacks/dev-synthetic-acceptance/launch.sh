@@ -9,7 +9,7 @@ if [ "${1:-}" != "serve" ]; then echo "usage: launch.sh serve" >&2; exit 2; fi
 # "synthetic_acceptance_rate"/"_rates"/"_length": ...}: every draft of a weak self-draft (the
 # target's first 4 layers) is accepted with probability 0.9 without the target's verification.
 # Such knobs simulate an acceptance rate for benchmarking; here they would buy speed by serving
-# the draft's text. docs/participants.md names them as breaking the rules; the gates catch it.
+# the draft's text. docs/participants/engine-contract.md names them as breaking the rules; the gates catch it.
 export DEV_ENGINE_SPEC=selfdraft DEV_ENGINE_SPEC_K=4 DEV_ENGINE_DRAFT_LAYERS=4
 export DEV_ENGINE_REJECTION_SAMPLE_METHOD=synthetic DEV_ENGINE_SYNTHETIC_ACCEPTANCE_RATE=0.9
 exec "${ARENA_PYTHON:-python3}" -m speculator_arena.engine.serve

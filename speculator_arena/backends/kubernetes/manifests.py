@@ -278,7 +278,7 @@ def evaluation_pod(
                 **offline,
                 "ARENA_ENGINE_SIDECAR": SIDECAR_LISTEN,
                 # NVML for the engine's GPU (the device plugin gave it to the engine's container):
-                # honoured where the container toolkit accepts the variable (docs/operators.md).
+                # honoured where the container toolkit accepts the variable (docs/operators/kubernetes.md).
                 "NVIDIA_VISIBLE_DEVICES": "all",
             }
         ),

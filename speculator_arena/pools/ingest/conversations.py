@@ -20,7 +20,7 @@ A file that the declared format cannot read is refused before anything is read, 
 the file is and what to declare (`expect_container`).
 
 Tool messages (`role: tool`, ShareGPT `observation` / `function_response`) become user messages,
-since the protocol sends tool outputs as user messages (docs/contracts.md); their number is
+since the protocol sends tool outputs as user messages (docs/contributors/contracts.md); their number is
 reported per set.
 """
 

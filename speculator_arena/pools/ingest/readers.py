@@ -56,7 +56,7 @@ def read_records(path: Path, check, container: str = "jsonl") -> ReadResult:
 def trajectory(obj: dict) -> dict:
     """One mini-swe-agent trajectory. Tool messages (`role: tool`, as newer versions write
     observations) become user messages: the protocol sends tool outputs as user messages
-    (docs/contracts.md); `tool_messages` counts them for the data card."""
+    (docs/contributors/contracts.md); `tool_messages` counts them for the data card."""
     msgs = obj["messages"]
     if not isinstance(msgs, list) or not msgs:
         raise ValueError("messages must be a non-empty list")
@@ -127,7 +127,7 @@ ROLES = {
 def chat_role(name) -> str | None:
     """A turn's role name (any case) as user, assistant, system or tool; None for a name no chat
     source uses. A `tool` turn is sent as a user message (the protocol renders tool outputs so,
-    docs/contracts.md): every reader makes it one."""
+    docs/contributors/contracts.md): every reader makes it one."""
     return ROLES.get(str(name).lower())
 
 
