@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "speculator_arena.warehouse.commands",
     "speculator_arena.scoring.commands",
     "speculator_arena.checkpoints.commands",
+    "speculator_arena.pools.commands",
     "speculator_arena.dagster_project.commands",
     "speculator_arena.dashboards.commands",
     "speculator_arena.backends.kubernetes.commands",

@@ -62,7 +62,12 @@ VARIABLES: dict[str, Variable] = {
         ),
         # pools
         Variable(
-            "ARENA_SHARED_DATA", "../shared/data", "the shared public data (conversations, traces, tokenizers)", "pools"
+            "ARENA_SHARED_DATA",
+            "../shared/data",
+            "the data folder the pools read (conversations, traces, tokenizers: pools/ingest/data_manifest.yaml), "
+            "and `arena data fetch`'s mirror and destination; unset: `../shared/data` (from the current directory, "
+            "then beside the repository), else `$ARENA_HOME/data` (what `arena data fetch` fills)",
+            "pools",
         ),
         Variable(
             "ARENA_POOL_SOURCES",

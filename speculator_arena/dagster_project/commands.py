@@ -49,7 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     ps = p.add_subparsers(dest="pools_command", required=True)
     b = ps.add_parser("build", help="materialize the pool assets of one task (Dagster, in-process)")
     b.add_argument("--task", required=True, help="task id (protocol), e.g. local-smollm2 or qwen3-8b")
-    b.add_argument("--data", default="", help="shared data folder (default: ARENA_SHARED_DATA, else ../shared/data)")
+    b.add_argument(
+        "--data",
+        default="",
+        help="data folder (default: ARENA_SHARED_DATA, else ../shared/data, else $ARENA_HOME/data: `arena data fetch`)",
+    )
     b.add_argument("--production-stats", default="", help="operators' production structure statistics (JSON)")
     b.add_argument("--cc-traces", default="", help="AgentX cc-traces file (Weka format) for the agent structure")
     b.add_argument(
@@ -263,6 +267,9 @@ def _ensure_pools(task_id: str, home, step) -> None:
         return
     except PoolNotBuilt:
         pass
+    from speculator_arena.pools.ingest.data_fetch import require_data
+
+    step(f"data folder {require_data(home=home)}")  # none, or files missing: one error naming them and where from
     step("building the session pools (Dagster assets, in-process)")
     launch.build_pools(task_id, home=str(home))
     step("session pools built")
@@ -277,6 +284,9 @@ def _pools_build(args) -> int:
     print(f"[pools] building {args.task} (Dagster assets, in-process)...", flush=True)
     if operator_key() is None:
         print("[pools] no ARENA_POOL_KEY: the hidden test pool will not be built", flush=True)
+    from speculator_arena.pools.ingest.data_fetch import require_data
+
+    require_data(args.data or None, args.home or None)  # none, or files missing: one error naming them
     try:
         res = launch.build_pools(
             args.task,

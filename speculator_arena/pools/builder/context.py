@@ -40,7 +40,7 @@ class BuildContext:
         self.task_id = task_id
         self.task: TaskProtocol = load_protocol().task(task_id)
         self.settings: PoolSettings = pool_settings(self.task)
-        self.data_dir = shared_data_dir(data)
+        self.data_dir = shared_data_dir(data, home)
         self.home = arena_home(home)
         self.root = Path(root) if root else layout.pool_root(task_id, self.home)  # a build's own folder while it builds
         self.progress = progress or (lambda msg: None)

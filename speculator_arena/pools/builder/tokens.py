@@ -11,18 +11,17 @@ import os
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from speculator_arena import settings
+from speculator_arena.pools.ingest.data_fetch import data_dir
 
 QWEN3_TASKS = ("qwen3-8b",)
 
 
-def shared_data_dir(data: str | os.PathLike | None = None) -> Path:
-    """The shared data folder: the given path, else `ARENA_SHARED_DATA`, else `../shared/data`
-    relative to the current directory (the repository root in tests and CI)."""
-    p = Path(data or settings.get("ARENA_SHARED_DATA"))
-    if not p.is_dir():
-        raise FileNotFoundError(f"shared data folder {p} not found; pass --data DIR or set ARENA_SHARED_DATA")
-    return p.resolve()
+def shared_data_dir(data: str | os.PathLike | None = None, home: str | os.PathLike | None = None) -> Path:
+    """The data folder: the given path, else `ARENA_SHARED_DATA`, else `../shared/data` (from the
+    current directory, the repository root in tests and CI, then beside the repository), else
+    the folder `arena data fetch` filled (`<home>/data`, default `$ARENA_HOME/data`); none: `DataMissing`, naming the
+    files and how to get them (pools/ingest/data_fetch.py)."""
+    return data_dir(data, home)
 
 
 def tokenizer_source(task_id: str, data: str | os.PathLike | None = None) -> tuple[str, dict]:
