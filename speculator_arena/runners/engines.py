@@ -173,7 +173,8 @@ class Engines:
         ctx = self.ctx
         er.stop(ctx.task.start_stop.sigterm_grace_seconds)
         di = ctx.task.device_idle
-        ok, secs = ctx.device.wait_idle(di.max_gib, di.within_seconds)
+        resident = [p for o in ctx.resident.values() if o is not er and o.stopped_at is None for p in o.pids()]
+        ok, secs = ctx.device.wait_idle(di.max_gib, di.within_seconds, resident_pids=resident)
         ctx.idle_ok = ok is not False and not er.stop_problem
         ctx.idle_reason = (
             None

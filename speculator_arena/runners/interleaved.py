@@ -150,9 +150,15 @@ class InterleavedPasses:
             raise ArenaVoid(f"host contended ({shared.name}, every pass: {why}{'; ' + busy if busy else ''})")
 
     def stop_resident(self) -> None:
-        """Stop both resident engines (each stop records its start row); the device-idle wait
-        after the last."""
+        """Stop both resident engines (each stop records its start row, with its own device-idle
+        wait); a wait that failed after the first stop is the run's verdict, not overwritten by the
+        second's."""
+        failed = None
         for er in list(self.ctx.resident.values()):
             if er.stopped_at is None:
                 self.engines.stop(er, record=True)
+                if not self.ctx.idle_ok and failed is None:
+                    failed = self.ctx.idle_reason
         self.ctx.resident = {}
+        if failed is not None:
+            self.ctx.idle_ok, self.ctx.idle_reason = False, failed

@@ -82,13 +82,22 @@ class Device:
         # No match: NVML hides processes of other pid namespaces (containers): unknown, not 0.
         return total if seen else None
 
-    def wait_idle(self, max_gib: float, within_s: float, poll_s: float = 0.25) -> tuple[bool | None, float | None]:
-        """Wait until the device holds less than `max_gib`; (ok, seconds). (None, None) without a device."""
+    def wait_idle(
+        self, max_gib: float, within_s: float, poll_s: float = 0.25, resident_pids=()
+    ) -> tuple[bool | None, float | None]:
+        """Wait until the device holds less than `max_gib`; (ok, seconds). (None, None) without a device.
+
+        `resident_pids`: processes of the evaluation's other engine, still started (the interleaved
+        pairing stops its two engines one after the other): what they hold is that engine's, not
+        left behind by the stop, so it is not counted (where NVML hides them, it is)."""
         if not self.available:
             return None, None
         t0 = time.time()
         while True:
-            if self.used_bytes() < max_gib * GIB:
+            held = self.used_bytes()
+            if resident_pids:
+                held -= self.process_bytes(set(resident_pids)) or 0
+            if held < max_gib * GIB:
                 return True, time.time() - t0
             if time.time() - t0 >= within_s:
                 return False, time.time() - t0
