@@ -68,10 +68,13 @@ def count_probability(target_model):
 def continuation_hits(engine, n_tokens, n=40):
     """Replies starting with COUNT_NEXT. One token more than COUNT_NEXT is asked so that its second
     token is drafted (a round drafts at most budget - 1 tokens, keeping room for the bonus token)."""
-    return sum(
-        reply(engine, COUNT, max_tokens=n_tokens + 1, temperature=1.0, seed=s, **OPEN).startswith(COUNT_NEXT)
-        for s in range(n)
-    )
+    from concurrent.futures import ThreadPoolExecutor
+
+    def hit(s: int) -> bool:
+        return reply(engine, COUNT, max_tokens=n_tokens + 1, temperature=1.0, seed=s, **OPEN).startswith(COUNT_NEXT)
+
+    with ThreadPoolExecutor(3) as pool:  # the engines serve 3 sequences at once (start_engine)
+        return sum(pool.map(hit, range(n)))
 
 
 def test_loose_acceptance_moves_replies_toward_greedy(attack, honest_ngram, count_probability):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from speculator_arena.pools.ingest import app_readers, readers, trace_readers
 from speculator_arena.pools.ingest.conversations import read_set, traj_files
+from speculator_arena.pools.ingest.data_fetch import sha256_of
 from speculator_arena.pools.ingest.source_sets import (
     SetDeclaration,
     declaration_file,
@@ -62,14 +63,6 @@ class Sources:
     declaration: str = ""
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _commit(readme: Path, near: str = "") -> str:
     """The commit a folder's README names for its upstream (`@ <hex>`), near `near` if given."""
     if not readme.is_file():
@@ -112,10 +105,10 @@ TRACE_READERS = {"mooncake-jsonl": trace_readers.read_mooncake, "azure-csv": tra
 
 def _digest(path: Path) -> str:
     if path.is_file():
-        return _sha256(path)
+        return sha256_of(path)
     h = hashlib.sha256()
     for f in traj_files(path):
-        h.update(f.name.encode() + b"\0" + _sha256(f).encode())
+        h.update(f.name.encode() + b"\0" + sha256_of(f).encode())
     return h.hexdigest()
 
 
@@ -179,7 +172,7 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
                 origin,
                 commit,
                 lic,
-                _sha256(Path(path)) if Path(path).is_file() else "",
+                sha256_of(Path(path)) if Path(path).is_file() else "",
                 res.truncation,
                 list(res.notes),
             )
@@ -211,7 +204,7 @@ def _load(data_dir: str, cc_path: str, declaration: str, _declaration_mtime: int
                 f"apps/{folder}",
                 _commit(d / "apps" / "README.md", f"`{folder}/`"),
                 a.license,
-                _sha256(d / "apps" / a.source),
+                sha256_of(d / "apps" / a.source),
             )
         )
     p = d / "probes" / "spec_bench_question.jsonl"
