@@ -80,10 +80,27 @@ def pytest_report_header(config):
     return []
 
 
+# What makes a test `serial` (scripts/test.sh runs those alone, one at a time, after the others ran
+# on both cores): an evaluation voids when anything else uses the CPU, so every test that runs one
+# (the runner's, the cluster's) or reads one made in its session runs with nothing beside it.
+SERIAL_FIXTURES = ENGINE_FIXTURES | {"built_home", "kube_cluster", "kube_control_plane"}
+SERIAL_PATHS = ("tests/runners/", "tests/backends/test_cluster.py")
+
+
+def is_serial(item) -> bool:
+    rel = Path(str(item.fspath)).resolve().relative_to(REPO).as_posix()
+    return rel.startswith(SERIAL_PATHS) or bool(SERIAL_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the markers added here
 def pytest_collection_modifyitems(config, items):
     """Tests marked `full` run with ARENA_TEST_PROFILE=full only: CI's time cannot hold them
     (docs/contributors/tests.md); elsewhere they are listed as skipped, with the reason. Where this
-    clone refuses engines, the tests that start one are skipped with the refusal."""
+    clone refuses engines, the tests that start one are skipped with the refusal. Tests that run or
+    read an evaluation are marked `serial` (scripts/test.sh)."""
+    for item in items:
+        if is_serial(item):
+            item.add_marker(pytest.mark.serial)
     refused = engine_refusal()
     if refused:
         skip_engines = pytest.mark.skip(reason=f"engines refused from this clone: {refused[:300]}")

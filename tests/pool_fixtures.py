@@ -32,8 +32,10 @@ def built_local(tmp_path_factory, shared_data):
             "ARENA_POOL_KEY": KEY,
             "ARENA_PARAPHRASES": str(para_path),
             "ARENA_SHARED_DATA": str(shared_data),
-            # one embedding cache for every build of the session (the qwen3-8b test reuses it)
-            "ARENA_EMBED_CACHE": str(home.parent / "embeddings.npz"),
+            # one embedding cache for every build of the session (the qwen3-8b test reuses it), and
+            # of every process of one scripts/test.sh run (ARENA_TEST_SHARED: its two pytest runs
+            # and their workers)
+            "ARENA_EMBED_CACHE": str(Path(os.environ.get("ARENA_TEST_SHARED") or home.parent) / "embeddings.npz"),
         }
     )
     try:

@@ -7,6 +7,7 @@ runs it lacks), so CI pays for each evaluation once.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 from ci_profile import full_profile  # tests/runners is on sys.path (conftest)
@@ -168,7 +169,7 @@ def _start_hog() -> int:
     import sys
 
     out = subprocess.run(
-        ["sh", "-c", f"{sys.executable} -c '{HOG}' >/dev/null 2>&1 & echo $!"],
+        ["sh", "-c", f"{shlex.quote(sys.executable)} -c '{HOG}' >/dev/null 2>&1 & echo $!"],
         check=True,
         capture_output=True,
         text=True,

@@ -12,6 +12,7 @@ fidelity probe.
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,7 +38,7 @@ def make_engine(root: Path, name: str, mode: str = "normal", extra_env: dict | N
         "#!/bin/bash\nset -e\n"
         f"export ENGINE_MODE='{mode}'\n{exports}"
         'cd "$(dirname "$0")"\n'
-        f"exec {ENGINE_PYTHON} sse_engine.py\n"
+        f"exec {shlex.quote(ENGINE_PYTHON)} sse_engine.py\n"
     )
     return d
 

@@ -6,6 +6,7 @@ checks hold on a machine that is busy with other work too."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ BURN = "import time\nwhile time.process_time() < {s}: pass\n"
 def _detached_burner(cpu_seconds: float) -> int:
     """A burner re-parented away from this process's tree (its shell exits at once); its pid."""
     out = subprocess.run(
-        ["sh", "-c", f"{sys.executable} -c '{BURN.format(s=cpu_seconds)}' >/dev/null 2>&1 & echo $!"],
+        ["sh", "-c", f"{shlex.quote(sys.executable)} -c '{BURN.format(s=cpu_seconds)}' >/dev/null 2>&1 & echo $!"],
         check=True,
         capture_output=True,
         text=True,
