@@ -50,6 +50,10 @@ class BoardView:
     references_md: str | None
     no_references: str | None
     noise: dict | None  # board/ranking.py board_noise, for board_table.show_aa_check (None: no rows)
+    # the picture's rows (board_table.interval_rows of the same rows as the tables), per section
+    participants_chart: pd.DataFrame | None
+    references_chart: pd.DataFrame | None
+    chart_caption: str | None
     pending: tuple[str, str] | None  # (the expander's title, its Markdown) of evaluations not ranked yet
 
 
@@ -127,6 +131,9 @@ def _make(frames, index: pd.DataFrame, task_id: str, protocol_version: int, spli
             None,
             None,
             None,
+            None,
+            None,
+            None,
             pending,
         )
     noise = board_noise(version, task_id, rows)
@@ -144,6 +151,8 @@ def _make(frames, index: pd.DataFrame, task_id: str, protocol_version: int, spli
             + ", ".join(fmt.md_escape(x) for x in leaders["label"]),
         )
     best_ref = references[references["ranked"].fillna(False).astype(bool)]
+    participants_chart = board_table.interval_rows(participants, board_table.CHART_PARTICIPANTS)
+    references_chart = board_table.interval_rows(references)
     return BoardView(
         caption,
         None,
@@ -162,8 +171,43 @@ def _make(frames, index: pd.DataFrame, task_id: str, protocol_version: int, spli
         if references.empty
         else None,
         noise,
+        participants_chart,
+        references_chart,
+        _chart_caption(len(ranked), len(participants_chart), len(participants) - len(ranked)),
         pending,
     )
+
+
+def _chart_caption(ranked: int, drawn: int, unranked: int) -> str:
+    drawn_text = (
+        f"the {drawn} best ranked of {ranked} participants are drawn"
+        if drawn < ranked
+        else "every ranked participant and reference is drawn"
+    )
+    return (
+        "Each row is an entry: its rank (2= when another entry's interval overlaps, so they share it) and "
+        "label on the left, a dot at its SpecScore, a bar over its 95% interval, the two written beside it; "
+        f"the dashed line at 1.0 is the stock engine. On one scale: {drawn_text}"
+        + (f"; the {unranked} not ranked (a missed gate, no SpecScore) are in the table" if unranked else "")
+        + "."
+    )
+
+
+def rows_csv(memo: BoardMemo, task_id: str, protocol_version: int, split: str) -> bytes:
+    """The board's rows as CSV (the page's download): every column of board/ranking.py's
+    `COLUMNS`, the figures of both engines (`board_table.EXPORT_FIGURES`: TTFT and TPOT
+    percentiles, cache hit, acceptance, output tokens per second), the ratios' reasons and
+    the gap's detail, in the board's order. Numbers as the scorer holds them (seconds, shares)."""
+    from speculator_arena.board.ranking import COLUMNS
+
+    frames = _entry(memo, task_id, protocol_version, split)[0]
+    rows = frames.boards.get(split)
+    if rows is None:
+        rows = pd.DataFrame(columns=COLUMNS)
+    extra = board_table.EXPORT_FIGURES + ["r_solo_reason", "r_team_reason", "r_busy_reason", "gap_detail"]
+    cols = COLUMNS + [c for c in extra if c not in COLUMNS]
+    out = rows.reindex(columns=cols)
+    return out.to_csv(index=False).encode()
 
 
 def _pending(index: pd.DataFrame, task_id: str, split: str, protocol_version: int) -> tuple[str, str] | None:

@@ -64,6 +64,12 @@ def participants_page(home: str, task_id: str, protocol_version: int, split: str
     return views.participants_page(memo(home), task_id, protocol_version, split, page)
 
 
+@st.cache_data(ttl=TTL, show_spinner=False, max_entries=8)
+def board_csv(home: str, task_id: str, protocol_version: int, split: str) -> bytes:
+    """The board's rows as CSV (board_view.rows_csv), made when the viewer clicks the download."""
+    return views.rows_csv(memo(home), task_id, protocol_version, split)
+
+
 def board_or_notice(sel, read=None):
     """The selected task's board (`read()`, when given, instead: another view of it, such as
     `board_view`), or None after telling the viewer why there is none (no evaluation or task
@@ -125,6 +131,7 @@ def clear() -> None:
         board,
         board_view,
         participants_page,
+        board_csv,
         evaluation_scores,
         evaluation_raw,
         shown_rows,

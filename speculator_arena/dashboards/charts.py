@@ -189,3 +189,70 @@ def acceptance_by_context(bins: pd.DataFrame, axis: str, x_title: str) -> alt.Ch
         )
         .properties(height=220, width=420)
     )
+
+
+SECTION_COLORS = {"participants": "#1f77b4", "references": "#7f7f7f"}
+ROW_STEP = 26  # pixels per entry of the board's picture
+LABEL_WIDTH = 180  # pixels of the rank and label on its left
+
+
+def board_domain(*frames: pd.DataFrame) -> list[float]:
+    """One x domain for the board's pictures (participants and references on the same scale),
+    always holding 1.0 (the stock engine), with room on the right for the score's label."""
+    lows = [1.0] + [float(v) for f in frames if f is not None for v in f["interval_low"].dropna()]
+    highs = [1.0] + [float(v) for f in frames if f is not None for v in f["interval_high"].dropna()]
+    low, high = min(lows), max(highs)
+    span = max(high - low, 0.05)
+    return [max(0.0, low - 0.05 * span), high + 0.3 * span]
+
+
+def board_intervals(rows: pd.DataFrame, domain: list[float]) -> alt.LayerChart:
+    """One section of the board as a horizontal interval plot: a row per entry (its rank and
+    label on the axis, in the board's order), a dot at its SpecScore, a bar over its 95%
+    interval, the score and interval written beside it, and a dashed line at 1.0, the stock
+    engine. `rows`: dashboards/board_table.py `interval_rows`, the table's own rows."""
+    color = SECTION_COLORS.get(str(rows["section"].iloc[0]), "#1f77b4") if not rows.empty else "#1f77b4"
+    x_scale = alt.Scale(domain=domain, zero=False, nice=False)
+    y = alt.Y(
+        "entry:N",
+        sort=alt.EncodingSortField("order", order="ascending"),
+        title=None,
+        # one label width for both sections, so that their plots line up on the shared scale
+        axis=alt.Axis(
+            labelLimit=LABEL_WIDTH,
+            minExtent=LABEL_WIDTH,
+            maxExtent=LABEL_WIDTH,
+            labelFontSize=13,
+            labelPadding=8,
+            ticks=False,
+            domain=False,
+        ),
+    )
+    tooltip = [
+        alt.Tooltip("rank:N", title="rank"),
+        alt.Tooltip("label:N", title="entry"),
+        alt.Tooltip("account_id:N", title="account"),
+        alt.Tooltip("specscore:Q", title="SpecScore", format=".4f"),
+        alt.Tooltip("interval_low:Q", title="interval low", format=".3f"),
+        alt.Tooltip("interval_high:Q", title="interval high", format=".3f"),
+    ]
+    base = alt.Chart(rows).encode(y=y, tooltip=tooltip)
+    bars = base.mark_rule(strokeWidth=5, opacity=0.45, color=color).encode(
+        x=alt.X(
+            "interval_low:Q",
+            scale=x_scale,
+            axis=alt.Axis(tickCount=10),
+            title="SpecScore (dot) and its 95% interval (bar); 1.0 = the stock engine",
+        ),
+        x2="interval_high:Q",
+    )
+    dots = base.mark_circle(size=90, opacity=1, color=color).encode(x=alt.X("specscore:Q", scale=x_scale))
+    labels = base.mark_text(align="left", dx=8, fontSize=12, color="#31333f").encode(
+        x=alt.X("interval_high:Q", scale=x_scale), text="score_text:N"
+    )
+    stock = (
+        alt.Chart(pd.DataFrame({"x": [1.0], "what": ["stock engine"]}))
+        .mark_rule(strokeDash=[5, 4], color="#555555")
+        .encode(x=alt.X("x:Q", scale=x_scale), tooltip=[alt.Tooltip("what:N", title="1.0")])
+    )
+    return alt.layer(stock, bars, dots, labels).properties(height=alt.Step(ROW_STEP))

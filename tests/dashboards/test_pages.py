@@ -79,19 +79,22 @@ def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home)
     assert "Not on the board: 2 evaluation(s)" in text
     metric = {m.label: m.value for m in at.metric}
     assert metric["Leading SpecScore"] == fmt.score(ev.at["ev-alpha", "specscore"])
-    # TTFT of the candidate, as the scorer computed it, in ms
-    assert fmt.ms(ev.at["ev-alpha", "candidate_ttft_p50"]) in lines[0]
-    # the SpecScore's interval beside it
+    # the SpecScore's interval beside it, as `arena board --text` writes it
     from speculator_arena.board.ranking import board_rows
 
     board = board_rows(scores, TASK, "dev").set_index("evaluation_id")
-    assert participants.splitlines()[0].startswith(
-        "| # | Participant | Account | SpecScore | Interval low | Interval high |"
+    assert participants.splitlines()[0] == (
+        "| # | Participant | Account | SpecScore [95% interval] | r solo | r team | r busy | Status |"
     )
     assert (
-        f"| {fmt.score(ev.at['ev-alpha', 'specscore'])} | {fmt.ratio(board.at['ev-alpha', 'interval_low'])} | "
-        f"{fmt.ratio(board.at['ev-alpha', 'interval_high'])} |"
+        references.splitlines()[0] == "| # | Reference | SpecScore [95% interval] | r solo | r team | r busy | Status |"
+    )
+    assert (
+        f"| {fmt.score(ev.at['ev-alpha', 'specscore'])} [{fmt.ratio(board.at['ev-alpha', 'interval_low'])}, "
+        f"{fmt.ratio(board.at['ev-alpha', 'interval_high'])}] |"
     ) in lines[0]
+    # the detailed figures are off the first page (on the evaluation page and in the CSV download)
+    assert fmt.ms(ev.at["ev-alpha", "candidate_ttft_p50"]) not in participants
     # widened by the shipped calibration's max A/A error (v5 on), said so; the A/A check is on
     e = load_protocol().task(TASK).task.speed_noise.max_abs_error
     if e is None:
@@ -100,6 +103,105 @@ def test_board_ranks_last_finished_evaluations_by_specscore(app, synthetic_home)
         # (page_text is the elements' protobuf text, where the apostrophe of "task's" is escaped)
         assert f"calibrated max A/A error {e:.3f} (low" in text
         assert "A/A check: not calibrated" not in text and "A/A check: " in text
+
+
+def _chart_rows(chart) -> list[list]:
+    """The rows a board picture (an AppTest vega_lite_chart element) draws, from its own data."""
+    import json
+
+    import pyarrow as pa
+
+    datasets = chart.proto.datasets
+    assert len(datasets) >= 1
+    frames = [pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in datasets]
+    rows = next(f for f in frames if "entry" in f.columns)
+    spec = json.loads(chart.proto.spec)
+    assert "layer" in spec  # a layered interval plot, with the stock engine's line at 1.0
+    assert any(layer.get("mark", {}).get("strokeDash") for layer in spec["layer"])
+    return rows.sort_values("order")
+
+
+def test_board_leads_with_a_picture_of_the_scores_and_intervals(app, synthetic_home):
+    """The first thing on the board: each ranked entry's SpecScore and interval, participants and
+    references apart, drawn from the rows the tables are made of (board_rows, with its ranks)."""
+    from speculator_arena.board.ranking import board_rows
+
+    at = app(synthetic_home, task=TASK, split="dev")
+    _no_exception(at)
+    scores = scores_of_whole_warehouse(synthetic_home)
+    board = board_rows(scores, TASK, "dev")
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 2  # participants, then references
+    # first on the page (its elements in the order drawn): before the metrics and the tables
+    main = list(at.main)
+    first_chart = next(i for i, e in enumerate(main) if getattr(e, "type", None) == "vega_lite_chart")
+    first_metric = next(i for i, e in enumerate(main) if getattr(e, "type", None) == "metric")
+    first_table = next(i for i, e in enumerate(main) if str(getattr(e, "value", "")).startswith("| # |"))
+    assert first_chart < first_metric < first_table
+    for chart, section in zip(charts, ("participants", "references"), strict=True):
+        drawn = _chart_rows(chart)
+        want = board[(board["section"] == section) & board["ranked"].fillna(False).astype(bool)]
+        assert list(drawn["evaluation_id"]) == list(want["evaluation_id"])  # the board's order
+        assert list(drawn["rank"]) == [fmt.rank(r, t) for r, t in zip(want["rank"], want["tie"], strict=True)]
+        assert drawn["specscore"].tolist() == want["specscore"].astype(float).tolist()
+        assert drawn["interval_low"].tolist() == want["interval_low"].astype(float).tolist()
+        assert drawn["interval_high"].tolist() == want["interval_high"].astype(float).tolist()
+        assert all(e.startswith(f"{r}  ") for e, r in zip(drawn["entry"], drawn["rank"], strict=True))
+    assert [e.split("  ")[1] for e in _chart_rows(charts[0])["entry"]] == ["alpha", "beta"]
+
+
+def test_board_download_and_evaluation_page_keep_every_figure(app, synthetic_home):
+    """The figures the first page no longer shows (TTFT and TPOT p50/p90/p99, cache hit, acceptance,
+    the gates, the gap flag) are in the board's CSV download, as the scorer holds them, for every
+    row, and on each entry's evaluation page."""
+    import io
+
+    import pandas as pd
+
+    from speculator_arena.board.memo import BoardMemo
+    from speculator_arena.board.ranking import board_rows
+    from speculator_arena.dashboards import board_view
+
+    at = app(synthetic_home, task=TASK, split="dev")
+    _no_exception(at)
+    assert any(b.label == "Download the board's rows (CSV)" for b in at.get("download_button"))
+    scores = scores_of_whole_warehouse(synthetic_home)
+    board = board_rows(scores, TASK, "dev")
+    got = pd.read_csv(io.BytesIO(board_view.rows_csv(BoardMemo(str(synthetic_home)), TASK, LATEST, "dev")))
+    # the rows of the page's tables, in their order (participants, then references)
+    import re
+
+    linked = [m for table in _board_rows(at) for m in re.findall(r"evaluation=([^&)]+)", table)]
+    assert list(got["evaluation_id"]) == linked and "ev-longer" in linked
+    board = board.set_index("evaluation_id").loc[linked]
+    figures = [f"candidate_{f}_{p}" for f in ("ttft", "tpot") for p in ("p50", "p90", "p99")] + [
+        "candidate_cache_hit_tokens",
+        "candidate_cache_hit_mean",
+        "candidate_mean_acceptance_length",
+        "candidate_draft_acceptance_rate",
+    ]
+    for col in figures + ["specscore", "interval_low", "interval_high", "r_solo", "r_team", "r_busy"]:
+        want = pd.to_numeric(board[col], errors="coerce").astype(float)
+        assert pd.Series(got[col].astype(float)).round(12).equals(want.round(12).reset_index(drop=True)), col
+    for col in ("account_id", "failed_gates", "not_measured_gates", "gap_flag", "specscore_reason", "rank", "tie"):
+        assert col in got.columns
+    assert got.set_index("evaluation_id").at["ev-longer", "failed_gates"] == "length"
+    assert bool(got.set_index("evaluation_id").at["ev-alpha", "gap_flag"])
+    # each figure on the evaluation page (its ADR-0009 table, candidate, all workloads)
+    ev = scores.evaluations.set_index("evaluation_id").loc["ev-alpha"]
+    page = app(synthetic_home, "evaluation", evaluation="ev-alpha")
+    table = next(t.value for t in page.table if "figure" in t.value.columns and "candidate" in t.value.columns)
+    shown = dict(zip(table["figure"], table["candidate"], strict=True))
+    names = {f"{f}_{p}": f"{f.upper()} {p} (s)" for f in ("ttft", "tpot") for p in ("p50", "p90", "p99")}
+    names |= {
+        "cache_hit_tokens": "cache hit, token-weighted",
+        "cache_hit_mean": "cache hit, mean per request",
+        "mean_acceptance_length": "mean acceptance length (engine's counters)",
+        "draft_acceptance_rate": "draft acceptance rate (engine's counters)",
+    }
+    assert [f"candidate_{k}" for k in names] == figures
+    for figure, name in names.items():
+        assert shown[name] == fmt.general(ev[f"candidate_{figure}"]), figure
 
 
 def test_board_test_split_shows_the_gap_flag(app, synthetic_home):
@@ -436,3 +538,35 @@ def test_methodology_page_states_the_protocol_s_values(app, synthetic_home):
         f"max_tokens + {t.count_slack_tokens} tokens",
     ):
         assert words in text, words
+
+
+def test_board_picture_draws_the_best_ranked_and_tells_equal_labels_apart():
+    """The picture's rows (board_table.interval_rows): ranked entries only, in the board's order, the
+    first `limit`; two entries of one label are told apart by their accounts; one x scale holds 1.0."""
+    import pandas as pd
+
+    from speculator_arena.dashboards import board_table, charts
+
+    rows = pd.DataFrame(
+        {
+            "section": "participants",
+            "rank": pd.array([1, 1, 3, None], dtype="Int64"),
+            "tie": [True, True, False, False],
+            "label": ["same", "same", "third", "failed"],
+            "account_id": ["acct-1", "acct-2", "acct-3", "acct-4"],
+            "evaluation_id": ["e1", "e2", "e3", "e4"],
+            "specscore": [1.5, 1.4, 1.1, 0.0],
+            "interval_low": [1.3, 1.2, 1.05, 0.0],
+            "interval_high": [1.7, 1.6, 1.15, 0.0],
+            "ranked": [True, True, True, False],
+        },
+        index=[7, 8, 9, 10],
+    )
+    drawn = board_table.interval_rows(rows)
+    assert list(drawn["entry"]) == ["1=  same (acct-1)", "1=  same (acct-2)", "3  third"]
+    assert list(drawn["score_text"]) == ["1.5000 [1.300, 1.700]", "1.4000 [1.200, 1.600]", "1.1000 [1.050, 1.150]"]
+    assert list(board_table.interval_rows(rows, limit=2)["evaluation_id"]) == ["e1", "e2"]
+    assert board_table.interval_rows(rows.iloc[3:]).empty
+    low, high = charts.board_domain(drawn, board_table.interval_rows(rows.iloc[3:]))
+    assert low < 1.0 and high > 1.7  # 1.0 (the stock engine) within, though every interval lies above it
+    charts.board_intervals(drawn, [low, high]).to_dict()  # a valid Vega-Lite spec

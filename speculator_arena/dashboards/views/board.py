@@ -1,12 +1,16 @@
-"""The board of one task and split: participants ranked by SpecScore (ranks shared within each
-other's intervals), references apart, with the A/A reference checked against the calibrated noise.
+"""The board of one task and split: first a picture of every ranked entry's SpecScore with its
+95% interval (participants and references apart, on one scale, shared ranks on the rows, the
+stock engine's 1.0 marked), then the ranked tables, narrow enough to read without scrolling
+sideways (rank, entry, SpecScore [interval], the three ratios, status), references apart, with
+the A/A reference checked against the calibrated noise. The candidate's TTFT and TPOT
+percentiles, cache hit and acceptance are on each evaluation's page and in the CSV download.
 
 What it shows is made once per board the memo computed (dashboards/board_view.py): the page
 only writes it, so a render after the caches expired costs about what an empty board's does."""
 
 import streamlit as st
 
-from speculator_arena.dashboards import board_table, cached
+from speculator_arena.dashboards import board_table, cached, charts
 from speculator_arena.dashboards.board_view import PAGE_SIZE
 
 
@@ -22,6 +26,17 @@ def pending_notice(view) -> None:
         st.markdown(body)
 
 
+def picture(view) -> None:
+    """The ranked entries' SpecScores and intervals, from the rows the tables below are made of."""
+    domain = charts.board_domain(view.participants_chart, view.references_chart)
+    for title, rows in (("Participants", view.participants_chart), ("References", view.references_chart)):
+        if rows is None or rows.empty:
+            continue
+        st.markdown(f"**{title}**")
+        st.altair_chart(charts.board_intervals(rows, domain), width="stretch")
+    st.caption(view.chart_caption)
+
+
 def main() -> None:
     sel = st.session_state["selection"]
     view = cached.titled_board(
@@ -34,6 +49,8 @@ def main() -> None:
         st.info(view.no_rows)
         pending_notice(view)
         return
+
+    picture(view)
 
     cols = st.columns(3)
     cols[0].metric("Leading SpecScore", view.leader.value, help=view.leader.help)
@@ -52,9 +69,11 @@ def main() -> None:
         st.markdown(cached.participants_page(sel.home, sel.task_id, sel.protocol_version, sel.split, page))
     st.caption(view.intervals_caption)
     st.caption(
-        "TTFT, TPOT, cache hit and acceptance are the candidate engine's over all counted timed requests; "
-        "acceptance is the engine's own report (vllm:spec_decode_* counters), shown and never scored. "
-        "Dev/test gap: FLAGGED when the last test SpecScore is below (1 − gap) × the last dev SpecScore."
+        "r solo, r team, r busy: the candidate's speed over the stock engine's in each workload. Status: the "
+        "gates, why an entry has no SpecScore, and the dev/test gap flag when raised (the last test SpecScore "
+        "below (1 − gap) × the last dev SpecScore). The candidate's TTFT and TPOT p50/p90/p99, cache hit and "
+        "the engine's own acceptance report (shown, never scored) are on each entry's evaluation page (its "
+        "link) and in the download below."
     )
 
     st.subheader("References")
@@ -64,6 +83,16 @@ def main() -> None:
         st.markdown(view.references_md)
     board_table.show_aa_check(st, view.noise)
     pending_notice(view)
+    st.download_button(
+        "Download the board's rows (CSV)",
+        data=lambda: cached.board_csv(sel.home, sel.task_id, sel.protocol_version, sel.split),
+        file_name=f"board-{sel.task_id}-{sel.split}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        help="Every row above with every figure the board holds for it: ranks, SpecScores and intervals, ratios, "
+        "gates, the candidate's and the stock engine's TTFT and TPOT p50/p90/p99, cache hit, acceptance and "
+        "output tokens per second (seconds and shares, as the scorer holds them).",
+    )
 
 
 main()
