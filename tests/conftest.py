@@ -56,6 +56,9 @@ ENGINE_FIXTURES = {
     "real_home",
     "evaluated",
     "test_split_evaluation",
+    "built_home",  # the runner's tests' evaluations (tests/runners/conftest.py)
+    "profile",  # a staged profile for an evaluation (tests/runners/conftest.py)
+    "pod",  # an engine container's supervisor (tests/runners/test_sidecar_engine.py)
 }
 
 
@@ -83,7 +86,7 @@ def pytest_report_header(config):
 # What makes a test `serial` (scripts/test.sh runs those alone, one at a time, after the others ran
 # on both cores): an evaluation voids when anything else uses the CPU, so every test that runs one
 # (the runner's, the cluster's) or reads one made in its session runs with nothing beside it.
-SERIAL_FIXTURES = ENGINE_FIXTURES | {"built_home", "kube_cluster", "kube_control_plane"}
+SERIAL_FIXTURES = ENGINE_FIXTURES | {"kube_cluster", "kube_control_plane"}
 SERIAL_PATHS = ("tests/runners/", "tests/backends/test_cluster.py")
 
 

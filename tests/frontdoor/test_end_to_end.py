@@ -27,6 +27,8 @@ def _arena(args, env, **kw):
     )
 
 
+@pytest.mark.serial  # the queue runs the submission's evaluation
+@pytest.mark.engines
 def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_target, built_local):
     sys.path.insert(0, str(REPO / "tests" / "runners"))
     from ci_profile import ENGINE_THREADS, stage_ci_protocol

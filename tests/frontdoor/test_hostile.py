@@ -718,17 +718,21 @@ def test_run_as_operators_are_told_the_api_is_not_root(public_dir, tmp_path):
     from speculator_arena.frontdoor.state import connect
 
     pw = system_user("arena-api")
-    probe = subprocess.run(
-        [sys.executable, "-c", "import speculator_arena.frontdoor.api"],
-        cwd=str(Path(__file__).resolve().parents[2]),
-        user=pw.pw_uid,
-        group=pw.pw_gid,
-        extra_groups=[],
-        capture_output=True,
-        text=True,
-    )
-    if probe.returncode != 0:  # a checkout or interpreter under a private folder (/root)
-        pytest.skip(f"arena-api cannot import the arena here: {probe.stderr.strip()[-200:]}")
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import speculator_arena.frontdoor.api"],
+            cwd=str(Path(__file__).resolve().parents[2]),
+            user=pw.pw_uid,
+            group=pw.pw_gid,
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+        )
+        why = probe.stderr.strip()[-200:] if probe.returncode != 0 else None
+    except PermissionError as exc:  # the interpreter itself is out of its reach
+        why = str(exc)
+    if why is not None:  # a checkout or interpreter under a private folder (/root, mktemp -d)
+        pytest.skip(f"arena-api cannot import the arena here: {why}")
     home = public_dir / "home"
     for sub in ("frontdoor", "sealed"):
         (home / sub).mkdir(parents=True)

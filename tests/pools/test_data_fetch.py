@@ -203,7 +203,8 @@ def test_without_data_the_demo_and_the_pools_build_stop_with_one_clear_error(tmp
     empty = tmp_path / "no-data"
     empty.mkdir()
     home = tmp_path / "home"
-    r = _arena(*command, "--home", str(home), env={"ARENA_SHARED_DATA": str(empty)})
+    # (no engine starts: the demo's privilege preflight passes from any clone as the runner's user)
+    r = _arena(*command, "--home", str(home), env={"ARENA_SHARED_DATA": str(empty), "ARENA_NO_PRIVILEGE_DROP": "1"})
     assert r.returncode == 2, r.stdout + r.stderr
     errors = [ln for ln in r.stderr.splitlines() if "error:" in ln]
     assert len(errors) == 1 and "Traceback" not in r.stderr
