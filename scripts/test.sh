@@ -19,10 +19,12 @@ if [ $# -gt 0 ]; then
 fi
 ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }  # 5: the selection was empty
 start=$(date +%s)
-python -m pytest "${common[@]}" -n 2 -m "not serial" --durations=15
+# ARENA_TEST_REPORTS=DIR: each half's JUnit XML there (every test's time: docs/benchmarks/tests.md)
+report() { [ -n "${ARENA_TEST_REPORTS:-}" ] && echo "--junitxml=$ARENA_TEST_REPORTS/$1.xml"; }
+python -m pytest "${common[@]}" -n 2 -m "not serial" --durations=15 $(report parallel)
 first=$?
 middle=$(date +%s)
-python -m pytest "${common[@]}" -m serial --durations=30
+python -m pytest "${common[@]}" -m serial --durations=30 $(report serial)
 second=$?
 end=$(date +%s)
 echo "tests without evaluations (2 workers): $((middle - start)) s; with evaluations (serial): $((end - middle)) s"
