@@ -68,7 +68,7 @@ HOG = "import time\nt = time.time()\nwhile time.time() - t < 120: pass\n"
 # skip_probe_items refuses every 11th prompt_logprobs request: under the 10% answering limit only
 # with 11 or more fidelity texts, so it runs under a version of the attack profile that has 11.
 SKIP_TEXTS = 11
-# What CI affords (four paired evaluations of the real model, about 9 of its 40 minutes): each hole that issue 10 closed where a candidate gained by failing (empty probe
+# What CI affords (four paired evaluations of the real model, about 5 of its minutes): each hole that issue 10 closed where a candidate gained by failing (empty probe
 # replies were refunded, foreign token ids left fidelity blank, skipped items cost nothing), the
 # lossy acceptance every speculator could slip into (likelihood, first choice). The honest side in CI is the session's real evaluation (dev-ngram
 # under the shipped local profile), whose every gate must pass and is recomputed independently

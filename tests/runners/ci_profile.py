@@ -17,8 +17,8 @@ import yaml
 
 
 def full_profile() -> bool:
-    """ARENA_TEST_PROFILE=full: the runs beyond CI's 40 minutes (README, "Tests, CI and the full
-    runs"): tests marked `full` (tests/conftest.py) and every attack run (attack_runs.py)."""
+    """ARENA_TEST_PROFILE=full: the runs beyond CI's time (docs/contributors/tests.md, "Profiles and
+    markers"): tests marked `full` (tests/conftest.py) and every attack run (attack_runs.py)."""
     return os.environ.get("ARENA_TEST_PROFILE") == "full"
 
 
