@@ -25,6 +25,10 @@ def pytest_sessionstart(session):
     import leftovers
 
     session.config._engine_ticks = leftovers.session_start_ticks()
+    why = engine_refusal()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if why and reporter is not None and not hasattr(session.config, "workerinput"):  # once, quiet or not
+        reporter.write_line(f"ENGINES REFUSED from this clone, every test that starts one is skipped: {why}")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -74,13 +78,6 @@ def engine_refusal() -> str | None:
     except PrivilegeRefused as exc:
         return str(exc)
     return None
-
-
-def pytest_report_header(config):
-    why = engine_refusal()
-    if why:
-        return [f"ENGINES REFUSED from this clone, every test that starts one is skipped: {why}"]
-    return []
 
 
 # What makes a test `serial` (scripts/test.sh runs those alone, one at a time, after the others ran
