@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from speculator_arena.warehouse.schema import TABLES
+from speculator_arena.warehouse.schema import RAW_TABLES
 
 PREFIX = "evaluation_id="
 
@@ -58,7 +58,7 @@ def read_parts(
     `vanished_ok`: a part removed between listing and reading (a writer replaced the partition's
     parts) is skipped instead of raising; for readers that re-check the partition's mtime later
     (the catalog)."""
-    schema = TABLES[table]
+    schema = RAW_TABLES[table]
     columns = list(columns or schema.names)
     body = [c for c in columns if c != "evaluation_id"]
     out = []

@@ -277,3 +277,131 @@ TABLES: dict[str, pa.Schema] = {
     "probe_fidelity": PROBE_FIDELITY,
     "engine_starts": ENGINE_STARTS,
 }
+
+# ---- LowBArena's raw tables (the second arena; docs/warehouse.md). Kept apart from TABLES: the
+# speculator arena's catalog, packs and board fingerprints read TABLES only, so a LowBArena row
+# never changes what they scan. The store writes, reads and views both (RAW_TABLES).
+
+# One row per request of a timed workload pass (serve, interactive, long), per engine. Every
+# request is generated to exactly `max_tokens` (ignore_eos), so the passes of both engines do the
+# same work.
+LOWB_REQUESTS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),  # candidate | stock (stock: BF16 of the task's model)
+        ("workload", STR),  # serve | interactive | long
+        ("pass_index", I64),
+        ("request_index", I64),
+        ("seed", I64),
+        ("prompt_tokens", I64),  # by the target's tokenizer
+        ("max_tokens", I64),
+        ("output_tokens", I64),  # counted by the runner with the target's tokenizer; null when failed
+        ("sent_at", F64),
+        ("first_token_at", F64),  # null when no token arrived
+        ("finished_at", F64),
+        ("ok", BOOL),
+        ("error", STR),
+    ]
+)
+
+# One row per memory sample of an engine, every `memory_sample_interval_seconds` (0.5 s): while the
+# engine idles after start-up (`phase` idle: its weights and other memory) and during each timed
+# pass (`phase` pass). Memory is the device's (NVML, engine processes) on a GPU and the engine
+# process tree's proportional set size on a CPU task.
+LOWB_MEMORY = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),
+        ("phase", STR),  # idle | pass
+        ("workload", STR),  # null for idle samples
+        ("pass_index", I64),
+        ("sampled_at", F64),
+        ("bytes", I64),  # null when the read failed
+        ("source", STR),  # nvml | pss
+        ("error", STR),
+    ]
+)
+
+# One row per accuracy item, run and engine: what the grader said of the engine's answer.
+# No item text is stored: item_id is the pool's opaque id.
+LOWB_ITEMS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),
+        ("run_index", I64),  # 0, 1: a scored evaluation pools two runs with independent seeds
+        ("item_id", STR),
+        ("domain", STR),  # code | math | knowledge | commonsense | expert | long_context
+        ("benchmark", STR),  # humaneval | ruler | ...
+        ("seed", I64),
+        ("prompt_tokens", I64),
+        ("output_tokens", I64),  # null when unanswered
+        ("score", F64),  # 0..1 (1: passed); null when unanswered
+        ("verdict", STR),  # pass | fail | timeout | refused | error | unanswered
+        ("detail", STR),  # the grader's short reason (never the item's text)
+    ]
+)
+
+# The KL probe: one row per prompt and engine (answered or not) ...
+LOWB_KL_PROMPTS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),
+        ("prompt_id", STR),
+        ("prompt_tokens", I64),
+        ("answered", BOOL),
+        ("error", STR),
+    ]
+)
+
+# ... and one row per scored prompt position and engine: the engine's prompt_logprobs there.
+LOWB_LOGPROBS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),
+        ("prompt_id", STR),
+        ("position", I64),
+        ("token_id", I64),  # the prompt's token at this position
+        ("token_logprob", F64),  # its log-probability
+        ("top_ids", pa.list_(I64)),  # the engine's top-k token ids there, most likely first
+        ("top_logprobs", pa.list_(F64)),
+    ]
+)
+
+# What the runner read of each engine's checkpoint before any engine code ran (the contract):
+# one row per tensor of its safetensors headers.
+LOWB_TENSORS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),
+        ("tensor", STR),  # the tensor's name in the checkpoint
+        ("dtype", STR),  # safetensors dtype: BF16, F32, I8, I32, U8, F8_E4M3, ...
+        ("shape", STR),  # JSON list
+        ("bytes", I64),
+    ]
+)
+
+# One row per engine: the checkpoint's declared format (W·A·KV, shown, not scored) and digest.
+LOWB_CHECKPOINTS = pa.schema(
+    [
+        ("evaluation_id", STR),
+        ("engine", STR),
+        ("checkpoint_sha256", STR),  # of the sealed directory's manifest
+        ("declared_method", STR),  # quantization_config.quant_method, or null (unquantized)
+        ("declared_weights", STR),  # e.g. int8, int4, bf16
+        ("declared_activations", STR),
+        ("declared_kv", STR),
+        ("total_bytes", I64),  # every tensor of the checkpoint
+        ("device", STR),  # cpu | cuda
+    ]
+)
+
+LOWB_TABLES: dict[str, pa.Schema] = {
+    "lowb_requests": LOWB_REQUESTS,
+    "lowb_memory": LOWB_MEMORY,
+    "lowb_items": LOWB_ITEMS,
+    "lowb_kl_prompts": LOWB_KL_PROMPTS,
+    "lowb_logprobs": LOWB_LOGPROBS,
+    "lowb_tensors": LOWB_TENSORS,
+    "lowb_checkpoints": LOWB_CHECKPOINTS,
+}
+RAW_TABLES: dict[str, pa.Schema] = {**TABLES, **LOWB_TABLES}

@@ -23,7 +23,7 @@ from speculator_arena import settings, sqlfiles
 from speculator_arena.atomic import atomic_path
 from speculator_arena.errors import ArenaError
 from speculator_arena.warehouse import generation
-from speculator_arena.warehouse.schema import TABLES
+from speculator_arena.warehouse.schema import RAW_TABLES
 
 if TYPE_CHECKING:  # the runner writes rows on machines without DuckDB (the GPU image)
     import duckdb
@@ -54,8 +54,8 @@ class Warehouse:
 
     # ---- writing -------------------------------------------------------------------------
     def partition_dir(self, table: str, evaluation_id: str) -> Path:
-        if table not in TABLES:
-            raise KeyError(f"unknown table {table!r}; tables: {sorted(TABLES)}")
+        if table not in RAW_TABLES:
+            raise KeyError(f"unknown table {table!r}; tables: {sorted(RAW_TABLES)}")
         return self.raw / table / f"evaluation_id={_safe_id(evaluation_id)}"
 
     def write_rows(
@@ -73,7 +73,7 @@ class Warehouse:
         the evaluation's status row changes); `replace=True` drops the partition's other parts
         after the new one is in place. Rows are validated against the table's schema first.
         """
-        schema = TABLES[table]
+        schema = RAW_TABLES[table]
         if isinstance(rows, pa.Table):
             tbl = rows
         else:
@@ -128,7 +128,7 @@ class Warehouse:
 
     def drop_evaluation(self, evaluation_id: str) -> None:
         """Remove every raw row of one evaluation (an operator's explicit act, never automatic)."""
-        for table in TABLES:
+        for table in RAW_TABLES:
             d = self.partition_dir(table, evaluation_id)
             if d.exists():
                 shutil.rmtree(d)
@@ -166,7 +166,7 @@ class Warehouse:
         """The SELECT behind the view raw_<table>: every column of the schema from the table's
         Parquet parts, or no rows of the right types when it has none. Identifiers and paths are
         our own (schema and home), never user input."""
-        schema = TABLES[table]
+        schema = RAW_TABLES[table]
         root = self.raw / table
         if root.exists() and any(not f.name.startswith(".tmp-") for f in root.glob("*/*.parquet")):
             return warehouse_sql(
@@ -178,7 +178,7 @@ class Warehouse:
         """The raw_* views are generated from the schemas (raw_select); every derived view is a
         file of warehouse/sql/ (sqlfiles.py)."""
         kw = "TEMPORARY VIEW" if temporary else "VIEW"
-        for table in TABLES:
+        for table in RAW_TABLES:
             con.execute(warehouse_sql("raw_view.sql", kind=kw, table=table, select=self.raw_select(table)))
         from speculator_arena.protocol import load_protocol
 
