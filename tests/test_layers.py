@@ -34,6 +34,7 @@ RANKS = {
     "engine": 4,
     "sealed": 5,
     "pools": 5,
+    "grading": 5,
     "runners": 6,
     "backends": 7,
     "scoring": 8,
