@@ -63,7 +63,7 @@ stamp() {
 }
 
 no_cuda() {  # a CUDA package in a lock means torch resolved to PyPI's CUDA build
-  if grep -E '^nvidia-' "$1" | grep -v -E '^nvidia-ml-py==' >/dev/null; then
+  if grep -E '^nvidia-' "$1" | grep -v -E '^nvidia-(ml-py|long-context-eval)==' >/dev/null; then
     echo "$1: nvidia-* CUDA packages in the lock (is $WHEELS/torch-*+cpu-*.whl there?)" >&2
     exit 1
   fi

@@ -87,6 +87,8 @@ def _score(wh, evaluation_id: str, context):
     from speculator_arena.runners.summary import Outcome
     from speculator_arena.scoring.registry import score_and_record
 
+    if _is_lowb_row(wh, evaluation_id):
+        return _score_lowb(wh, evaluation_id, context)
     try:
         ev = score_and_record(wh, None, [evaluation_id], keep=fill).evaluations
     except Exception as exc:  # noqa: BLE001 - the evaluation's own rows are whole; only the copy is missing
@@ -100,6 +102,32 @@ def _score(wh, evaluation_id: str, context):
         reason=r["specscore_reason"] if isinstance(r["specscore_reason"], str) else "",
         void=bool(r["void"]),
     )
+
+
+def _is_lowb_row(wh, evaluation_id: str) -> bool:
+    from speculator_arena.protocol.lowb import is_lowb_task
+    from speculator_arena.warehouse.evaluations import current_row
+
+    row = current_row(wh, evaluation_id)
+    return row is not None and is_lowb_task(row["task_id"])
+
+
+def _score_lowb(wh, evaluation_id: str, context):
+    """A LowBArena evaluation scored as it lands, by its own scorer (scoring/lowb): its LowBScore
+    and the first missed gate, in this materialization's metadata."""
+    from speculator_arena.runners.summary import Outcome
+    from speculator_arena.scoring.lowb import score_lowb
+
+    try:
+        ev = score_lowb(wh, evaluation_ids=[evaluation_id]).evaluations
+    except Exception as exc:  # noqa: BLE001 - the rows are whole; `arena score --arena lowbarena` redoes it
+        context.log.warning(f"{evaluation_id} not scored as it landed ({type(exc).__name__}: {exc})")
+        return None
+    if ev.empty:
+        return None
+    r = ev.iloc[0]
+    score = float(r["lowbscore"])
+    return Outcome(specscore=score if score == score else None, reason=r["reason"] or "", void=False)
 
 
 def _checks(wh, evaluation_id: str) -> list[dg.AssetCheckResult]:

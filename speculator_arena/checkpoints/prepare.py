@@ -27,6 +27,9 @@ from speculator_arena.checkpoints.seal import read_manifest, seal, unseal, verif
 from speculator_arena.errors import ArenaError
 
 LOCAL_TASK = "local-smollm2"
+# LowBArena tasks (protocol/lowb_versions/) whose target is a speculator task's sealed target: the
+# same model from the same source, so one sealed directory (and one digest) serves both arenas.
+LOWB_TARGETS = {"lowb-smollm2": LOCAL_TASK}
 
 
 class CheckpointError(RuntimeError, ArenaError):
@@ -48,7 +51,7 @@ def checkpoint_dir(task_id: str, home=None) -> Path:
     """Where a task's sealed target lies: its target task's (protocol `target_task`)."""
     from speculator_arena.protocol import target_task
 
-    return _home(home) / "checkpoints" / target_task(task_id)
+    return _home(home) / "checkpoints" / target_task(LOWB_TARGETS.get(task_id, task_id))
 
 
 def _log(msg: str) -> None:
@@ -150,6 +153,7 @@ def prepare_checkpoint(task_id: str, home=None) -> Path:
     """
     from speculator_arena.protocol import target_task
 
+    task_id = LOWB_TARGETS.get(task_id, task_id)
     _task_source(task_id)  # unknown task: fail before creating any folder
     task_id = target_task(task_id)  # a task serving another's target prepares that one
     final = checkpoint_dir(task_id, home)

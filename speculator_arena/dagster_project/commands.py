@@ -184,6 +184,12 @@ def _demo(args) -> int:
 
     t0 = time.time()
     home = arena_home(args.home)
+    from speculator_arena.protocol.lowb import is_lowb_task
+
+    if is_lowb_task(args.task):  # LowBArena's embedded default (lowb_demo.py)
+        from speculator_arena.dagster_project.lowb_demo import run_lowb_demo
+
+        return run_lowb_demo(args.task, home, only=args.only)
     task = load_protocol().task(args.task)
 
     def step(msg: str) -> None:

@@ -24,6 +24,7 @@ PAGES = [
     st.Page(HERE / "views" / "data_card.py", title="Data card", url_path="data-card"),
     st.Page(HERE / "views" / "methodology.py", title="Methodology", url_path="methodology"),
     st.Page(HERE / "views" / "submit.py", title="Submit", url_path="submit"),
+    st.Page(HERE / "views" / "lowbarena.py", title="LowBArena", url_path="lowbarena"),
 ]
 
 page = st.navigation(PAGES)

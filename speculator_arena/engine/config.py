@@ -29,6 +29,11 @@ ATTACKS = (
     "empty_probe_replies",
     "garbage_logprob_ids",
     "skip_probe_items",
+    # LowBArena's planted engines (engines/attacks/lowb-*): each breaks one engine rule or gate.
+    "lowb_no_prompt_logprobs",  # refuses prompt_logprobs (the KL probe) with an HTTP error
+    "lowb_queue",  # one request at a time whatever MAX_NUM_SEQS says, the rest queued
+    "lowb_short",  # every answer stopped at half its max_tokens, ignore_eos ignored
+    "lowb_long",  # never stops at EOS: every answer runs to max_tokens
 )
 
 

@@ -40,12 +40,37 @@ def pick_dtype(name: str, device: torch.device) -> torch.dtype:
 
 
 def load_target(path: str, device: torch.device, dtype: torch.dtype):
+    """The model of a checkpoint directory; a compressed-tensors checkpoint keeps its quantized
+    weights quantized in memory (quantized.py), anything else loads through transformers."""
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    model.to(device)
-    model.eval()
+    from speculator_arena.engine.quantized import is_compressed_tensors, load_compressed
+
+    if is_compressed_tensors(path):
+        model = load_compressed(path, device, dtype)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model.to(device)
+        model.eval()
+    release_freed_memory()
     return model
+
+
+def release_freed_memory() -> None:
+    """Hand the loader's freed buffers back to the system (glibc's malloc_trim). Loading converts
+    and unpacks tensors; the C allocator keeps what they freed as resident heap, so the engine's
+    memory after start-up would count the loader's garbage rather than what it serves with, the
+    more so for a checkpoint converted on load (float32 to BF16, packed to int). No-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        if libc is not None and hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
+    except OSError:
+        pass
 
 
 @torch.no_grad()

@@ -3,7 +3,9 @@
 What the arena sends: chat messages, `tools` with `tool_choice: "none"`, the sampling fields
 (`temperature`, `top_p`, `top_k`, `seed`, `max_tokens`), `stream` with
 `stream_options.include_usage`, and for the gates vLLM's `prompt_logprobs`,
-`add_generation_prompt`, `continue_final_message` and `chat_template_kwargs`.
+`add_generation_prompt`, `continue_final_message` and `chat_template_kwargs`; for LowBArena's
+workloads, whose every request must generate exactly max_tokens, vLLM's `ignore_eos` (EOS does
+not end the answer) and `min_tokens` (EOS cannot be sampled before that many tokens).
 Unsupported options are refused with a 400 and a message, never ignored silently.
 """
 
@@ -34,6 +36,8 @@ class ChatRequest:
     stop: list[str]
     prompt_logprobs: int | None
     model: str
+    ignore_eos: bool = False
+    min_tokens: int = 0
 
 
 def _text(content) -> str:
@@ -137,6 +141,12 @@ def parse_chat_request(body: dict, tokenizer, max_model_len: int, served_names: 
             plp = 1 if plp else None
         elif not isinstance(plp, int) or plp < 0 or plp > 20:
             raise BadRequest("prompt_logprobs must be an integer in [0, 20]")
+    ignore_eos = body.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise BadRequest("ignore_eos must be a boolean")
+    min_tokens = body.get("min_tokens", 0)
+    if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or not 0 <= min_tokens <= max_tokens:
+        raise BadRequest(f"min_tokens must be an integer in [0, max_tokens={max_tokens}]")
     opts = body.get("stream_options") or {}
     return ChatRequest(
         prompt_ids=list(prompt_ids),
@@ -148,6 +158,8 @@ def parse_chat_request(body: dict, tokenizer, max_model_len: int, served_names: 
         stop=[str(s) for s in stop if s],
         prompt_logprobs=plp,
         model=model,
+        ignore_eos=ignore_eos,
+        min_tokens=int(min_tokens),
     )
 
 

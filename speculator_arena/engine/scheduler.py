@@ -36,6 +36,8 @@ class Request:
     max_tokens: int
     seed: int | None = None
     prompt_logprobs: int | None = None  # None: not asked; k >= 0: actual token plus top-k
+    ignore_eos: bool = False  # vLLM's: EOS is emitted like any token and does not end the answer
+    min_tokens: int = 0  # vLLM's: EOS cannot be sampled before this many tokens
     rid: str = ""
     out: queue.Queue = field(default_factory=queue.Queue)
     generated: list[int] = field(default_factory=list)
@@ -77,6 +79,9 @@ class Engine:
         self._stop = False
         self._ids = itertools.count(1)
         self._thread = threading.Thread(target=self._run, name="dev-engine-worker", daemon=True)
+        # The lowb_queue attack serves one request at a time and queues the rest, whatever
+        # MAX_NUM_SEQS promises (LowBArena's capacity axis charges every request in flight).
+        self._lanes = 1 if cfg.attack == "lowb_queue" else cfg.max_num_seqs
 
     # ---- public, called from HTTP threads -------------------------------------------------
     def start(self) -> None:
@@ -107,7 +112,7 @@ class Engine:
                         self._cv.wait(timeout=1.0)
                     if self._stop:
                         return
-                    while self._waiting and len(self._active) < self.cfg.max_num_seqs:
+                    while self._waiting and len(self._active) < self._lanes:
                         self._active.append(self._waiting.popleft())
                     active = list(self._active)
                     waiting = len(self._waiting)
@@ -161,7 +166,7 @@ class Engine:
             return
         if self.cfg.prefix_caching:
             self.prefix_cache.insert(req.prompt_ids, mr.cache_kv(req.cache, len(req.prompt_ids)))
-        tok = sample(target_probs(logits[-1], req.params), req.generator)
+        tok = sample(target_probs(self._no_early_eos(req, logits[-1:])[-1], req.params), req.generator)
         self._emit(req, [tok])
 
     def _collect_prompt_logprobs(self, req: Request, start: int, logits: torch.Tensor) -> None:
@@ -197,16 +202,27 @@ class Engine:
         drafts, q_rows = ([], None) if k <= 0 else self._propose(req, k)
         base = mr.cache_len(req.cache)
         if not drafts:
-            logits = mr.forward(self.model, [req.last], req.cache, 1, self.device)
+            logits = self._no_early_eos(req, mr.forward(self.model, [req.last], req.cache, 1, self.device))
             self._emit(req, [sample(target_probs(logits[-1], req.params), req.generator)])
             return
         logits = mr.forward(self.model, [req.last] + drafts, req.cache, len(drafts) + 1, self.device)
+        logits = self._no_early_eos(req, logits)
         p_rows = target_probs(logits, req.params)
         loose = self.cfg.loose_threshold if self.cfg.attack == "loose_accept" else None
         n, nxt = verify(p_rows, q_rows, drafts, req.generator, loose, self.cfg.synthetic_rate)
         mr.crop_cache(req.cache, base + 1 + n)
         self.metrics.spec_round(len(drafts), n)
         self._emit(req, drafts[:n] + [nxt])
+
+    def _no_early_eos(self, req: Request, logits: torch.Tensor) -> torch.Tensor:
+        """`min_tokens`: row i of `logits` picks generated token len(generated) + i; before
+        min_tokens, EOS gets probability 0 (as vLLM's min-tokens logits processor does)."""
+        early = req.min_tokens - len(req.generated)
+        if early <= 0 or not self.eos_ids:
+            return logits
+        logits = logits.clone()
+        logits[: min(early, logits.shape[0]), sorted(self.eos_ids)] = float("-inf")
+        return logits
 
     def _propose(self, req: Request, k: int) -> tuple[list[int], torch.Tensor | None]:
         vocab = self.model.config.vocab_size
@@ -241,7 +257,7 @@ class Engine:
                 break
             req.generated.append(t)
             out.append(t)
-            if t in self.eos_ids:
+            if t in self.eos_ids and not req.ignore_eos:
                 req.finish_reason = "stop"
                 break
         req.last = req.generated[-1] if req.generated else None

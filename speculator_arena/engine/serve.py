@@ -58,6 +58,9 @@ def main() -> int:
         f"model {type(model).__name__}, {n_params / 1e6:.1f}M parameters, dtype {str(dtype).replace('torch.', '')}, "
         f"device {device}{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}"
     )
+    from speculator_arena.engine.quantized import quantized_summary
+
+    mr.log(quantized_summary(model))
     if cfg.attack == "quantized":
         n = mr.quantize_weights_int8(model)
         mr.log(f"ATTACK quantized: {n} weight matrices rounded to int8 per output channel")

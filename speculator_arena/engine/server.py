@@ -148,6 +148,14 @@ class Handler(BaseHTTPRequestHandler):
             if srv.logprob_requests_seen % srv.cfg.skip_every == 0:
                 self._send(500, error_body("skipped (attack: skip_probe_items)", 500))
                 return
+        if attack == "lowb_no_prompt_logprobs" and creq.prompt_logprobs is not None:
+            self._send(400, error_body("prompt_logprobs is not supported by this engine", 400))
+            return
+        ignore_eos = creq.ignore_eos
+        if attack == "lowb_short":  # half the answer, and EOS ends it whatever the request asked
+            max_tokens, ignore_eos = max(1, max_tokens // 2), False
+        elif attack == "lowb_long":
+            ignore_eos = True
         if attack == "force_greedy":
             params = SamplingParams(temperature=0.0)
         elif attack == "other_sampling":
@@ -161,6 +169,8 @@ class Handler(BaseHTTPRequestHandler):
                 max_tokens=max_tokens,
                 seed=creq.seed,
                 prompt_logprobs=creq.prompt_logprobs,
+                ignore_eos=ignore_eos,
+                min_tokens=min(creq.min_tokens, max_tokens),
             )
         )
         try:

@@ -3,7 +3,7 @@
 - `GET /api/protocol[?version=N]`: the protocol document (`arena protocol --json`), with an ETag.
 - `POST /api/submissions`: a section-2 submission with `Authorization: Bearer <token>`.
 - `GET /api/submissions/{id}`: the owner's status, progress and evaluation link.
-- `GET /api/quota?task=&split=`: the caller's quota.
+- `GET /api/quota?task=&split=`: the caller's quota (a LowBArena task: LowBArena's quotas).
 - `GET /api/board?task=&split=`: the public ranking as JSON.
 - `GET /api/evaluations/{id}/requests.parquet[?protocol=N]`: a dev evaluation's per-request rows (403 for test).
 - `GET /api/evaluations/{id}/speculation_profile.json[?protocol=N]`: a dev evaluation's speculation profile (403 for test).
@@ -44,6 +44,7 @@ from speculator_arena.warehouse import Warehouse, arena_home
 BODY_SLACK = 64 * 1024
 INTAKES_AT_ONCE = 4
 SPLIT = "^(dev|test)$"
+ARENAS = "^(speculator|lowbarena)$"
 
 
 def body_limit(method: str, path: str) -> int:
@@ -114,12 +115,18 @@ def create_app(home=None) -> FastAPI:
         return auth_limit.authenticate(con, authorization, request.client.host if request.client else None)
 
     @app.get("/api/protocol", summary="The protocol version in force (or any published one)")
-    def protocol(request: Request, version: int | None = Query(None)):
+    def protocol(request: Request, version: int | None = Query(None), arena: str = Query("speculator", pattern=ARENAS)):
         from speculator_arena.protocol import available_versions, load_protocol
+        from speculator_arena.protocol.lowb import lowb_available_versions, lowb_protocol_document
 
-        if version is not None and version not in available_versions():
-            raise NotFound(f"no protocol version {version}; published: {available_versions()}")
-        doc = load_protocol(version).as_document()
+        if arena == "lowbarena":  # the second arena's rules, in their own version series
+            if version is not None and version not in lowb_available_versions():
+                raise NotFound(f"no LowBArena protocol {version}; published: {lowb_available_versions()}")
+            doc = lowb_protocol_document(version)
+        else:
+            if version is not None and version not in available_versions():
+                raise NotFound(f"no protocol version {version}; published: {available_versions()}")
+            doc = load_protocol(version).as_document()
         etag = f'"{doc["digest"]}"'
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers={"ETag": etag})
@@ -145,6 +152,7 @@ def create_app(home=None) -> FastAPI:
             "status": FETCHING if row["intake_status"] == FETCHING else QUEUED,
             "engine_digest": row["engine_digest"] or None,
             "speculator_digest": row["speculator_digest"],
+            "artifact_digest": row["artifact_digest"],
         }
 
     @app.get("/api/submissions/{submission_id}", summary="The owner's view of a submission")
@@ -169,10 +177,11 @@ def create_app(home=None) -> FastAPI:
     ):
         from speculator_arena.frontdoor.quotas import summary
         from speculator_arena.protocol import load_protocol
+        from speculator_arena.protocol.lowb import is_lowb_task
 
         def look(con):
             account = _account(con, request, authorization)
-            if task not in load_protocol().tasks:
+            if task not in load_protocol().tasks and not is_lowb_task(task):
                 raise NotFound(f"unknown task {task[:64]!r}")
             return summary(con, Warehouse(home), account.account_id, account.kind, task, split)
 
@@ -182,7 +191,12 @@ def create_app(home=None) -> FastAPI:
     def board(task: str, split: str = Query("test", pattern=SPLIT)):
         from speculator_arena.board.json_rows import board_json
         from speculator_arena.protocol import load_protocol
+        from speculator_arena.protocol.lowb import is_lowb_task
 
+        if is_lowb_task(task):  # LowBArena's board (board/lowb.py), scored from the raw rows
+            from speculator_arena.board.lowb import lowb_board_json
+
+            return lowb_board_json(home, task, split)
         if task not in load_protocol().tasks:
             raise NotFound(f"unknown task {task[:64]!r}")
         if "board" not in state:  # one per app: scores are kept between requests, re-scored when changed

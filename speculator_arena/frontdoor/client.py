@@ -1,8 +1,10 @@
 """The kit's client: `arena submit`, talking to the arena's API (`ARENA_URL`, `ARENA_TOKEN`).
 
 It packs an engine directory as an inline `.tar.gz` (or names a repository at a commit), posts
-the section-2 JSON, then follows the submission's status until its evaluation has ended and its
-row is on the board.
+the section-2 JSON (with a speculator, or for a LowBArena task a quantized checkpoint `artifact`,
+named where the arena fetches it: a workspace directory on its cluster or a hub repository at a
+commit), then follows the submission's status until its evaluation has ended and its row is on
+the board.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ def build_submission(
     engine_repo: str | None = None,
     speculator: str | None = None,
     engine_archive: bytes | None = None,
+    artifact: str | None = None,
 ) -> dict:
-    """The JSON of protocol section 2: the engine as a directory, a `.tar.gz`'s bytes, or URL@COMMIT."""
+    """The JSON of protocol section 2: the engine as a directory, a `.tar.gz`'s bytes, or URL@COMMIT;
+    a speculator or (LowBArena) an artifact as `workspace:/DIR` or REPO@COMMIT."""
     if sum(map(bool, (engine, engine_repo, engine_archive))) != 1:
         raise SubmitError("give exactly one engine: a directory (--engine DIR), a .tar.gz, or --engine-repo URL@COMMIT")
     if engine or engine_archive:
@@ -51,12 +55,21 @@ def build_submission(
         src = {"repository": url, "commit": commit}
     doc = {"task_id": task, "split": split, "engine": src, "solution": {"method": method, "kind": kind}}
     if speculator:
-        if speculator.startswith("workspace:"):
-            doc["speculator"] = {"uri": speculator, "revision": ""}
-        else:
-            repo, rev = _split_at(speculator, "--speculator")
-            doc["speculator"] = {"uri": repo, "revision": rev}
+        doc["speculator"] = _checkpoint_source(speculator, "--speculator")
+    if artifact:
+        doc["artifact"] = _checkpoint_source(artifact, "--artifact")
     return doc
+
+
+def _checkpoint_source(value: str, what: str) -> dict:
+    """`workspace:/DIR` (an absolute `/DIR` means the same: a directory of the arena's cluster, not
+    of this machine) or a Hugging Face REPO@COMMIT."""
+    if value.startswith("/"):
+        value = f"workspace:{value}"
+    if value.startswith("workspace:"):
+        return {"uri": value, "revision": ""}
+    repo, rev = _split_at(value, what)
+    return {"uri": repo, "revision": rev}
 
 
 class Client:

@@ -28,13 +28,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     reg.add_argument("state", choices=("open", "closed", "status"))
     reg.set_defaults(func=_registration)
 
-    s = sub.add_parser("submit", help="submit an engine (and speculator) to the arena (ARENA_URL, ARENA_TOKEN)")
+    s = sub.add_parser(
+        "submit", help="submit an engine (and speculator, or LowBArena artifact) to the arena (ARENA_URL, ARENA_TOKEN)"
+    )
     s.add_argument("--task", required=True)
     s.add_argument("--split", default="dev", choices=("dev", "test"))
     s.add_argument("--engine", help="engine directory (sent inline as a .tar.gz)")
     s.add_argument("--engine-repo", help="URL@COMMIT of an engine repository")
     s.add_argument("--speculator", help="Hugging Face REPO@COMMIT, or workspace:/DIR on the arena's cluster")
-    s.add_argument("--kind", default="other", help="solution.kind: ngram, suffix, draft, eagle3, mtp, other")
+    s.add_argument(
+        "--artifact",
+        metavar="DIR",
+        help="LowBArena: the quantized checkpoint, workspace:/DIR (or /DIR) on the arena's cluster, or REPO@COMMIT",
+    )
+    s.add_argument(
+        "--kind", default="other", help="solution.kind: ngram, suffix, draft, eagle3, mtp, other (LowBArena: int8, ...)"
+    )
     s.add_argument("--method", default="", help="solution.method, free text")
     s.add_argument("--url", default=None, help="the arena (default: $ARENA_URL)")
     s.add_argument("--no-wait", action="store_true", help="print the submission and return")
@@ -111,7 +120,14 @@ def _submit(args) -> int:
 
     try:
         doc = build_submission(
-            args.task, args.split, args.kind, args.method, args.engine, args.engine_repo, args.speculator
+            args.task,
+            args.split,
+            args.kind,
+            args.method,
+            args.engine,
+            args.engine_repo,
+            args.speculator,
+            artifact=args.artifact,
         )
         client = Client(args.url)
         got = client.submit(doc)

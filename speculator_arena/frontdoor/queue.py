@@ -64,6 +64,7 @@ def evaluation_spec(sub: dict, account_name: str):
         submission_id=sub["submission_id"],
         solution_kind=sub["solution_kind"],
         speculator_dir=sub["speculator_dir"],
+        artifact_dir=sub.get("artifact_dir"),
     )
 
 
@@ -104,6 +105,7 @@ def submission_status(con, wh, submission_id: str, account_id: str) -> dict | No
         "accepted_at": row["accepted_at"],
         "engine_digest": row["engine_digest"] or None,
         "speculator_digest": row["speculator_digest"],
+        "artifact_digest": row["artifact_digest"],
         "evaluation_url": board_url(eid),
         "position": None,
         "refusal": row["intake_reason"],

@@ -10,6 +10,11 @@ is marked so) and so uses nothing. Called inside the intake's `BEGIN IMMEDIATE` 
 the count and the insert are one atomic step, so it reads files and never runs the scorer: a
 measured evaluation counts until a scoring has found it void (the `evaluation` asset scores the
 evaluation it ran as it ends).
+
+Each arena's tasks count under that arena's quotas: a LowBArena task under its protocol's
+(`protocol/lowb_versions/`), a speculator task under the speculator protocol's, so that a
+change of either arena's rules changes only its own limits. Use is counted the same way in
+both: per account, task and split.
 """
 
 from __future__ import annotations
@@ -18,12 +23,22 @@ import sqlite3
 
 from speculator_arena.frontdoor.state import sql
 from speculator_arena.protocol import load_protocol
+from speculator_arena.protocol.lowb import is_lowb_task, load_lowb_protocol
 from speculator_arena.rules.status import ACCEPTED, FETCHING, MEASURED, VOID
 from speculator_arena.warehouse.evaluations import status_of
 
 
-def limit(kind: str, split: str, version: int | None = None) -> int:
+def limit(kind: str, split: str, version: int | None = None, task_id: str | None = None) -> int:
+    """An account kind's evaluations per task and split, from the task's arena's protocol."""
+    if task_id is not None and is_lowb_task(task_id):
+        return lowb_limit(kind, split, version)
     return load_protocol(version).quota(kind, split)
+
+
+def lowb_limit(kind: str, split: str, version: int | None = None) -> int:
+    """LowBArena's quota; an account kind its protocol gives none to (a study agent) has 0."""
+    quotas = load_lowb_protocol(version).quotas
+    return int(quotas[kind][split]) if kind in quotas else 0
 
 
 def scorer_voided(wh, evaluation_ids: list[str]) -> set[str]:
@@ -46,5 +61,5 @@ def used(con: sqlite3.Connection, wh, account_id: str, task_id: str, split: str)
 
 
 def summary(con: sqlite3.Connection, wh, account_id: str, kind: str, task_id: str, split: str) -> dict:
-    n, cap = used(con, wh, account_id, task_id, split), limit(kind, split)
+    n, cap = used(con, wh, account_id, task_id, split), limit(kind, split, task_id=task_id)
     return {"task_id": task_id, "split": split, "used": n, "limit": cap, "left": max(cap - n, 0)}

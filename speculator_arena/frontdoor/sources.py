@@ -1,6 +1,6 @@
-"""Fetching what a submission names: an engine repository at a commit (git), a speculator from
-the Hugging Face hub at a commit (`checkpoints.hub`, the client the targets use) or from an
-operator-approved workspace directory.
+"""Fetching what a submission names: an engine repository at a commit (git), a speculator (or a
+LowBArena quantized checkpoint, `artifacts.py`) from the Hugging Face hub at a commit
+(`checkpoints.hub`, the client the targets use) or from an operator-approved workspace directory.
 
 The two network fetches run in the intake's child (`worker.py`), never in the API's request
 threads. A repository is fetched under git's low-speed limit and the worker's deadline, from
@@ -37,9 +37,9 @@ def exact_commit(value: str, what: str) -> str:
     return value
 
 
-def hub_repository(value: str) -> str:
+def hub_repository(value: str, what: str = "speculator") -> str:
     if not isinstance(value, str) or not HF_REPO_RE.fullmatch(value):
-        raise Refused(f"speculator.uri must be a Hugging Face repository `owner/name`, not {echo(value)}")
+        raise Refused(f"{what}.uri must be a Hugging Face repository `owner/name`, not {echo(value)}")
     return value
 
 
@@ -168,19 +168,22 @@ def _check_listing(repo: Path, deadline: float, what: str, max_bytes: int, max_e
         proc.wait()
 
 
-def fetch_speculator_hub(repo_id: str, revision: str, dest: Path, max_bytes: int, allowed: list[str]) -> None:
-    """Only the protocol's allowed files (`*.json`, `*.safetensors`; never Python) of repo@commit."""
+def fetch_speculator_hub(
+    repo_id: str, revision: str, dest: Path, max_bytes: int, allowed: list[str], what: str = "speculator"
+) -> None:
+    """Only the allowed files (`*.json`, `*.safetensors`; never Python) of repo@commit; `what`
+    names the field in a refusal (a LowBArena `artifact` is fetched the same way)."""
     from speculator_arena.checkpoints.hub import HubUnavailable, fetch_snapshot
 
-    hub_repository(repo_id)
-    exact_commit(revision, "speculator.revision")
+    hub_repository(repo_id, what)
+    exact_commit(revision, f"{what}.revision")
     dest.mkdir(parents=True)
     try:
         fetch_snapshot(repo_id, revision, dest, allowed, max_bytes=max_bytes, progress=lambda *_: None)
     except HubUnavailable as exc:
-        raise Refused(f"speculator {repo_id}@{revision}: {exc}", status=422) from exc
+        raise Refused(f"{what} {repo_id}@{revision}: {exc}", status=422) from exc
     except ValueError as exc:
-        raise Refused(f"speculator {exc}", status=413 if "over its limit" in str(exc) else 422) from exc
+        raise Refused(f"{what} {exc}", status=413 if "over its limit" in str(exc) else 422) from exc
 
 
 def hub_target_bytes(model: str, revision: str, allowed: list[str]) -> int:
@@ -202,8 +205,8 @@ def local_target_bytes(task_id: str, home=None) -> int | None:
     return int(manifest["total_bytes"]) if manifest and manifest.get("total_bytes") else None
 
 
-def workspace_path(uri: str, roots: list[Path]) -> tuple[Path, list[str]]:
-    """(the approved workspace, the path under it) of a `workspace:/path` speculator."""
+def workspace_path(uri: str, roots: list[Path], what: str = "speculator") -> tuple[Path, list[str]]:
+    """(the approved workspace, the path under it) of a `workspace:/path` speculator (or artifact)."""
     path = Path(os.path.abspath(uri.removeprefix("workspace:")))
     for root in roots:
         if path == root or root in path.parents:
@@ -211,12 +214,28 @@ def workspace_path(uri: str, roots: list[Path]) -> tuple[Path, list[str]]:
             if ".." in rel:
                 break
             return root, list(rel)
-    raise Refused(f"speculator directory {echo(uri)} is not inside an operator-approved workspace")
+    raise Refused(f"{what} directory {echo(uri)} is not inside an operator-approved workspace")
 
 
 def copy_speculator_workspace(uri: str, roots: list[Path], dest: Path, max_bytes: int, allowed: list[str]) -> None:
+    """A `workspace:/path` speculator: its allowed regular files (links skipped), see `copy_workspace`."""
+    copy_workspace(uri, roots, dest, max_bytes, allowed)
+
+
+def copy_workspace(
+    uri: str,
+    roots: list[Path],
+    dest: Path,
+    max_bytes: int,
+    allowed: list[str],
+    *,
+    what: str = "speculator",
+    refuse=None,
+) -> None:
     """`workspace:/path` inside an approved workspace: its allowed regular files copied, at most
-    `max_bytes`, with at least one `*.safetensors`.
+    `max_bytes`, with at least one `*.safetensors`. `refuse(rel, stat)`: a reason to refuse the
+    whole directory for one of its entries (a LowBArena artifact refuses links and pickles rather
+    than skipping them), or None.
 
     Participants write their workspaces while the arena reads them, so nothing is read by path:
     the folder is reached from the approved root, and every file opened, by directory
@@ -226,7 +245,7 @@ def copy_speculator_workspace(uri: str, roots: list[Path], dest: Path, max_bytes
     from speculator_arena.sealed.archive import MAX_DEPTH, MAX_MEMBERS
     from speculator_arena.sealed.trees import DIR_FLAGS, walk_at
 
-    root, rel = workspace_path(uri, roots)
+    root, rel = workspace_path(uri, roots, what)
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the operator's own path
         for part in rel:
@@ -234,37 +253,40 @@ def copy_speculator_workspace(uri: str, roots: list[Path], dest: Path, max_bytes
             os.close(fd)
             fd = nxt
     except OSError as exc:
-        raise Refused(f"speculator directory {echo(uri)} does not exist or passes through a link") from exc
+        raise Refused(f"{what} directory {echo(uri)} does not exist or passes through a link") from exc
     dest.mkdir(parents=True)
     total = weights = 0
     try:
         for n, (entry, dir_fd, name) in enumerate(walk_at(fd)):
             if n > MAX_MEMBERS or entry.depth > MAX_DEPTH:
-                raise Refused(f"speculator directory {echo(uri)} is over {MAX_MEMBERS} entries or {MAX_DEPTH} levels")
+                raise Refused(f"{what} directory {echo(uri)} is over {MAX_MEMBERS} entries or {MAX_DEPTH} levels")
+            why = refuse(entry.rel, entry.st) if refuse else None
+            if why:
+                raise Refused(why, status=422)
             if not stat.S_ISREG(entry.st.st_mode) or not any(fnmatch.fnmatchcase(name, p) for p in allowed):
                 continue
             if entry.st.st_nlink > 1:
-                raise Refused(f"speculator file {echo(entry.rel)} is hard-linked elsewhere; copy it, do not link it")
+                raise Refused(f"{what} file {echo(entry.rel)} is hard-linked elsewhere; copy it, do not link it")
             total += entry.st.st_size
             if total > max_bytes:
-                raise Refused(f"speculator directory {echo(uri)} is over its limit of {max_bytes:,} bytes", status=413)
+                raise Refused(f"{what} directory {echo(uri)} is over its limit of {max_bytes:,} bytes", status=413)
             weights += name.endswith(".safetensors")
             (dest / entry.rel).parent.mkdir(parents=True, exist_ok=True)
-            _copy_no_follow(dir_fd, name, dest / entry.rel, entry.st.st_size)
+            _copy_no_follow(dir_fd, name, dest / entry.rel, entry.st.st_size, what)
     except OSError as exc:
-        raise Refused(f"speculator directory {echo(uri)} cannot be read: {exc.strerror}") from exc
+        raise Refused(f"{what} directory {echo(uri)} cannot be read: {exc.strerror}") from exc
     finally:
         os.close(fd)
     if not weights:
-        raise Refused(f"speculator directory {echo(uri)} has no *.safetensors weights", status=422)
+        raise Refused(f"{what} directory {echo(uri)} has no *.safetensors weights", status=422)
 
 
-def _copy_no_follow(dir_fd: int, name: str, dst: Path, size: int) -> None:
+def _copy_no_follow(dir_fd: int, name: str, dst: Path, size: int, what: str) -> None:
     src = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     with os.fdopen(src, "rb") as fin, open(dst, "xb") as fout:
         st = os.fstat(fin.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
-            raise Refused(f"speculator file {echo(name)} changed while it was read")
+            raise Refused(f"{what} file {echo(name)} changed while it was read")
         left = size
         while left > 0 and (block := fin.read(min(1 << 22, left))):
             fout.write(block)

@@ -58,8 +58,11 @@ def connect(home=None) -> sqlite3.Connection:
     con.row_factory = sqlite3.Row
     con.executescript(sql("connection"))
     con.executescript(sql("schema"))
-    if "intake_status" not in {r["name"] for r in con.execute(sql("submission_columns"))}:
+    columns = {r["name"] for r in con.execute(sql("submission_columns"))}
+    if "intake_status" not in columns:
         con.executescript(sql("migrate_intake"))  # a database made before fetches left the request
+    if "artifact_digest" not in columns:
+        con.executescript(sql("migrate_artifact"))  # a database made before LowBArena's submissions
     return con
 
 

@@ -1,13 +1,13 @@
 """The intake's child (`python -m speculator_arena.frontdoor.worker`, started by `sandbox.py`):
 it takes one job from stdin, stages what the submission names in its own working directory
-(an inline archive extracted from stdin as it arrives, a repository fetched, a hub speculator
-downloaded, an already copied workspace speculator), checks and seals each tree, and prints one
-JSON line: `{"ok": true, ...}` or `{"ok": false, "status": code, "error": reason}`.
+(an inline archive extracted from stdin as it arrives, a repository fetched, a hub speculator or
+LowBArena artifact downloaded, an already copied workspace one), checks and seals each tree, and
+prints one JSON line: `{"ok": true, ...}` or `{"ok": false, "status": code, "error": reason}`.
 
 Its limits (address space, file size, open files, CPU time) are set before it reads a byte of
 the submission, and are hard limits, so nothing it runs can raise them again. It works only in
-relative paths under its working directory: `engine-sealed/` and `speculator-sealed/`, each a
-sealed `tree/` beside its `manifest.json`, are what the parent stores.
+relative paths under its working directory: `engine-sealed/`, `speculator-sealed/` and
+`artifact-sealed/`, each a sealed `tree/` beside its `manifest.json`, are what the parent stores.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from speculator_arena.sealed.refusal import Refused
 from speculator_arena.sealed.store import TREE, seal_in_place
 
 MAX_JOB_BYTES = 64 * 1024
-ENGINE, SPECULATOR = Path("engine-sealed"), Path("speculator-sealed")
+ENGINE, SPECULATOR, ARTIFACT = Path("engine-sealed"), Path("speculator-sealed"), Path("artifact-sealed")
 
 
 def apply_limits(limits: dict) -> None:
@@ -88,6 +88,24 @@ def stage_speculator(spec: dict) -> dict:
     return stats
 
 
+def stage_artifact(spec: dict) -> dict:
+    """A LowBArena artifact: downloaded from the hub (or already copied from a workspace), then
+    checked whole (`artifacts.check_artifact`: no link, no pickle, headers readable)."""
+    from speculator_arena.frontdoor import artifacts
+
+    tree = ARTIFACT / TREE
+    if "hub" in spec:
+        h = spec["hub"]
+        bound = h.get("max_bytes")
+        if bound is None:
+            bound = artifacts.hub_max_bytes(h["target_model"], h["target_revision"])
+        ARTIFACT.mkdir()
+        artifacts.fetch_hub(h["repo"], h["revision"], tree, bound)
+    else:
+        bound = spec["staged"]["max_bytes"]
+    return artifacts.check_artifact(tree, bound)
+
+
 def run(job: dict, stdin) -> dict:
     out: dict = {}
     if job.get("engine"):
@@ -98,6 +116,9 @@ def run(job: dict, stdin) -> dict:
         seal_in_place(
             SPECULATOR, {"kind": "speculator", "source": job["speculator_source"], "intake_user": job["user"]}
         )
+    if job.get("artifact"):
+        out["artifact"] = stage_artifact(job["artifact"])
+        seal_in_place(ARTIFACT, {"kind": "artifact", "source": job["artifact_source"], "intake_user": job["user"]})
     return out
 
 

@@ -73,7 +73,9 @@ class Engines:
         self.ctx = ctx
         self.start_counter = 0
 
-    def _env(self, gpu_util: float) -> dict[str, str]:
+    def _env(self, gpu_util: float, artifact: Path | None = None) -> dict[str, str]:
+        """Section 3's variables. `artifact`: the checkpoint the engine serves when it is not the
+        target (LowBArena's quantized checkpoint; ARTIFACT is the target otherwise)."""
         ctx, t = self.ctx, self.ctx.task
         speculator = ctx.spec.speculator
         sidecar = sidecar_engine.address()
@@ -87,7 +89,7 @@ class Engines:
         py = sys.executable
         env = {
             "TARGET": str(ctx.target),
-            "ARTIFACT": str(ctx.target),
+            "ARTIFACT": str(artifact or ctx.target),
             "SPECULATOR": speculator,
             "TOKENIZER": str(ctx.target),
             "GENERATION_CONFIG": str(ctx.target),
@@ -116,10 +118,19 @@ class Engines:
         return env
 
     def start(
-        self, name: str, src: Path, purpose: str, gpu_util: float, *, run_user: str | None = None, cgroup=None
+        self,
+        name: str,
+        src: Path,
+        purpose: str,
+        gpu_util: float,
+        *,
+        run_user: str | None = None,
+        cgroup=None,
+        artifact: Path | None = None,
     ) -> EngineRun:
         """Start `name` and wait for its /health. `run_user` and `cgroup`: the user and the control
-        groups of its own that the interleaved pairing gives each engine (interleaved.py)."""
+        groups of its own that the interleaved pairing gives each engine (interleaved.py);
+        `artifact`: the checkpoint it serves, when not the target (LowBArena)."""
         ctx = self.ctx
         self.start_counter += 1
         run = dict(
@@ -127,7 +138,7 @@ class Engines:
             purpose=purpose,
             start_index=self.start_counter,
             src=src,
-            env_vars=self._env(gpu_util),
+            env_vars=self._env(gpu_util, artifact),
             port=free_port(),
             private_root=runs_dir(ctx.wh, ctx.eid),
             drop_privileges=not settings.flag("ARENA_NO_PRIVILEGE_DROP"),

@@ -30,13 +30,13 @@ import threading
 from pathlib import Path
 
 from speculator_arena.diskspace import DiskFull, full_disk
-from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.status import FAILED, FINAL, MEASURED, QUEUED, RUNNING, VOID
 from speculator_arena.runners import interrupt, sidecar_engine
 from speculator_arena.runners.engines import Engines
 from speculator_arena.runners.failures import ArenaVoid, EngineFailure, IdleFault, RunnerInterrupted
 from speculator_arena.runners.fit_passes import run_fit
 from speculator_arena.runners.interleaved import InterleavedPasses
+from speculator_arena.runners.lowb.task_view import is_lowb, task_for
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.passes import TimedPasses
 from speculator_arena.runners.probe_phase import ProbePhase
@@ -73,7 +73,7 @@ class Evaluation:
         self.ctx = RunContext(
             spec=spec,
             wh=Warehouse(home),
-            task=load_protocol(spec.protocol_version).task(spec.task_id),
+            task=task_for(spec),  # the speculator protocol's task, or a LowBArena task's view
             device=Device.open(uuid=sidecar_engine.gpu_uuid()),  # in a pod: the engine container's GPU
             progress=progress or (lambda msg: print(msg, file=sys.stderr, flush=True)),
         )
@@ -199,6 +199,8 @@ class Evaluation:
         s = ctx.spec
         ctx.say(f"task {s.task_id}, split {s.split}, engine {s.engine}")
         ctx.set_phase("preparing")
+        if is_lowb(ctx.task):
+            return self._run_lowb()
         self._load_inputs()
         verify_sealed_inputs(s.engine, s.speculator, ctx.wh.home)
         if s.fit is not None:  # the calibration's m/c fit: short stock passes, no pairing
@@ -261,6 +263,47 @@ class Evaluation:
             return self.finish(VOID, void_reason=reason)
         if not ctx.idle_ok:
             return self.finish(VOID, void_reason=ctx.idle_reason)
+        return self.finish(MEASURED)
+
+    def _run_lowb(self) -> str:
+        """A LowBArena evaluation (runners/lowb/run.py): its inputs, then its steps; the same
+        outcomes as `_run` (the candidate's fault: failed; the stock engine's or the arena's: void)."""
+        from speculator_arena.pools.lowb import api as items_api
+        from speculator_arena.runners.lowb.run import LowbRun
+
+        ctx, s = self.ctx, self.ctx.spec
+        ctx.target = Path(s.target) if s.target else self.prepare_target()
+        ctx.tokenizer = load_tokenizer(str(ctx.target))
+        verify_sealed_inputs(s.engine, s.speculator, ctx.wh.home)
+        verify_sealed_inputs(s.artifact, None, ctx.wh.home)
+        lowb = ctx.task.lowb
+        items = items_api.load_items(s.task_id, s.split, ctx.wh.home)
+        kl_prompts = items_api.kl_prompts(s.task_id, s.split, ctx.wh.home, lowb.kl_probe.prompts[s.split])
+
+        def prompts(workload, pass_index, n, prompt_tokens):
+            return items_api.workload_prompts(
+                s.task_id, ctx.eid, workload, pass_index, n, prompt_tokens, ctx.tokenizer, home=ctx.wh.home
+            )
+
+        src = {"candidate": resolve_engine_path(s.engine), "stock": resolve_engine_path(stock_engine_of(s))}
+        run = LowbRun(
+            ctx,
+            self.engines,
+            lowb,
+            ctx.task.protocol,
+            artifact=Path(s.artifact) if s.artifact else None,
+            items=items,
+            kl_prompts=kl_prompts,
+            prompts=prompts,
+        )
+        try:
+            run.run(src)
+        except EngineFailure as exc:
+            if exc.reason.startswith("candidate"):
+                return self.finish(FAILED, failure_reason=exc.reason)
+            return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
+        except ArenaVoid as exc:
+            return self.finish(VOID, void_reason=exc.reason)
         return self.finish(MEASURED)
 
     def _load_inputs(self) -> None:

@@ -246,7 +246,7 @@ class EngineRun:
             pw = ensure_engine_user(self.run_user)
             self.user, self.uid = pw.pw_name, pw.pw_uid
             staged: dict[str, str] = {}
-            for key in ("TARGET", "SPECULATOR"):
+            for key in ("TARGET", "ARTIFACT", "SPECULATOR"):
                 val = env.get(key)
                 if val and user_can_read(self.user, [Path(val)]):
                     staged[val] = str(stage_tree(Path(val), self.workspace / key.lower()))
@@ -256,7 +256,9 @@ class EngineRun:
             for d in (self.workspace, *self.workspace.rglob("*")):
                 os.lchown(d, pw.pw_uid, pw.pw_gid)
             os.chmod(self.workspace, 0o700)
-            needed = [p for p in readable if p] + [Path(env[k]) for k in ("TARGET", "SPECULATOR") if env.get(k)]
+            needed = [p for p in readable if p] + [
+                Path(env[k]) for k in ("TARGET", "ARTIFACT", "SPECULATOR") if env.get(k)
+            ]
             missing = user_can_read(self.user, needed)
             if missing:  # never run it as root instead (privileges.py; the preflight says so first)
                 self.privilege_note = unreachable_reason(self.user, missing)

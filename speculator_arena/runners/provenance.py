@@ -78,11 +78,12 @@ def provenance(spec: EvaluationSpec, home: Path, device: Device, task=None) -> d
         **(
             {
                 "pairing": task.pairing,
-                **timed_starts(task, spec.evaluation_id),
+                **(timed_starts(task, spec.evaluation_id) if hasattr(task, "pass_halves") else {}),
             }
             if task is not None
             else {}
         ),
+        **({"artifact": spec.artifact} if spec.artifact else {}),
     }
 
 

@@ -15,8 +15,8 @@ import json
 import time
 from pathlib import Path
 
-from speculator_arena.protocol import load_protocol
 from speculator_arena.rules.status import QUEUED
+from speculator_arena.runners.lowb.task_view import is_lowb, task_for
 from speculator_arena.runners.memory import Device
 from speculator_arena.runners.provenance import provenance
 from speculator_arena.runners.spec import EvaluationSpec, resolve_engine_path, stock_engine_of
@@ -34,6 +34,13 @@ def _check_inputs(spec: EvaluationSpec, home: Path) -> None:
         raise FileNotFoundError(f"target directory not found: {spec.target}")
     if spec.speculator and not Path(spec.speculator).is_dir():
         raise FileNotFoundError(f"speculator directory not found: {spec.speculator}")
+    if spec.artifact and not Path(spec.artifact).is_dir():
+        raise FileNotFoundError(f"checkpoint directory (ARTIFACT) not found: {spec.artifact}")
+    if is_lowb(task_for(spec)):
+        from speculator_arena.pools.lowb.api import load_items
+
+        load_items(spec.task_id, spec.split, home)
+        return
     load_pool(spec.task_id, spec.split, home=home)
 
 
@@ -42,7 +49,7 @@ def preflight(spec: EvaluationSpec, home=None) -> None:
     target or speculator, a pool not built or short. An evaluation already stored passes (it was
     checked when it was queued; what may happen to it now is `Evaluation.run()`'s to say)."""
     wh = Warehouse(home)
-    load_protocol(spec.protocol_version).task(spec.task_id)
+    task_for(spec)
     if current_row(wh, spec.evaluation_id) is None:
         _check_inputs(spec, wh.home)
 
@@ -51,8 +58,7 @@ def queue(spec: EvaluationSpec, home=None, *, device: Device | None = None) -> d
     """The evaluation's current row: the stored one when there is one, else its `queued` row,
     written now (after `preflight`'s checks) with the provenance of what it will run."""
     wh = Warehouse(home)
-    proto = load_protocol(spec.protocol_version)
-    proto.task(spec.task_id)
+    task = task_for(spec)
     existing = current_row(wh, spec.evaluation_id)
     if existing is not None:
         return existing
@@ -63,7 +69,7 @@ def queue(spec: EvaluationSpec, home=None, *, device: Device | None = None) -> d
         "evaluation_id": spec.evaluation_id,
         "task_id": spec.task_id,
         "split": spec.split,
-        "protocol_version": proto.version,
+        "protocol_version": task.protocol.version if is_lowb(task) else task.protocol_version,
         "submission_id": spec.submission_id or spec.evaluation_id,
         "account_id": spec.account_id,
         "is_reference": spec.is_reference,
@@ -74,7 +80,7 @@ def queue(spec: EvaluationSpec, home=None, *, device: Device | None = None) -> d
         "failure_reason": None,
         "created_at": now,
         "updated_at": now,
-        "provenance": json.dumps(provenance(spec, wh.home, device, proto.task(spec.task_id)), sort_keys=True),
+        "provenance": json.dumps(provenance(spec, wh.home, device, task), sort_keys=True),
     }
     wh.write_rows("evaluations", spec.evaluation_id, [row], part="evaluation", replace=True)
     return row

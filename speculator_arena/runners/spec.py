@@ -42,6 +42,9 @@ class EvaluationSpec:
     solution_kind: str = "other"
     speculator: str | None = None
     target: str | None = None  # a prepared target directory (default: prepare_checkpoint)
+    # LowBArena: the candidate's checkpoint (a sealed quantized checkpoint; None serves the target
+    # itself, BF16's A/A)
+    artifact: str | None = None
     protocol_version: int | None = None
     # the calibration's m/c fit: short stock passes instead of the paired evaluation
     # (runners/fit_plan.py check_plan: workload, seconds, points)
@@ -86,6 +89,15 @@ def resolve_engine_path(path: str) -> Path:
 
 
 def default_stock_engine(task_id: str, version: int | None = None) -> str:
+    """The task's stock engine: its reference of kind `none` (a LowBArena task: its BF16 reference,
+    the stock engine serving the target itself)."""
+    from speculator_arena.protocol.lowb import is_lowb_task, load_lowb_protocol
+
+    if is_lowb_task(task_id):
+        for ref in load_lowb_protocol(version).task(task_id).references:
+            if ref.kind == "bf16" and not ref.artifact:
+                return ref.engine
+        raise KeyError(f"LowBArena task {task_id} names no BF16 reference")
     task = load_protocol(version).tasks[task_id]
     for ref in task.references:
         if ref.kind == "none":
@@ -125,9 +137,11 @@ def spec_from_args(args) -> EvaluationSpec:
     )
 
 
-def reference_spec(task_id: str, ref: Reference, target: str) -> EvaluationSpec:
-    """One of a task's references against the stock engine on the dev split (`arena demo`)."""
+def reference_spec(task_id: str, ref: Reference, target: str, artifact: str | None = None) -> EvaluationSpec:
+    """One of a task's references against the stock engine on the dev split (`arena demo`);
+    `artifact`: a LowBArena reference's checkpoint, made from the target (checkpoints/quantize.py)."""
     return EvaluationSpec(
+        artifact=artifact,
         task_id=task_id,
         engine=ref.engine,
         split="dev",
@@ -151,10 +165,13 @@ def submission_spec(
     submission_id: str,
     solution_kind: str,
     speculator_dir: str | None,
+    artifact_dir: str | None = None,
 ) -> EvaluationSpec:
     """An accepted submission (the front door's row, field by field): its sealed engine and
-    speculator, the id fixed at intake, labelled with the account's name."""
+    speculator (a LowBArena submission: its sealed quantized checkpoint as `artifact`), the id
+    fixed at intake, labelled with the account's name."""
     return EvaluationSpec(
+        artifact=artifact_dir or None,
         task_id=task_id,
         engine=engine_dir,
         split=split,

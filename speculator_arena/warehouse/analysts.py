@@ -26,7 +26,15 @@ from pathlib import Path
 
 from speculator_arena import sqlfiles
 from speculator_arena.atomic import atomic_path
-from speculator_arena.warehouse.schema import TABLES
+from speculator_arena.warehouse.schema import (
+    LOWB_CHECKPOINTS,
+    LOWB_ITEMS,
+    LOWB_KL_PROMPTS,
+    LOWB_MEMORY,
+    LOWB_REQUESTS,
+    LOWB_TENSORS,
+    RAW_TABLES,
+)
 from speculator_arena.warehouse.store import Warehouse, arena_home, warehouse_sql
 
 FILE_NAME = "arena.duckdb"
@@ -197,6 +205,18 @@ ALLOWLIST: dict[str, dict[str, str]] = {
         )
     }
     | {"offload_evidence": DEV, "log_text": DEV},
+    # LowBArena's tables: ids are opaque; what could spell a hidden item or prompt (the token ids the
+    # KL probe read, the model's top ids there, a grader's or an engine's words) is dev-only.
+    "lowb_requests": {c: ALL for c in LOWB_REQUESTS.names if c != "error"} | {"error": DEV},
+    "lowb_memory": {c: ALL for c in LOWB_MEMORY.names},
+    "lowb_items": {c: ALL for c in LOWB_ITEMS.names if c != "detail"} | {"detail": DEV},
+    "lowb_kl_prompts": {c: ALL for c in LOWB_KL_PROMPTS.names if c != "error"} | {"error": DEV},
+    "lowb_logprobs": {
+        c: ALL for c in ("evaluation_id", "engine", "prompt_id", "position", "token_logprob", "top_logprobs")
+    }
+    | {"token_id": DEV, "top_ids": DEV},
+    "lowb_tensors": {c: ALL for c in LOWB_TENSORS.names},
+    "lowb_checkpoints": {c: ALL for c in LOWB_CHECKPOINTS.names},
 }
 
 
@@ -211,7 +231,7 @@ class Refresh:
 def _copy(wh: Warehouse, table: str) -> str:
     """The statement that copies the allowed columns of one raw table; DEV columns NULL unless the row's evaluation is
     a dev-split one (by the evaluations table, so a row of an unknown evaluation gets NULL)."""
-    schema = TABLES[table]
+    schema = RAW_TABLES[table]
     allowed = ALLOWLIST.get(table, {})
     cols = []
     for f in schema:
@@ -230,7 +250,7 @@ def column_rows() -> list[tuple[str, str, str]]:
     """(table, column, copied) for every raw column: `all`, `dev` (NULL for test-split
     evaluations), `known` or `position` (whole for dev, what the rule keeps for test: above) or
     `no` (not in the file): the table `analyst_columns` of the file."""
-    return [(t, f.name, ALLOWLIST.get(t, {}).get(f.name, "no")) for t, schema in TABLES.items() for f in schema]
+    return [(t, f.name, ALLOWLIST.get(t, {}).get(f.name, "no")) for t, schema in RAW_TABLES.items() for f in schema]
 
 
 def refresh(home: str | os.PathLike | None = None) -> Refresh:
@@ -252,7 +272,7 @@ def refresh(home: str | os.PathLike | None = None) -> Refresh:
             con.execute(warehouse_sql("analysts_dev_evaluations.sql", evaluations=wh.raw_select("evaluations")))
             for stmt in macro_statements():  # the copy rules of sql/copied/ call them
                 con.execute(stmt)
-            for table in TABLES:
+            for table in RAW_TABLES:
                 con.execute(_copy(wh, table))
                 rows[table] = con.execute(warehouse_sql("analysts_count.sql", table=table)).fetchone()[0]
             withheld = con.execute(warehouse_sql("analysts_withheld.sql")).fetchone()[0]

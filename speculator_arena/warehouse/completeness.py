@@ -30,6 +30,10 @@ def judged(wh: Warehouse, evaluation_id: str) -> tuple[dict | None, object]:
     row = current_row(wh, evaluation_id)
     if row is None or row["status"] != MEASURED:
         return row, None
+    from speculator_arena.protocol.lowb import is_lowb_task
+
+    if is_lowb_task(row["task_id"]):  # LowBArena's rows are judged by its scorer (blank with a reason)
+        return row, None
     proto = load_protocol(row.get("protocol_version"))
     return row, (proto.task(row["task_id"]) if row["task_id"] in proto.tasks else None)
 

@@ -2,5 +2,6 @@
 UPDATE submissions
 SET intake_status = 'accepted', engine_digest = :engine_digest, engine_dir = :engine_dir,
     speculator_digest = :speculator_digest, speculator_dir = :speculator_dir,
+    artifact_digest = :artifact_digest, artifact_dir = :artifact_dir,
     fetch_owner = NULL
 WHERE submission_id = :submission_id AND intake_status = 'fetching'

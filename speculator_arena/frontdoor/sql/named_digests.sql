@@ -2,3 +2,5 @@
 SELECT engine_digest FROM submissions WHERE intake_status != 'refused' AND engine_digest != ''
 UNION
 SELECT speculator_digest FROM submissions WHERE intake_status != 'refused' AND speculator_digest IS NOT NULL
+UNION
+SELECT artifact_digest FROM submissions WHERE intake_status != 'refused' AND artifact_digest IS NOT NULL

@@ -38,7 +38,11 @@ CREATE TABLE IF NOT EXISTS submissions (
     intake_code       INTEGER,
     fetch_spec        TEXT,  -- JSON: what the fetch worker fetches
     fetch_owner       TEXT,  -- the API process fetching it (its pid), while it does
-    fetch_started     REAL
+    fetch_started     REAL,
+    -- LowBArena: the quantized checkpoint (`artifact`), sealed as a speculator is (NULL: none)
+    artifact_source   TEXT,
+    artifact_digest   TEXT,
+    artifact_dir      TEXT
 );
 
 CREATE INDEX IF NOT EXISTS submissions_quota ON submissions (account_id, task_id, split);
