@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["pool_fixtures"]  # the pools build and test-split evaluation shared by pools and board tests
+pytest_plugins = [
+    "pool_fixtures",  # the pools build and test-split evaluation shared by pools and board tests
+    "lowb_fixtures",  # the LowBArena demo shared by its end-to-end tests
+]
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARENA_SHARED_DATA", REPO.parent / "shared" / "data")).resolve()
@@ -63,6 +66,7 @@ ENGINE_FIXTURES = {
     "built_home",  # the runner's tests' evaluations (tests/runners/conftest.py)
     "profile",  # a staged profile for an evaluation (tests/runners/conftest.py)
     "pod",  # an engine container's supervisor (tests/runners/test_sidecar_engine.py)
+    "lowb_demo",  # the LowBArena demo (tests/lowb_fixtures.py)
 }
 
 

@@ -19,6 +19,8 @@ import math
 
 import pandas as pd
 
+from speculator_arena.scoring.lowb.score import FIGURE_COLUMNS
+
 SHOWN = ["rank", "label", "lowbscore", "T", "P", "A", "g", "reason", "w_a_kv", "perplexity_ratio", "device_hours"]
 
 
@@ -70,8 +72,26 @@ def _fmt(x, digits=3) -> str:
     return f"{x:.{digits}f}"
 
 
-def lowb_board_text(rows: pd.DataFrame, task_id: str, split: str, domains_note: str = "") -> str:
-    """One task's board for the terminal."""
+def aa_check(rows: pd.DataFrame, noise) -> list[str]:
+    """One line per BF16 A/A reference on the board: its LowBScore against the task's calibrated A/A
+    noise (protocol data `aa_noise`; None: not calibrated), within it or not."""
+    out = []
+    aa = rows[(rows["section"] == "references") & (rows["solution_kind"] == "bf16")] if len(rows) else rows
+    for r in aa.itertuples():
+        if noise is None:
+            out.append(f"A/A {r.label}: LowBScore {_fmt(r.lowbscore, 4)}; the task's A/A noise is not calibrated")
+            continue
+        inside = abs(r.lowbscore - 1) <= noise.max_abs_error
+        out.append(
+            f"A/A {r.label}: LowBScore {_fmt(r.lowbscore, 4)}, "
+            + ("within" if inside else "OUTSIDE")
+            + f" the calibrated A/A noise of ±{noise.max_abs_error:.3f} ({noise.runs} runs)"
+        )
+    return out
+
+
+def lowb_board_text(rows: pd.DataFrame, task_id: str, split: str, domains_note: str = "", noise=None) -> str:
+    """One task's board for the terminal, and the A/A check under it."""
     lines = [f"LowBArena board: {task_id} ({split})" + (f"; {domains_note}" if domains_note else "")]
     head = f"{'rank':>5}  {'entry':<22} {'LowBScore':>9} {'T':>7} {'P':>7} {'A':>7} {'g':>4}  {'W·A·KV':<16} reason"
     for section in ("participants", "references"):
@@ -87,7 +107,7 @@ def lowb_board_text(rows: pd.DataFrame, task_id: str, split: str, domains_note: 
                 f"{rank:>5}  {str(r.label)[:22]:<22} {_fmt(r.lowbscore, 4):>9} {_fmt(r.T):>7} {_fmt(r.P):>7} "
                 f"{_fmt(r.A):>7} {_fmt(r.g, 1):>4}  {r.w_a_kv:<16} {r.reason or 'every gate passed'}"
             )
-    return "\n".join(lines)
+    return "\n".join(lines + aa_check(rows, noise))
 
 
 def lowb_board_json(home, task_id: str, split: str) -> dict:
@@ -119,25 +139,7 @@ JSON_COLUMNS = [
     "label",
     "evaluation_id",
     "account_id",
-    "lowbscore",
-    "reason",
-    "T",
-    "P",
-    "A",
-    "g",
-    "s_serve",
-    "s_interactive",
-    "s_long",
-    "speed_gmean",
-    "delta_l",
-    "c_serve",
-    "c_long",
-    "c_serve_bf16",
-    "c_long_bf16",
-    "drop",
-    "kl",
-    "D",
-    "perplexity_ratio",
+    *FIGURE_COLUMNS,
     "w_a_kv",
     "device_hours",
 ]

@@ -92,7 +92,10 @@ def lowb_board(home, task_id: str, split: str):
         f"gated domains measured: {', '.join(have.gated_present) or 'none'}; "
         f"lacking: {', '.join(have.gated_lacking) or 'none'}"
     )
-    return lowb_board_text(rows, task_id, split, note), scores
+    from speculator_arena.protocol.lowb import load_lowb_protocol
+
+    noise = load_lowb_protocol().task(task_id).aa_noise
+    return lowb_board_text(rows, task_id, split, note, noise), scores
 
 
 def figures_text(scores, evaluation_ids) -> str:

@@ -182,6 +182,17 @@ class LowbReference(_Strict):
     artifact: str | None = None
 
 
+class AaNoise(_Strict):
+    """BF16 beside itself on the task's machine, several times (benchmarks/lowb_aa_noise.py): the
+    largest |1 - LowBScore| and |1 - speed gains' geometric mean| over the runs. The board flags
+    an A/A outside it; a measurement noise, not a rule of the score."""
+
+    runs: int = Field(ge=2)
+    max_abs_error: float = Field(ge=0)
+    speed_max_abs_error: float = Field(ge=0)
+    evidence: str
+
+
 class LowbTask(_Strict):
     public: bool
     model: str
@@ -197,6 +208,7 @@ class LowbTask(_Strict):
     items: Items
     kl_probe: TaskKlProbe
     references: list[LowbReference]
+    aa_noise: AaNoise | None = None  # None: not calibrated on its machine yet
 
 
 class Runner(_Strict):

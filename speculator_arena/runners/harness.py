@@ -253,12 +253,8 @@ class Evaluation:
             if exc.engine == "candidate":
                 return self.finish(FAILED, failure_reason=exc.reason)
             return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
-        except EngineFailure as exc:
-            if exc.reason.startswith("candidate"):
-                return self.finish(FAILED, failure_reason=exc.reason)
-            return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
-        except ArenaVoid as exc:
-            return self.finish(VOID, void_reason=exc.reason)
+        except (EngineFailure, ArenaVoid) as exc:
+            return self.ended_by(exc)
         if not ok:
             return self.finish(VOID, void_reason=reason)
         if not ctx.idle_ok:
@@ -298,13 +294,18 @@ class Evaluation:
         )
         try:
             run.run(src)
-        except EngineFailure as exc:
-            if exc.reason.startswith("candidate"):
-                return self.finish(FAILED, failure_reason=exc.reason)
-            return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
-        except ArenaVoid as exc:
-            return self.finish(VOID, void_reason=exc.reason)
+        except (EngineFailure, ArenaVoid) as exc:
+            return self.ended_by(exc)
         return self.finish(MEASURED)
+
+    def ended_by(self, exc: EngineFailure | ArenaVoid) -> str:
+        """An engine's failure (the candidate's: failed; the stock engine's: void) or the arena's
+        void, as the final status."""
+        if isinstance(exc, ArenaVoid):
+            return self.finish(VOID, void_reason=exc.reason)
+        if exc.reason.startswith("candidate"):
+            return self.finish(FAILED, failure_reason=exc.reason)
+        return self.finish(VOID, void_reason=f"stock engine: {exc.reason}")
 
     def _load_inputs(self) -> None:
         """The target (prepared when the spec names none), its tokenizer and the pool."""

@@ -325,3 +325,22 @@ def test_browser_shows_a_real_local_evaluation(browser, real_home):
     scores = scores_of_whole_warehouse(real_home)
     eid = scores.evaluations["evaluation_id"].iloc[-1]
     _check_served_board(browser, real_home, eid, "real")
+
+
+def test_browser_shows_the_lowbarena_board(browser, lowb_demo, monkeypatch):
+    """LowBArena's page: its board of the demo's references, the lossy one's reason, and an
+    evaluation's axes with the figures under them."""
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(lowb_demo.protocol_dir))
+    served = Served(lowb_demo.home)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page.goto(f"{served.url}/lowbarena")
+        expect(page.get_by_text("Quantizations of a task's model", exact=False)).to_be_visible(timeout=60_000)
+        expect(page.get_by_text("T · TPS", exact=False)).to_be_visible(timeout=60_000)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "lowbarena.png"), full_page=True)
+        text = page.inner_text("body")
+        assert "rtn-w2-g64-lossy" in text and "bf16" in text
+        assert "A · Accuracy kept" in text and "LowBScore" in text
+    finally:
+        served.stop()

@@ -136,3 +136,25 @@ def stage_ci_protocol(
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"v{version}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return version
+
+
+def stage_lowb_ci_protocol(directory: Path, **task_overrides) -> int:
+    """LowBArena's CI profile: lowb-p<latest+1>.yaml in `directory` from the latest shipped LowBArena
+    version, with CI's steal allowance (as `stage_ci_protocol` says why) and `task_overrides` on
+    lowb-smollm2 (each a key of the task, e.g. `workloads=...`); every limit the shipped one."""
+    shipped = resources.files("speculator_arena.protocol") / "lowb_versions"
+    latest = max(int(f.name[1:-5]) for f in shipped.iterdir() if f.name.startswith("p") and f.name.endswith(".yaml"))
+    doc = yaml.safe_load((shipped / f"p{latest}.yaml").read_text())
+    version = latest + 1
+    doc["version"] = version
+    doc["notes"] = f"CI profile (tests only): p{latest} with CI's steal allowance"
+    doc["runner"]["contention"]["max_steal_share"] = max(
+        doc["runner"]["contention"]["max_steal_share"], CI_MAX_STEAL_SHARE
+    )
+    loose = os.environ.get("ARENA_TEST_MAX_FOREIGN_CPU_SHARE")
+    if loose:
+        doc["runner"]["contention"]["max_foreign_cpu_share"] = float(loose)
+    doc["tasks"]["lowb-smollm2"].update(task_overrides)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"lowb-p{version}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return version

@@ -65,14 +65,11 @@ def request_rows(results: list, bodies: list[dict], prompt_tokens: list[int], to
     rows = []
     for i, (res, body, n_prompt) in enumerate(zip(results, bodies, prompt_tokens)):
         want = body["max_tokens"]
+        row = dict(labels, request_index=i, seed=body["seed"], prompt_tokens=n_prompt, max_tokens=want)
         if res is None:
             rows.append(
                 dict(
-                    labels,
-                    request_index=i,
-                    seed=body["seed"],
-                    prompt_tokens=n_prompt,
-                    max_tokens=want,
+                    row,
                     output_tokens=None,
                     sent_at=None,
                     first_token_at=None,
@@ -82,23 +79,17 @@ def request_rows(results: list, bodies: list[dict], prompt_tokens: list[int], to
                 )
             )
             continue
-        text = res.text
-        n_out = count_tokens(tokenizer, text) if text else 0
-        first = next((t for t, s in zip(res.chunk_times, res.chunk_texts) if s), None)
+        n_out = count_tokens(tokenizer, res.text) if res.text else 0
         error = res.error
         # re-tokenizing a text can merge or split a token at its seams: a few tokens of slack
         if error is None and n_out < want - max(2, want // 50):
             error = f"generated {n_out} tokens of the {want} asked (ignore_eos)"
         rows.append(
             dict(
-                labels,
-                request_index=i,
-                seed=body["seed"],
-                prompt_tokens=n_prompt,
-                max_tokens=want,
+                row,
                 output_tokens=n_out if res.error is None else None,
                 sent_at=res.sent_at,
-                first_token_at=first,
+                first_token_at=next((t for t, s in zip(res.chunk_times, res.chunk_texts) if s), None),
                 finished_at=res.ended_at,
                 ok=error is None,
                 error=error,

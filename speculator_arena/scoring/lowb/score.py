@@ -210,8 +210,8 @@ def _score_one(e: dict, inputs: dict, proto: LowbProtocol) -> tuple[dict, list[d
     return row, [{"evaluation_id": eid, **r} for r in checks], domains
 
 
-EVALUATION_COLUMNS = [
-    *IDENTITY,
+# The figures every surface shows under a LowBScore (board/lowb.py's rows and JSON read this list).
+FIGURE_COLUMNS = [
     "T",
     "P",
     "A",
@@ -232,6 +232,10 @@ EVALUATION_COLUMNS = [
     "kl",
     "D",
     "perplexity_ratio",
+]
+EVALUATION_COLUMNS = [
+    *IDENTITY,
+    *FIGURE_COLUMNS,
     "declared_method",
     "declared_weights",
     "declared_activations",

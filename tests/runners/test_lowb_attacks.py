@@ -1,0 +1,119 @@
+"""LowBArena's planted attacks, each a real evaluation of the embedded task beside BF16, under a
+staged version with short workloads (every limit the shipped one): what a candidate could gain by
+queueing, not answering the KL probe, relabelling BF16, padding its checkpoint, or shortening or
+lengthening its answers, it does not gain.
+
+CI runs the three whose rule is only visible end to end (capacity from what the client saw, the
+probe's answers, the checkpoint's headers); ARENA_TEST_PROFILE=full runs the others too. The
+scorer's treatment of each is also tested on planted rows (tests/scoring/test_lowb_scoring.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+from ci_profile import stage_lowb_ci_protocol
+
+SHORT = {
+    "workloads": {
+        "serve": {"requests": 2, "prompt_tokens": 128, "generated_tokens": 8, "at_once": 2, "passes": 1},
+        "interactive": {"requests": 1, "prompt_tokens": 64, "generated_tokens": 8, "at_once": 1, "passes": 1},
+        "long": {"requests": 2, "prompt_tokens": 256, "generated_tokens": 8, "at_once": 2, "passes": 1},
+    },
+    "items": {"max_tokens": 24, "per_domain": {"dev": 1, "test": 1}, "ruler_context_tokens": 512},
+    "kl_probe": {"prompts": {"dev": 4, "test": 4}, "max_prompt_tokens": 128},
+}
+
+
+@pytest.fixture(scope="module")
+def lowb_attack(tmp_path_factory, smollm2_target):
+    """run(engine, artifact=None, label) -> that evaluation's scored row, in one home per module."""
+    root = tmp_path_factory.mktemp("lowb_attacks")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ARENA_PROTOCOL_DIR", str(root / "protocol"))
+    home = root / "home"
+    mp.setenv("ARENA_HOME", str(home))
+    stage_lowb_ci_protocol(root / "protocol", **SHORT)
+    from speculator_arena.checkpoints import prepare_checkpoint
+    from speculator_arena.dagster_project import launch
+    from speculator_arena.pools.lowb.build import build_items
+    from speculator_arena.runners.spec import EvaluationSpec
+    from speculator_arena.scoring.lowb import score_lowb
+    from speculator_arena.warehouse import Warehouse
+
+    target = prepare_checkpoint("lowb-smollm2", home=home)
+    build_items("lowb-smollm2", home)
+
+    def run(engine: str, artifact=None, label: str = "attack") -> dict:
+        spec = EvaluationSpec(task_id="lowb-smollm2", engine=engine, label=label, target=str(target), artifact=artifact)
+        s = launch.evaluate(spec, home, rerun_contended=2, analysts=False)
+        assert s.status == "measured", (s.status, s.why)
+        ev = score_lowb(Warehouse(home), evaluation_ids=[s.evaluation_id]).evaluations
+        return ev.iloc[0].to_dict() | {"home": home}
+
+    run.home = home
+    yield run
+    mp.undo()
+
+
+def _most_running(home, eid, engine, workload) -> int:
+    from speculator_arena.warehouse import Warehouse
+
+    req = Warehouse(home).read_table("lowb_requests", eid).to_pandas()
+    req = req[(req.engine == engine) & (req.workload == workload) & req.ok]
+    events = sorted(
+        [(t, 1) for t in req.first_token_at] + [(t, -1) for t in req.finished_at], key=lambda e: (e[0], e[1])
+    )
+    most = now = 0
+    for _, d in events:
+        now += d
+        most = max(most, now)
+    return most
+
+
+def test_queueing_requests_earns_no_capacity(lowb_attack):
+    """The queueing engine runs one request at a time however many are in flight: its KV per request
+    is its memory over the one it runs, so its capacity is what it holds, not double."""
+    row = lowb_attack("engines/attacks/lowb-queue", label="queue")
+    eid = row["evaluation_id"]
+    assert _most_running(lowb_attack.home, eid, "candidate", "serve") == 1
+    assert _most_running(lowb_attack.home, eid, "stock", "serve") == 2
+    assert row["s_serve"] < 0.8  # queueing costs it throughput
+    assert row["P"] < 1.5, row  # and earns it no capacity (an A/A's P is 1 within noise)
+
+
+def test_not_answering_prompt_logprobs_scores_zero(lowb_attack):
+    row = lowb_attack("engines/attacks/lowb-no-prompt-logprobs", label="no-prompt-logprobs")
+    assert row["reason"] == "engine_rules" and row["lowbscore"] == 0.0
+
+
+def test_bf16_relabelled_as_int4_scores_zero(lowb_attack):
+    from speculator_arena.checkpoints.quantize import make_planted_checkpoint
+
+    ckpt = make_planted_checkpoint("lowb-smollm2", "relabelled-bf16", lowb_attack.home)
+    row = lowb_attack("engines/dev-lowb-stock", artifact=str(ckpt), label="relabelled")
+    assert row["reason"] == "contract" and row["lowbscore"] == 0.0
+    assert "relabelled" in row["reason_detail"] or "16" in row["reason_detail"], row["reason_detail"]
+
+
+@pytest.mark.full
+def test_padding_the_checkpoint_scores_zero(lowb_attack):
+    from speculator_arena.checkpoints.quantize import make_planted_checkpoint
+
+    ckpt = make_planted_checkpoint("lowb-smollm2", "extra-tensors", lowb_attack.home)
+    row = lowb_attack("engines/dev-lowb-stock", artifact=str(ckpt), label="extra-tensors")
+    assert row["reason"] == "contract" and row["lowbscore"] == 0.0
+
+
+@pytest.mark.full
+def test_shorter_answers_miss_the_length_gate_and_earn_nothing(lowb_attack):
+    row = lowb_attack("engines/attacks/lowb-short", label="short")
+    assert row["delta_l"] < -0.10 and row["reason"] in ("length", "accuracy", "speed")
+    assert row["g"] == pytest.approx(0.1)
+
+
+@pytest.mark.full
+def test_longer_answers_divide_t_and_miss_the_length_gate(lowb_attack):
+    row = lowb_attack("engines/attacks/lowb-long", label="long")
+    assert row["delta_l"] > 0.10 and row["g"] == pytest.approx(0.1)
+    gmean = (row["s_serve"] * row["s_interactive"] * row["s_long"]) ** (1 / 3)
+    assert row["T"] == pytest.approx(gmean / (1 + row["delta_l"]), rel=1e-9)
