@@ -19,7 +19,7 @@ SHORT = {
         "interactive": {"requests": 1, "prompt_tokens": 64, "generated_tokens": 8, "at_once": 1, "passes": 1},
         "long": {"requests": 2, "prompt_tokens": 256, "generated_tokens": 8, "at_once": 2, "passes": 1},
     },
-    "items": {"max_tokens": 24, "per_domain": {"dev": 1, "test": 1}, "ruler_context_tokens": 512},
+    "items": {"max_tokens": 24, "per_domain": {"dev": 1, "test": 1}, "ruler_context_tokens": 1536},
     "kl_probe": {"prompts": {"dev": 4, "test": 4}, "max_prompt_tokens": 128},
 }
 
@@ -47,8 +47,9 @@ def lowb_attack(tmp_path_factory, smollm2_target):
         spec = EvaluationSpec(task_id="lowb-smollm2", engine=engine, label=label, target=str(target), artifact=artifact)
         s = launch.evaluate(spec, home, rerun_contended=2, analysts=False)
         assert s.status == "measured", (s.status, s.why)
-        ev = score_lowb(Warehouse(home), evaluation_ids=[s.evaluation_id]).evaluations
-        return ev.iloc[0].to_dict() | {"home": home}
+        scores = score_lowb(Warehouse(home), evaluation_ids=[s.evaluation_id])
+        missed = set(scores.gates[scores.gates["verdict"] == "missed"]["gate"])
+        return scores.evaluations.iloc[0].to_dict() | {"home": home, "missed": missed}
 
     run.home = home
     yield run
@@ -77,13 +78,15 @@ def test_queueing_requests_earns_no_capacity(lowb_attack):
     eid = row["evaluation_id"]
     assert _most_running(lowb_attack.home, eid, "candidate", "serve") == 1
     assert _most_running(lowb_attack.home, eid, "stock", "serve") == 2
-    assert row["s_serve"] < 0.8  # queueing costs it throughput
-    assert row["P"] < 1.5, row  # and earns it no capacity (an A/A's P is 1 within noise)
+    assert row["P"] < 1.5, row  # no capacity earned (an A/A's P is 1 within noise); counting the 2 in
+    # flight as running would have halved its KV per request and doubled its capacity
 
 
 def test_not_answering_prompt_logprobs_scores_zero(lowb_attack):
+    """Without the probe's answers there is no KL either: the contract's KL check and the engine
+    rules both miss, and either scores 0 (the contract comes first in the rules' order)."""
     row = lowb_attack("engines/attacks/lowb-no-prompt-logprobs", label="no-prompt-logprobs")
-    assert row["reason"] == "engine_rules" and row["lowbscore"] == 0.0
+    assert "engine_rules" in row["missed"] and row["lowbscore"] == 0.0
 
 
 def test_bf16_relabelled_as_int4_scores_zero(lowb_attack):

@@ -10,6 +10,7 @@ import math
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scoring"))
@@ -19,15 +20,18 @@ FIGURES = ["T", "P", "A", "g", "lowbscore", "s_serve", "s_interactive", "s_long"
 FIGURES += ["c_serve_bf16", "c_long_bf16", "drop", "kl", "D", "perplexity_ratio", "device_seconds"]
 
 
-def _scores(demo, version=None):
+def _scores(demo, version=None, protocol_dir=None):
+    """The demo's warehouse scored under its staged version (or `version` staged in `protocol_dir`)."""
     from speculator_arena.scoring.lowb import score_lowb
     from speculator_arena.warehouse import Warehouse
 
-    return score_lowb(Warehouse(demo.home), version=version or demo.version)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ARENA_PROTOCOL_DIR", str(protocol_dir or demo.protocol_dir))
+        return score_lowb(Warehouse(demo.home), version=version or demo.version)
 
 
-def _by_label(demo, version=None):
-    ev = _scores(demo, version).evaluations
+def _by_label(demo, version=None, protocol_dir=None):
+    ev = _scores(demo, version, protocol_dir).evaluations
     return {r["label"]: r for r in ev.to_dict(orient="records")}
 
 
@@ -72,8 +76,9 @@ def test_the_lossy_reference_is_caught(lowb_demo):
     assert lossy["reason"] == "contract" and lossy["lowbscore"] == 0.0
 
 
-def test_an_independent_recomputation_agrees(lowb_demo):
+def test_an_independent_recomputation_agrees(lowb_demo, monkeypatch):
     mine = _scores(lowb_demo).evaluations.set_index("evaluation_id")
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(lowb_demo.protocol_dir))  # where it reads the version too
     theirs = independent_lowb.recompute(lowb_demo.home, lowb_demo.version)
     assert sorted(mine.index) == sorted(theirs) and len(theirs) == len(lowb_demo.references)
     for eid, fig in theirs.items():
@@ -84,30 +89,32 @@ def test_an_independent_recomputation_agrees(lowb_demo):
         assert (reason if isinstance(reason, str) and reason else None) == fig["reason"]
 
 
-def test_a_rule_change_rescores_lowbarena_alone(lowb_demo, tmp_path, monkeypatch):
-    """A staged version with a looser contract KL limit re-scores the stored lossy evaluation from
-    its stored rows; the speculator arena's scorer never reads these evaluations."""
+def test_a_rule_change_rescores_lowbarena_alone(lowb_demo, tmp_path):
+    """A staged version that weighs T more re-scores the stored evaluations from their stored rows
+    (BF16's A/A moves with its measured T; the lossy one stays 0); the speculator arena's scorer
+    never reads these evaluations."""
     from speculator_arena.scoring import score_warehouse
     from speculator_arena.warehouse import Warehouse
 
     doc = yaml.safe_load((lowb_demo.protocol_dir / f"lowb-p{lowb_demo.version}.yaml").read_text())
     doc["version"] = lowb_demo.version + 1
-    doc["gates"]["contract"]["max_kl_nats_per_token"] = 1000.0
+    doc["score"]["axis_exponents"]["T"] = 0.5
     staged = tmp_path / "protocol"
     staged.mkdir()
     for f in lowb_demo.protocol_dir.iterdir():
         (staged / f.name).write_text(f.read_text())
     (staged / f"lowb-p{doc['version']}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged))
-    before, after = _by_label(lowb_demo), _by_label(lowb_demo, doc["version"])
-    assert before["rtn-w2-g64-lossy"]["lowbscore"] == 0.0
-    assert after["rtn-w2-g64-lossy"]["reason"] != "contract"
-    assert after["rtn-w2-g64-lossy"]["lowbscore"] > 0.0
-    assert after["bf16"]["lowbscore"] == before["bf16"]["lowbscore"]
+    before, after = _by_label(lowb_demo), _by_label(lowb_demo, doc["version"], staged)
+    aa, aa2 = before["bf16"], after["bf16"]
+    assert aa2["T"] == aa["T"] and aa2["P"] == aa["P"] and aa2["A"] == aa["A"]  # the same stored measurements
+    want = aa["g"] * aa["T"] ** 0.5 * aa["P"] ** (1 / 3) * aa["A"] ** (1 / 3)
+    assert aa2["lowbscore"] == pytest.approx(want, rel=1e-12)
+    assert aa["T"] == 1.0 or aa2["lowbscore"] != aa["lowbscore"]
+    assert after["rtn-w2-g64-lossy"]["lowbscore"] == before["rtn-w2-g64-lossy"]["lowbscore"] == 0.0
     assert score_warehouse(Warehouse(lowb_demo.home)).evaluations.empty
 
 
-def test_analysts_file_and_api(lowb_demo):
+def test_analysts_file_and_api(lowb_demo, monkeypatch):
     import duckdb
     from fastapi.testclient import TestClient
 
@@ -115,11 +122,12 @@ def test_analysts_file_and_api(lowb_demo):
 
     con = duckdb.connect(str(lowb_demo.home / "arena.duckdb"), read_only=True)
     try:
-        n = con.execute("SELECT count(*) FROM lowb_logprobs WHERE token_id IS NOT NULL").fetchone()[0]
-        items = con.execute("SELECT count(*), count(DISTINCT item_id) FROM lowb_items").fetchone()
+        n = con.execute("SELECT count(*) FROM raw_lowb_logprobs WHERE token_id IS NOT NULL").fetchone()[0]
+        items = con.execute("SELECT count(*), count(DISTINCT item_id) FROM raw_lowb_items").fetchone()
     finally:
         con.close()
     assert n > 0 and items[0] > 0 and items[1] > 0  # dev evaluations keep their token ids
+    monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(lowb_demo.protocol_dir))
     client = TestClient(create_app(lowb_demo.home))
     proto = client.get("/api/protocol", params={"arena": "lowbarena", "version": 28}).json()
     assert proto["accuracy"]["drop_weight"] == 0.79 and proto["gates"]["contract"]["max_kl_nats_per_token"] == 0.15

@@ -30,6 +30,9 @@ from speculator_arena.pools.lowb.model import Candidate, ItemPoolError
 TOKENS_TO_GENERATE_KEY = "tokens_to_generate"
 
 
+GENERATOR_TIMEOUT_S = 300  # one generator run; the embedded task's take a few seconds each
+
+
 def split_seed(split: str, generator: str, key: bytes | None) -> int:
     """The generator's seed for a split: public for dev, keyed for a hidden split."""
     if split == "dev":
@@ -82,7 +85,15 @@ def generate(
             ]  # fmt: skip
             for k, v in gen.get("args", {}).items():
                 argv += [f"--{k}", str(v)]
-            r = subprocess.run(argv, capture_output=True, text=True, cwd=scratch, env=_env())
+            try:  # a context too short for a generator's task makes it search forever
+                r = subprocess.run(
+                    argv, capture_output=True, text=True, cwd=scratch, env=_env(), timeout=GENERATOR_TIMEOUT_S
+                )
+            except subprocess.TimeoutExpired:
+                raise ItemPoolError(
+                    f"RULER generator {gen['name']} did not finish within {GENERATOR_TIMEOUT_S} s at "
+                    f"{context_tokens} context tokens (too short a context for it?)"
+                ) from None
             made = Path(scratch) / gen["name"] / f"{split}.jsonl"
             if r.returncode != 0 or not made.is_file():
                 tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["no output"]
