@@ -21,7 +21,6 @@ import pyarrow as pa
 
 from speculator_arena import settings, sqlfiles
 from speculator_arena.protocol import load_protocol
-from speculator_arena.protocol.lowb import lowb_task_ids
 from speculator_arena.warehouse import packs
 from speculator_arena.warehouse.schema import TABLES
 from speculator_arena.warehouse.store import Warehouse, define_scoring_rules, sql_statements
@@ -60,16 +59,12 @@ def query(con, name: str, ids) -> pd.DataFrame:
 
 
 def evaluation_ids(wh: Warehouse, ids) -> list[str]:
-    """`ids`, or (None) every evaluation with a partition in any table; never an evaluation of a
-    LowBArena task, which its own scorer scores (scoring/lowb: other rows, other rules)."""
-    from speculator_arena.warehouse.catalog import evaluations_table, partition_mtimes
+    """`ids`, or (None) every evaluation with a partition in any table."""
+    if ids is not None:
+        return sorted(set(ids))
+    from speculator_arena.warehouse.catalog import partition_mtimes
 
-    wanted = set(ids) if ids is not None else set().union(*(partition_mtimes(wh.raw / t) for t in TABLES))
-    lowb = set(lowb_task_ids())
-    if wanted and lowb:
-        ev = evaluations_table(wh.home).select(["evaluation_id", "task_id"]).to_pylist()
-        wanted -= {r["evaluation_id"] for r in ev if r["task_id"] in lowb}
-    return sorted(wanted)
+    return sorted(set().union(*(partition_mtimes(wh.raw / t) for t in TABLES)))
 
 
 def open_connection(wh: Warehouse, ids=None, after_passes=None, proto=None):

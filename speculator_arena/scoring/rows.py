@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from speculator_arena import settings
+from speculator_arena.protocol.lowb import lowb_task_ids
 from speculator_arena.rules.status import current_frame
 from speculator_arena.scoring import busy_scan, request_store
 from speculator_arena.scoring.busy import busy_windows
@@ -107,7 +108,9 @@ def read_rows(wh: Warehouse, proto, limits: pd.DataFrame, ids=None, t0: list | N
     try:
         con.register("protocol_limits", limits)
         con.register("protocol_workloads", protocol_workloads(proto))
-        ev = current_frame(query(con, "evaluations.sql", every_row)).reset_index(drop=True)
+        ev = current_frame(query(con, "evaluations.sql", every_row))
+        # LowBArena's evaluations share the raw evaluations table; its own scorer scores them
+        ev = ev[~ev["task_id"].isin(lowb_task_ids())].reset_index(drop=True)
         ev["passes_run"] = passes_run(ev, proto)
         con.register("evaluation_passes", ev[["evaluation_id", "passes_run"]])
         got = {"evaluations": ev}

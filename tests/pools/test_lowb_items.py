@@ -100,8 +100,10 @@ def test_hidden_folder_is_root_only(built):
     assert hidden.stat().st_uid == os.geteuid()
 
 
-def test_public_split_is_stable_without_the_key(built, tmp_path, tokenizer_dir):
+def test_public_split_is_stable_without_the_key(built, tmp_path, tokenizer_dir, monkeypatch):
     home, _ = built
+    for var in ("ARENA_POOL_KEY", "ARENA_POOL_KEY_FILE"):  # no key from the environment either
+        monkeypatch.delenv(var, raising=False)
     own = tmp_path / "sources.yaml"
     own.write_text(
         "extends: default\nsources:\n  - benchmark: ruler\n    generators:\n"
@@ -149,8 +151,9 @@ def test_kl_prompts_fit_the_probe(built, tokenizer_dir):
     home, _ = built
     tok = load_tokenizer(tokenizer_dir)
     limit = lowb_task(TASK)["kl_probe"]["max_prompt_tokens"]
-    prompts = api.kl_prompts(TASK, "dev", home, n=12)
-    assert len(prompts) == 12 and all(0 < len(encode(tok, t)) <= limit for _, t in prompts)
+    n = lowb_task(TASK)["kl_probe"]["prompts"]["dev"]
+    prompts = api.kl_prompts(TASK, "dev", home, n=n)
+    assert len(prompts) == n and all(0 < len(encode(tok, t)) <= limit for _, t in prompts)
     with pytest.raises(ItemPoolError):
         api.kl_prompts(TASK, "dev", home, n=10_000)
 

@@ -572,3 +572,22 @@ def test_kl_topk_against_the_exact_kl_of_smollm2():
     pairs = list(zip(got.round(4), exact.round(4), strict=True))
     assert np.all(got >= 0.4 * exact) and np.all(got <= 1.02 * exact + 1e-4), pairs
     assert abs(got.mean() - exact.mean()) <= 0.3 * exact.mean(), (got.mean(), exact.mean())
+
+
+def test_the_speculator_scorer_ignores_lowbarena_evaluations(tmp_path):
+    """Both arenas' evaluations in one warehouse: the speculator arena's scores are exactly those of
+    its evaluations alone, and LowBArena's scorer scores only its own."""
+    from synthetic import write_synthetic_evaluation
+
+    from speculator_arena.scoring import score_warehouse
+
+    mixed, alone = Warehouse(tmp_path / "mixed"), Warehouse(tmp_path / "alone")
+    for wh in (mixed, alone):
+        write_synthetic_evaluation(wh, "spec", account_id="acct", label="q", seed=80)
+    write_evaluation(mixed, "lowb")
+    a, b = score_warehouse(mixed), score_warehouse(alone)
+    for frame in ("evaluations", "passes", "gates", "figures"):
+        assert set(getattr(a, frame)["evaluation_id"]) == {"spec"}, frame
+        assert len(getattr(a, frame)) == len(getattr(b, frame)), frame
+    assert float(a.evaluations["specscore"].iloc[0]) == float(b.evaluations["specscore"].iloc[0])
+    assert list(score_lowb(mixed).evaluations["evaluation_id"]) == ["lowb"]
