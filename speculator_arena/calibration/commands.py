@@ -48,6 +48,14 @@ def publish(args: argparse.Namespace) -> int:
     wh = Warehouse()
     if args.task is None or args.candidate is None:
         raise ValueError("publish needs --task and --candidate")
+    from speculator_arena.protocol.lowb import is_lowb_task
+
+    if is_lowb_task(args.task):
+        from speculator_arena.calibration.lowb import publish_lowb
+
+        path = publish_lowb(wh.home, args.task, args.candidate)
+        print(f"LowBArena protocol p{args.candidate} is in force ({path})")
+        return 0
     from speculator_arena.calibration.publish import publish as publish_candidate
 
     rec = publish_candidate(wh.home, args.task, args.candidate, override=args.override, by=args.by, progress=print)

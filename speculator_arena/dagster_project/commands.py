@@ -97,7 +97,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the candidate's version number (default: the next); give it to resume a calibration",
     )
     p.add_argument("--base", type=int, default=None, help="the version the runs are made under (default: latest)")
-    p.add_argument("--aa", type=int, default=4, help="A/A evaluations (at least 4)")
+    p.add_argument(
+        "--aa",
+        type=int,
+        default=4,
+        help="A/A evaluations (at least 4; a LowBArena task: at least 2, BF16 beside itself)",
+    )
     p.add_argument(
         "--controls",
         choices=("auto", "yes", "no"),
@@ -387,8 +392,24 @@ def _calibrate(args: argparse.Namespace) -> int:
     from speculator_arena.calibration.evidence import value_table
     from speculator_arena.dagster_project import launch
     from speculator_arena.protocol import load_protocol
+    from speculator_arena.protocol.lowb import is_lowb_task
     from speculator_arena.warehouse import Warehouse
 
+    if is_lowb_task(args.task):  # LowBArena's calibration: BF16's A/A runs set the task's noise
+        from speculator_arena.calibration.lowb import calibrate_lowb
+        from speculator_arena.runners.privileges import preflight
+
+        preflight()
+        home = Warehouse().home
+
+        def say(m: str) -> None:
+            print(m, flush=True)
+
+        def evaluate(spec):
+            return launch.evaluate(spec, home, progress=say, rerun_contended=2)
+
+        calibrate_lowb(args.task, home, args.aa, evaluate, progress=say)
+        return 0
     load_protocol().task(args.task)  # an unknown task is a clear error before anything runs
     from speculator_arena.backends import chosen
     from speculator_arena.runners.privileges import preflight

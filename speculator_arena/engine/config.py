@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from speculator_arena.errors import ArenaError
 
-SPEC_MODES = ("none", "ngram", "selfdraft")
+SPEC_MODES = ("none", "ngram", "selfdraft", "suffix")
 # vLLM's names (SpeculativeConfig.rejection_sample_method): "standard" verifies every draft against
 # the target; "synthetic" accepts drafts with a set probability, unverified (lossy: sampling.py).
 REJECTION_METHODS = ("standard", "synthetic")
@@ -80,6 +80,9 @@ class EngineConfig:
     draft_greedy: bool = False  # self-draft proposes its argmax (a point-mass q) instead of sampling q
     ngram_max: int = 4
     ngram_min: int = 2
+    suffix_max_match: int = 64  # suffix decoding: longest suffix matched (suffix_drafter.py)
+    suffix_min_prob: float = 0.1  # stop drafting when the running product of shares falls below
+    suffix_alpha: float = 1.0  # draft at most alpha * match length tokens (and at most spec_k)
     attack: str = "none"
     loose_threshold: float = 0.3
     skip_every: int = 11  # skip_probe_items: refuse every Nth prompt_logprobs request
@@ -138,6 +141,9 @@ class EngineConfig:
             draft_greedy=env.get("DEV_ENGINE_DRAFT_GREEDY", "0") in ("1", "true", "True"),
             ngram_max=_int(env, "DEV_ENGINE_NGRAM_MAX", 4),
             ngram_min=_int(env, "DEV_ENGINE_NGRAM_MIN", 2),
+            suffix_max_match=_int(env, "DEV_ENGINE_SUFFIX_MAX_MATCH", 64),
+            suffix_min_prob=_float(env, "DEV_ENGINE_SUFFIX_MIN_PROB", 0.1),
+            suffix_alpha=_float(env, "DEV_ENGINE_SUFFIX_ALPHA", 1.0),
             attack=attack,
             loose_threshold=_float(env, "DEV_ENGINE_LOOSE_THRESHOLD", 0.3),
             skip_every=_int(env, "DEV_ENGINE_SKIP_EVERY", 11),
@@ -153,6 +159,12 @@ class EngineConfig:
             raise ConfigError("DEV_ENGINE_SKIP_EVERY must be at least 1")
         if cfg.spec_k < 1:
             raise ConfigError("DEV_ENGINE_SPEC_K must be at least 1")
+        if cfg.suffix_max_match < 1:
+            raise ConfigError("DEV_ENGINE_SUFFIX_MAX_MATCH must be at least 1")
+        if not 0.0 <= cfg.suffix_min_prob <= 1.0:
+            raise ConfigError(f"DEV_ENGINE_SUFFIX_MIN_PROB must be in [0, 1], got {cfg.suffix_min_prob}")
+        if not cfg.suffix_alpha > 0.0:
+            raise ConfigError(f"DEV_ENGINE_SUFFIX_ALPHA must be positive, got {cfg.suffix_alpha}")
         if cfg.max_num_seqs < 1 or cfg.max_model_len < 2:
             raise ConfigError("MAX_NUM_SEQS must be >= 1 and MAX_MODEL_LEN >= 2")
         return cfg

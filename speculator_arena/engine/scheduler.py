@@ -22,6 +22,7 @@ import torch
 from speculator_arena.engine import model_runner as mr
 from speculator_arena.engine.drafters import ngram_lookup
 from speculator_arena.engine.sampling import SamplingParams, point_mass, sample, target_probs, verify
+from speculator_arena.engine.suffix_drafter import SuffixDrafter
 from speculator_arena.errors import ArenaError
 
 
@@ -65,6 +66,11 @@ class Engine:
         self.prefix_cache = prefix_cache
         self.metrics = metrics
         self.draft_model = draft_model
+        # suffix decoding's per-request indexes and store of earlier outputs: this process only,
+        # in memory, so drafts never cross an evaluation start (one pool split) (suffix_drafter.py)
+        self.suffix = (
+            SuffixDrafter(cfg.suffix_max_match, cfg.suffix_min_prob, cfg.suffix_alpha) if cfg.spec == "suffix" else None
+        )
         eos = set()
         gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
         for e in gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos]:
@@ -226,8 +232,12 @@ class Engine:
 
     def _propose(self, req: Request, k: int) -> tuple[list[int], torch.Tensor | None]:
         vocab = self.model.config.vocab_size
-        if self.cfg.spec == "ngram":
-            drafts = ngram_lookup(req.prompt_ids + req.generated, k, self.cfg.ngram_max, self.cfg.ngram_min)
+        if self.cfg.spec in ("ngram", "suffix"):
+            context = req.prompt_ids + req.generated
+            if self.suffix is not None:
+                drafts = self.suffix.propose(req.rid, context, k)
+            else:
+                drafts = ngram_lookup(context, k, self.cfg.ngram_max, self.cfg.ngram_min)
             if not drafts:
                 return [], None
             q = torch.stack([point_mass(t, vocab, self.device) for t in drafts])
@@ -273,5 +283,7 @@ class Engine:
                 seq = req.prompt_ids + req.generated[:-1]
                 self.prefix_cache.insert(seq, mr.cache_kv(req.cache, n_ctx))
         req.cache = None
+        if self.suffix is not None:  # its output joins the store only when the target really produced it
+            self.suffix.finish(req.rid, req.generated if req.error is None else None)
         self.metrics.request_done(len(req.prompt_ids), req.cached_tokens, len(req.generated), req.finish_reason)
         req.out.put(("done", req.finish_reason))

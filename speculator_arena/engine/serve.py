@@ -73,6 +73,14 @@ def main() -> int:
         )
     elif cfg.spec == "ngram":
         mr.log(f"speculation: n-gram prompt lookup, n {cfg.ngram_max}..{cfg.ngram_min}, {cfg.spec_k} tokens per round")
+    elif cfg.spec == "suffix":
+        from speculator_arena.engine.suffix_drafter import MAX_STORED
+
+        mr.log(
+            f"speculation: suffix decoding, longest suffix match up to {cfg.suffix_max_match} tokens over the "
+            f"request's context and this process's last {MAX_STORED} outputs (in memory only), min prob "
+            f"{cfg.suffix_min_prob}, at most {cfg.suffix_alpha} x match length and {cfg.spec_k} tokens per round"
+        )
     else:
         mr.log("speculation: none")
     if cfg.synthetic_rate is not None:

@@ -183,7 +183,7 @@ class LowbReference(_Strict):
 
 
 class AaNoise(_Strict):
-    """BF16 beside itself on the task's machine, several times (benchmarks/lowb_aa_noise.py): the
+    """BF16 beside itself on the task's machine, several times (`arena calibrate`, calibration/lowb.py): the
     largest |1 - LowBScore| and |1 - speed gains' geometric mean| over the runs. The board flags
     an A/A outside it; a measurement noise, not a rule of the score."""
 

@@ -47,6 +47,13 @@ def selfdraft_engine(start_engine):
 
 
 @pytest.fixture(scope="module")
+def suffix_engine(start_engine):
+    eng = start_engine("dev-suffix")
+    yield eng
+    eng.stop()
+
+
+@pytest.fixture(scope="module")
 def exact_pattern(target_model):
     model, tok = target_model
     text = tok.apply_chat_template(PATTERN, continue_final_message=True, tokenize=False)
@@ -78,7 +85,7 @@ def stock_greedy(stock_engine):
     return greedy_replies(stock_engine)
 
 
-@pytest.mark.parametrize("which", ["ngram_engine", "selfdraft_engine"])
+@pytest.mark.parametrize("which", ["ngram_engine", "selfdraft_engine", "suffix_engine"])
 def test_greedy_replies_identical_to_stock(request, which, stock_greedy):
     engine = request.getfixturevalue(which)
     before = metrics(engine)
@@ -121,7 +128,7 @@ def test_stock_engine_fits_the_target_distribution(stock_engine, exact_pattern):
     assert goodness_of_fit(sample_replies(stock_engine), exact_pattern) > FIT_P
 
 
-@pytest.mark.parametrize("which", ["ngram_engine", "selfdraft_engine"])
+@pytest.mark.parametrize("which", ["ngram_engine", "selfdraft_engine", "suffix_engine"])
 def test_speculative_sampling_fits_the_target_distribution(request, which, exact_pattern):
     engine = request.getfixturevalue(which)
     before = metrics(engine)

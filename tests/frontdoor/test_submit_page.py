@@ -79,3 +79,41 @@ def test_submit_page_submits_and_shows_the_status(page, public_dir, arena_home):
     assert at.metric[0].value == "queued", [e.value for e in at.error]
     row = connect(arena_home).execute("SELECT * FROM submissions WHERE submission_id = ?", (sid,)).fetchone()
     assert Path(row["engine_dir"]).name == "tree"
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch) -> Path:
+    """An operator-approved workspace, set before the API server starts (ask for it before `page`)."""
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    monkeypatch.setenv("ARENA_WORKSPACES", str(ws))
+    return ws
+
+
+def test_submit_page_sends_a_lowbarena_checkpoint(workspace, page, public_dir, arena_home):
+    """A LowBArena task: the page asks for the quantized checkpoint and the quantization's label
+    in place of a speculator and a speculator kind; the API seals the checkpoint."""
+    from speculator_arena.frontdoor.state import connect
+
+    from .test_lowb_submissions import LOWB_TASK, prepare_target, quantized_checkpoint
+
+    at, token = page
+    prepare_target(arena_home, LOWB_TASK, 1_000_000)
+    ckpt = quantized_checkpoint(workspace / "smollm2-w8")
+    repo = _git_repo(
+        public_dir / "engine", {"launch.sh": (REPO / "engines" / "dev-lowb-stock" / "launch.sh").read_bytes()}
+    )
+    at.text_input(key="submit_token").set_value(token)
+    at.selectbox(key="submit_task").set_value(LOWB_TASK).run()
+    keys = {w.key for w in at.text_input}
+    assert "submit_artifact" in keys and "submit_speculator" not in keys
+    at.text_input(key="submit_lowb_kind").set_value("int8")
+    at.text_input(key="submit_repo").set_value(f"file://{repo}@{_head(repo)}")
+    at.text_input(key="submit_artifact").set_value(f"workspace:{ckpt}")
+    at.button[0].click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    sid = at.success[0].value.split("submission ")[1].split(",")[0]
+    row = connect(arena_home).execute("SELECT * FROM submissions WHERE submission_id = ?", (sid,)).fetchone()
+    assert row["task_id"] == LOWB_TASK and row["solution_kind"] == "int8"
+    assert row["artifact_source"] == f"workspace:{ckpt}" and row["artifact_digest"]

@@ -20,6 +20,7 @@ HONEST = {
     "dev-stock": "engines/dev-stock",
     "dev-ngram": "engines/dev-ngram",
     "dev-self-draft": "engines/dev-self-draft",
+    "dev-suffix": "engines/dev-suffix",
     "inflate_counters": "engines/attacks/dev-inflate-counters",
 }
 # attack -> (engine directory, the gates of section 9 of which at least one must fail)

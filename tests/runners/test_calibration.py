@@ -35,6 +35,7 @@ ADOPT = {
     "aa-1": "atk-dev-stock",
     "dev-ngram-4": "atk-dev-ngram",
     "dev-self-draft": "atk-dev-self-draft",
+    "dev-suffix-8": "atk-dev-suffix",
     "loose-accept": "atk-loose-accept",
     "force-greedy": "atk-force-greedy",
     "other-sampling": "atk-other-sampling",
@@ -43,7 +44,7 @@ ADOPT = {
     "empty-probe-replies": "atk-empty-probe-replies",
     "garbage-logprob-ids": "atk-garbage-logprob-ids",
 }
-HONEST = ("aa-1", "aa-2", "aa-3", "aa-4", "dev-ngram-4", "dev-self-draft")
+HONEST = ("aa-1", "aa-2", "aa-3", "aa-4", "dev-ngram-4", "dev-self-draft", "dev-suffix-8")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 from ci_profile import stage_lowb_ci_protocol
 
+KEY = b"lowb-attacks-test-key"
 SHORT = {
     "workloads": {
         "serve": {"requests": 2, "prompt_tokens": 128, "generated_tokens": 8, "at_once": 2, "passes": 1},
@@ -41,10 +42,12 @@ def lowb_attack(tmp_path_factory, smollm2_target):
     from speculator_arena.warehouse import Warehouse
 
     target = prepare_checkpoint("lowb-smollm2", home=home)
-    build_items("lowb-smollm2", home)
+    build_items("lowb-smollm2", home, key=KEY)  # with the operators' key: the hidden split too
 
-    def run(engine: str, artifact=None, label: str = "attack") -> dict:
-        spec = EvaluationSpec(task_id="lowb-smollm2", engine=engine, label=label, target=str(target), artifact=artifact)
+    def run(engine: str, artifact=None, label: str = "attack", split: str = "dev") -> dict:
+        spec = EvaluationSpec(
+            task_id="lowb-smollm2", engine=engine, label=label, target=str(target), artifact=artifact, split=split
+        )
         s = launch.evaluate(spec, home, rerun_contended=2, analysts=False)
         assert s.status == "measured", (s.status, s.why)
         scores = score_lowb(Warehouse(home), evaluation_ids=[s.evaluation_id])
@@ -120,3 +123,34 @@ def test_longer_answers_divide_t_and_miss_the_length_gate(lowb_attack):
     assert row["delta_l"] > 0.10 and row["g"] == pytest.approx(0.1)
     gmean = (row["s_serve"] * row["s_interactive"] * row["s_long"]) ** (1 / 3)
     assert row["T"] == pytest.approx(gmean / (1 + row["delta_l"]), rel=1e-9)
+
+
+def test_a_scored_evaluation_pools_two_seeded_runs_of_hidden_items(lowb_attack):
+    """On the test split both engines answer the hidden items twice, each run with seeds of its own
+    and the same seeds for both engines; the board of the split shows it and no hidden text."""
+    import json
+
+    from speculator_arena.board.lowb import lowb_board_json
+    from speculator_arena.pools.lowb import api
+    from speculator_arena.warehouse import Warehouse
+
+    home = lowb_attack.home
+    row = lowb_attack("engines/dev-lowb-stock", label="bf16-test", split="test")
+    eid = row["evaluation_id"]
+    items = Warehouse(home).read_table("lowb_items", eid).to_pandas()
+    hidden = api.load_items("lowb-smollm2", "test", home)
+    public = api.load_items("lowb-smollm2", "dev", home)
+    assert set(items["item_id"]) == {i.item_id for i in hidden}
+    assert not set(items["item_id"]) & {i.item_id for i in public}
+    for engine in ("candidate", "stock"):
+        mine = items[items["engine"] == engine]
+        assert sorted(mine["run_index"].unique()) == [0, 1]
+        assert (mine.groupby("item_id")["seed"].nunique() == 2).all()  # each run its own seeds
+    paired = items.pivot_table(index=["item_id", "run_index"], columns="engine", values="seed")
+    assert (paired["candidate"] == paired["stock"]).all()  # the same seeds for both engines
+    assert row["drop"] == 0.0 and row["kl"] == 0.0  # BF16 beside itself: the same answers, twice
+    board = json.dumps(lowb_board_json(home, "lowb-smollm2", "test"), default=str)
+    assert eid in board
+    for item in hidden:
+        for m in item.messages:
+            assert m["content"][:200] not in board
