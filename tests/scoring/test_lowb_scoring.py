@@ -501,21 +501,22 @@ def test_the_worked_example_recomputes_2_071():
 
 
 def test_a_staged_version_rescores_with_its_constants(wh, tmp_path, monkeypatch):
+    nxt = max(lowb_available_versions()) + 1  # a staged version never replaces a shipped one
     write_evaluation(wh, "base")
     before = score_lowb(wh, version=28).evaluations.iloc[0]
     data = yaml.safe_load(P28.read_text())
-    data["version"], data["accuracy"]["points_per_nat"] = 29, 85.6
+    data["version"], data["accuracy"]["points_per_nat"] = nxt, 85.6
     staged = tmp_path / "staged"
     staged.mkdir()
-    (staged / "lowb-p29.yaml").write_text(yaml.safe_dump(data))
+    (staged / f"lowb-p{nxt}.yaml").write_text(yaml.safe_dump(data))
     monkeypatch.setenv("ARENA_PROTOCOL_DIR", str(staged))
-    after = score_lowb(wh, version=29)
-    assert after.protocol_version == 29 and score_lowb(wh).protocol_version == 29
+    after = score_lowb(wh, version=nxt)
+    assert after.protocol_version == nxt and score_lowb(wh).protocol_version == nxt
     row = after.evaluations.iloc[0]
     assert row.D == pytest.approx(0.79 * row["drop"] + 0.21 * 85.6 * row.kl) and row.lowbscore < before.lowbscore
     assert row["T"] == before["T"] and row.P == before.P
     assert score_lowb(wh, version=28).evaluations.iloc[0].lowbscore == before.lowbscore
-    _agree(wh, version=29)
+    _agree(wh, version=nxt)
 
 
 def test_only_measured_lowb_evaluations_are_scored(wh):
