@@ -88,7 +88,10 @@ def engine_refusal() -> str | None:
 # on both cores): an evaluation voids when anything else uses the CPU, so every test that runs one
 # (the runner's, the cluster's) or reads one made in its session runs with nothing beside it.
 SERIAL_FIXTURES = ENGINE_FIXTURES | {"kube_cluster", "kube_control_plane"}
-SERIAL_PATHS = ("tests/runners/", "tests/backends/test_cluster.py")
+# tests/grading/: every sandboxed program runs as the one user `arena-code`, whose process limit
+# counts all of them, so a fork bomb tested on one worker starves a program graded on the other
+# (the runner never grades two answers at once; only a parallel test run could)
+SERIAL_PATHS = ("tests/runners/", "tests/backends/test_cluster.py", "tests/grading/")
 
 
 def is_serial(item) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from speculator_arena.errors import ArenaError
 from speculator_arena.grading.result import Grade
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -51,8 +52,8 @@ _MARKED = (
 )
 
 
-class _Ambiguous(Exception):
-    pass
+class _Ambiguous(ArenaError):
+    """The reply names more than one choice (caught in `grade_choice`: a failed answer)."""
 
 
 def chosen_letter(reply: str | None) -> str | None:

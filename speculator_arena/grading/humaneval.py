@@ -16,21 +16,15 @@ from __future__ import annotations
 import re
 import textwrap
 
+from speculator_arena.grading.code_reply import code_from_reply
 from speculator_arena.grading.result import Grade
 from speculator_arena.grading.sandbox import Limits, SandboxResult, run_program
-
-_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
 
 
 def completion_from_reply(reply: str, entry_point: str) -> str:
     """The code of a chat reply: the fenced block that defines `entry_point`, else the first
-    fenced block, else the whole reply."""
-    blocks = [b for b in _FENCE.findall(reply or "") if b.strip()]
-    defines = re.compile(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", re.MULTILINE)
-    for block in blocks:
-        if defines.search(block):
-            return block
-    return blocks[0] if blocks else (reply or "")
+    fenced block, else the whole reply (code_reply.py, the reader every code grader shares)."""
+    return code_from_reply(reply, defines=entry_point)
 
 
 def check_program(prompt: str, completion: str, test: str, entry_point: str) -> str:

@@ -374,7 +374,7 @@ def test_mmlu_pro_ten_options_answer_index(tmp_path):
 
 def test_arc_answer_key_letter(tmp_path):
     planet, quake = _items(tmp_path, "arc-challenge", ARC)
-    assert quake.grader == {"kind": "choice", "answer": "B"}
+    assert quake.grader == {"kind": "choice", "answer": "B", "labels": ["A", "B", "C", "D"]}
     assert "\nB. buildings will be made safer\n" in quake.messages[0]["content"]
     for reply in (
         "B",
@@ -388,17 +388,17 @@ def test_arc_answer_key_letter(tmp_path):
     ):
         assert _verdict(quake, reply) == "pass", reply
     assert _verdict(quake, "C") == "fail"
+    assert _verdict(quake, "The answer is B and I am confident of it.") == "pass"  # "and I am" names no second
+    assert grade(quake, "The answer is A/B.").detail == "more than one choice named, no single answer"
     two = grade(quake, "A) is too slow to test.\nB) is what testing gives.")  # two marked letters, no statement
     assert (two.verdict, two.detail) == ("fail", "more than one choice named, no single answer")
     assert _verdict(planet, "Faster rotation means shorter days: the answer is C.") == "pass"
     assert _verdict(planet, "the answer is c") == "fail"  # a lower-case letter is a word, not a choice
 
 
-def test_arc_numbered_labels_read_through_the_operators_labels(tmp_path):
-    """An operator maps ARC's `choices.label` so a key "4" is the fourth option (D), not index 4."""
-    arc = next(e for e in sources.load_sources() if e["benchmark"] == "arc-challenge")
-    fields = dict(arc["fields"], labels="choices.label")
-    [nail] = _items(tmp_path, "arc-challenge", ARC_NUMBERED, fields=fields, grader=dict(arc["grader"], labels="labels"))
+def test_arc_numbered_labels_read_through_the_labels(tmp_path):
+    """ARC's `choices.label` is mapped, so a key "4" is the fourth option (D), not index 4."""
+    [nail] = _items(tmp_path, "arc-challenge", ARC_NUMBERED)
     assert nail.grader == {"kind": "choice", "answer": "4", "labels": ["1", "2", "3", "4"]}
     assert "\nD. iron nail" in nail.messages[0]["content"]
     assert _verdict(nail, "Metals conduct: the answer is D.") == "pass"
@@ -439,7 +439,8 @@ SIMILAR = (
 
 def test_mbpp_runs_the_answers_code_then_the_asserts_in_the_sandbox(tmp_path):
     shared, cylinder = _items(tmp_path, "mbpp", MBPP)
-    assert shared.grader == {"kind": "mbpp", "tests": MBPP[0]["test_list"]}
+    assert shared.grader == {"kind": "mbpp", "tests": MBPP[0]["test_list"], "test_imports": MBPP[0]["test_imports"]}
+    assert MBPP[0]["test_list"][0] in shared.messages[0]["content"]  # MBPP's prompt shows the tests
     assert mbpp.function_under_test(MBPP[0]["test_list"]) == "similar_elements"
     assert (grade(shared, SIMILAR).verdict, grade(shared, SIMILAR).score) == ("pass", 1.0)
     usage_first = "```python\nprint(similar_elements((1, 2), (2, 3)))\n```\n\n" + SIMILAR
@@ -451,21 +452,18 @@ def test_mbpp_runs_the_answers_code_then_the_asserts_in_the_sandbox(tmp_path):
     assert grade(shared, "Use set intersection.").verdict == "fail"
     assert grade(shared, None).detail == "no answer"
     right = "```python\ndef volume_cylinder(r, h):\n    return 3.1415 * r * r * h\n```"
-    assert grade(cylinder, right).detail == "NameError"  # `math` is in `test_imports`, not mapped by default
-
-
-def test_mbpp_test_imports_mapped_by_the_operator(tmp_path):
-    entry = next(e for e in sources.load_sources() if e["benchmark"] == "mbpp")
-    fields = dict(entry["fields"], imports="test_imports")
-    _, cylinder = _items(tmp_path, "mbpp", MBPP, fields=fields, grader=dict(entry["grader"], test_imports="imports"))
-    right = "```python\ndef volume_cylinder(r, h):\n    return 3.1415 * r * r * h\n```"
-    assert _verdict(cylinder, right) == "pass"
+    assert _verdict(cylinder, right) == "pass"  # its asserts need `math`, from the row's `test_imports`
     assert _verdict(cylinder, right.replace("3.1415", "3")) == "fail"
 
 
-def test_the_shared_code_reader_reads_as_humaneval_does():
-    for reply in (SIMILAR, "no code", "```py\nx = 1\n```\n```python\ndef f():\n    pass\n```", "```python\ndef f("):
-        assert code_from_reply(reply, "f") == humaneval.completion_from_reply(reply, "f")
+def test_the_shared_code_reader():
+    """The block defining the function, else the first block, else the whole reply; a reply cut
+    off inside its block still gives the block (HumanEval and MBPP read replies through it)."""
+    two = "```py\nx = 1\n```\n```python\ndef f():\n    pass\n```"
+    assert code_from_reply(two, "f") == "def f():\n    pass\n" == humaneval.completion_from_reply(two, "f")
+    assert code_from_reply(two, "g") == "x = 1\n"
+    assert code_from_reply("no code", "f") == "no code"
+    assert code_from_reply("```python\ndef f(", "f") == "def f("
     assert program_from_reply("```python\nprint(1)\n```\nSample:\n```\n1\n```") == "print(1)\n"
 
 

@@ -140,6 +140,8 @@ def _candidate(entry: dict, rec, n: int, path: Path) -> Candidate:
         if not isinstance(mapped["choices"], list) or not mapped["choices"]:
             raise ItemPoolError(f"{path}:{n}: `choices` must be a non-empty list")
         mapped["choices_lettered"] = "\n".join(f"{LETTERS[i]}. {c}" for i, c in enumerate(mapped["choices"]))
+    if isinstance(mapped.get("tests"), list):
+        mapped["tests_lines"] = "\n".join(str(t) for t in mapped["tests"])
     try:
         prompt = entry["prompt"].format(**mapped)
     except (KeyError, IndexError, ValueError) as exc:
