@@ -266,3 +266,13 @@ def finish_evaluation(home, evaluation_id: str, status: str) -> None:
         "provenance": "{}",
     }
     write_status(Warehouse(home), row, status, void_reason="stock engine died" if status == "void" else None)
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch) -> Path:
+    """An operator-approved workspace (ARENA_WORKSPACES) for LowBArena checkpoints; a test that
+    starts an API server asks for it first, so the server sees it."""
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    monkeypatch.setenv("ARENA_WORKSPACES", str(ws))
+    return ws

@@ -67,14 +67,6 @@ def lowb_doc(artifact: dict | None, **over) -> dict:
 
 
 @pytest.fixture
-def workspace(tmp_path, monkeypatch) -> Path:
-    ws = tmp_path / "workspace"
-    ws.mkdir()
-    monkeypatch.setenv("ARENA_WORKSPACES", str(ws))
-    return ws
-
-
-@pytest.fixture
 def lowb_front(front, workspace):
     """The front door with lowb-smollm2's target prepared (1 MB: room for the small checkpoints)."""
     prepare_target(front.home, LOWB_TASK, 1_000_000)

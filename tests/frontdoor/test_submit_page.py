@@ -81,15 +81,6 @@ def test_submit_page_submits_and_shows_the_status(page, public_dir, arena_home):
     assert Path(row["engine_dir"]).name == "tree"
 
 
-@pytest.fixture
-def workspace(tmp_path, monkeypatch) -> Path:
-    """An operator-approved workspace, set before the API server starts (ask for it before `page`)."""
-    ws = tmp_path / "workspace"
-    ws.mkdir()
-    monkeypatch.setenv("ARENA_WORKSPACES", str(ws))
-    return ws
-
-
 def test_submit_page_sends_a_lowbarena_checkpoint(workspace, page, public_dir, arena_home):
     """A LowBArena task: the page asks for the quantized checkpoint and the quantization's label
     in place of a speculator and a speculator kind; the API seals the checkpoint."""
