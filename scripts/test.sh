@@ -24,7 +24,8 @@ report() { [ -n "${ARENA_TEST_REPORTS:-}" ] && echo "--junitxml=$ARENA_TEST_REPO
 python -m pytest "${common[@]}" -n 2 -m "not serial" --durations=15 $(report parallel)
 first=$?
 middle=$(date +%s)
-python -m pytest "${common[@]}" -m serial --durations=30 $(report serial)
+# the serial half copies the local pools the first half built (tests/pool_fixtures.py) instead of building again
+ARENA_TEST_POOLS_FROM_SHARED=1 python -m pytest "${common[@]}" -m serial --durations=30 $(report serial)
 second=$?
 end=$(date +%s)
 echo "tests without evaluations (2 workers): $((middle - start)) s; with evaluations (serial): $((end - middle)) s"

@@ -59,9 +59,12 @@ def built_local(tmp_path_factory, shared_data):
             for i, c in enumerate(chats)
         ]
         para_path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
-        from speculator_arena.dagster_project.launch import build_pools
+        result = None  # the build's Dagster result (tests/pools read it); None where the pools were copied
+        if not (os.environ.get("ARENA_TEST_POOLS_FROM_SHARED") == "1" and _reuse(home)):
+            from speculator_arena.dagster_project.launch import build_pools
 
-        result = build_pools("local-smollm2", data=str(shared_data), home=str(home))
+            result = build_pools("local-smollm2", data=str(shared_data), home=str(home))
+            _publish(home)
         yield {
             "embed_cache": Path(os.environ["ARENA_EMBED_CACHE"]),
             "home": Path(home),
@@ -75,6 +78,42 @@ def built_local(tmp_path_factory, shared_data):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _shared_copy() -> Path | None:
+    shared = os.environ.get("ARENA_TEST_SHARED")
+    return Path(shared) / "local-smollm2-pools" if shared else None
+
+
+def _publish(home: Path) -> None:
+    """Leave this build's pools in ARENA_TEST_SHARED (scripts/test.sh's folder for one run), for the
+    run's second half: renamed into place whole, so a reader never sees half of one."""
+    dest = _shared_copy()
+    if dest is None or dest.exists():
+        return
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".pools-"))
+    shutil.copytree(Path(home) / "pools", tmp / "pools", symlinks=True)  # the served pool links its build
+    try:
+        tmp.rename(dest)
+    except OSError:  # another worker's copy landed first: the same build inputs, keep that one
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _reuse(home: Path) -> bool:
+    """The serial half of scripts/test.sh (ARENA_TEST_POOLS_FROM_SHARED=1) copies the pools the first
+    half built from the same data, key and paraphrases, instead of a second build (a minute on two
+    cores). Its tests read the pools, not the build's Dagster result (None here): the build's own
+    checks are the first half's (tests/pools). False when there is nothing to copy."""
+    src = _shared_copy()
+    if src is None or not (src / "pools").is_dir():
+        return False
+    import shutil
+
+    shutil.copytree(src / "pools", Path(home) / "pools", symlinks=True)
+    return True
 
 
 @pytest.fixture(scope="session")

@@ -142,7 +142,11 @@ def test_the_cross_request_store():
     assert SuffixDrafter(max_stored=0).propose("x", [1, 2], 8) == []
 
 
-def test_a_new_drafter_starts_empty():
+def test_drafts_never_cross_a_split():
+    """What a drafter learned from one evaluation's outputs never drafts for another: the runner
+    starts a fresh engine process (one drafter) for each start of an evaluation, and an evaluation
+    serves one split, so the dev split's replies (stored in one process) cannot reach a test-split
+    request (served by another), nor a later evaluation's."""
     d = SuffixDrafter()
     d.finish("a", [40, 41, 42, 43])
     d.propose("b", [1, 2, 3], 4)
