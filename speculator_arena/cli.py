@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "speculator_arena.checkpoints.commands",
     "speculator_arena.pools.commands",
     "speculator_arena.dagster_project.commands",
+    "speculator_arena.dagster_project.sweep",  # `arena sweep` (its driver and its parser, one module)
     "speculator_arena.dashboards.commands",
     "speculator_arena.backends.kubernetes.commands",
     "speculator_arena.frontdoor.commands",

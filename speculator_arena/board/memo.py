@@ -37,6 +37,7 @@ import pandas as pd
 
 from speculator_arena import settings
 from speculator_arena.board import data, store
+from speculator_arena.board.history import flag_board
 from speculator_arena.warehouse import catalog, generation
 from speculator_arena.warehouse.catalog import fingerprints as _fingerprints
 from speculator_arena.warehouse.schema import TABLES
@@ -270,18 +271,24 @@ class BoardMemo:
                 self.last_refresh.update(index_parts_read=0, evaluations_scored=0)
                 return last[1]
             seen = (marker, time.monotonic(), BoardMemo._recheck_epoch) if index is None else None
-        scores = data.score_board_candidates(
-            self.index() if index is None else index, task_id, lambda ids: self.scores(ids, protocol_version)
-        )
+        index = self.index() if index is None else index
+        scores = data.score_board_candidates(index, task_id, lambda ids: self.scores(ids, protocol_version))
         # the same Scores object as last time (nothing changed): its ranking is the same too; the
         # bootstrap intervals of every ranked evaluation cost about a second at 870 evaluations
         if scores is not None and last is not None and last[0] is scores:
             frames = last[1]
         else:
             frames = data.board_frames(scores, task_id, protocol_version)
+            # each row's regression flag, from the rows held: nothing scored for it (board/history.py)
+            flag_board(frames, self.held(protocol_version), task_id, index)
         with self._lock:
             self._boards[key] = (scores, frames, seen)
         return frames
+
+    def held(self, version) -> dict[str, pd.DataFrame]:
+        """The scorer's rows this memo holds under `version` (FRAMES and INTERVALS; {}: none)."""
+        with self._lock:
+            return dict(self._kept.get(version, ({},))[0])
 
 
 FRAMES = ("evaluations", "passes", "gates", "figures")

@@ -19,6 +19,7 @@ PAGES = [
     st.Page(HERE / "views" / "evaluation.py", title="Evaluation", url_path="evaluation"),
     st.Page(HERE / "views" / "task.py", title="Task", url_path="task"),
     st.Page(HERE / "views" / "references.py", title="References", url_path="references"),
+    st.Page(HERE / "views" / "sweep.py", title="Sweep", url_path="sweep"),
     st.Page(HERE / "views" / "gap.py", title="Dev/test gap", url_path="gap"),
     st.Page(HERE / "views" / "protocol.py", title="Protocol", url_path="protocol"),
     st.Page(HERE / "views" / "data_card.py", title="Data card", url_path="data-card"),

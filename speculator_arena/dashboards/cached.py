@@ -121,6 +121,22 @@ def speculation_profile(home: str, evaluation_id: str, protocol_version: int | N
     return profile.profile_json(doc)
 
 
+@st.cache_data(ttl=TTL, show_spinner=False)
+def sweeps(home: str) -> list[dict]:
+    """The home's sweeps' manifests, newest first (board/sweep.py)."""
+    from speculator_arena.board import sweep
+
+    return sweep.sweeps(home)
+
+
+@st.cache_data(ttl=TTL, show_spinner="Scoring the sweep's evaluations from raw rows…")
+def sweep_document(home: str, sweep_id: str, protocol_version: int | None) -> dict:
+    """One sweep's points, read from its stored evaluations through the memo (board/sweep.py)."""
+    from speculator_arena.board import sweep
+
+    return sweep.sweep_document(home, sweep_id, protocol_version, memo=memo(home))
+
+
 def clear() -> None:
     """The sidebar's refresh button: read again now, statting every partition whatever the
     warehouse's change marker says (the memo still re-scores only changed files)."""
@@ -137,5 +153,7 @@ def clear() -> None:
         shown_rows,
         requests_parquet,
         speculation_profile,
+        sweeps,
+        sweep_document,
     ):
         fn.clear()

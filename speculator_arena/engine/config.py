@@ -93,6 +93,9 @@ class EngineConfig:
     dtype: str = "auto"
     threads: int | None = None
     prefill_chunk: int = 512
+    # a fixed sleep before every decoding step (0: none): an honestly slower engine, lossless, for
+    # tests that need a real evaluation scoring below another's interval (engines/attacks/dev-slow-ngram)
+    step_sleep_ms: float = 0.0
     extra: dict = field(default_factory=dict)
 
     @property
@@ -154,6 +157,7 @@ class EngineConfig:
             dtype=env.get("DEV_ENGINE_DTYPE", "auto") or "auto",
             threads=_int(env, "DEV_ENGINE_THREADS", 0) or None,
             prefill_chunk=_int(env, "DEV_ENGINE_PREFILL_CHUNK", 512),
+            step_sleep_ms=_float(env, "DEV_ENGINE_STEP_SLEEP_MS", 0.0),
         )
         if cfg.skip_every < 1:
             raise ConfigError("DEV_ENGINE_SKIP_EVERY must be at least 1")
@@ -165,6 +169,8 @@ class EngineConfig:
             raise ConfigError(f"DEV_ENGINE_SUFFIX_MIN_PROB must be in [0, 1], got {cfg.suffix_min_prob}")
         if not cfg.suffix_alpha > 0.0:
             raise ConfigError(f"DEV_ENGINE_SUFFIX_ALPHA must be positive, got {cfg.suffix_alpha}")
+        if not 0.0 <= cfg.step_sleep_ms <= 10_000.0:
+            raise ConfigError(f"DEV_ENGINE_STEP_SLEEP_MS must be in [0, 10000], got {cfg.step_sleep_ms}")
         if cfg.max_num_seqs < 1 or cfg.max_model_len < 2:
             raise ConfigError("MAX_NUM_SEQS must be >= 1 and MAX_MODEL_LEN >= 2")
         return cfg

@@ -203,6 +203,8 @@ class Engine:
         return max(0, min(req.max_tokens - len(req.generated), window_left))
 
     def _decode(self, req: Request) -> None:
+        if self.cfg.step_sleep_ms:  # DEV_ENGINE_STEP_SLEEP_MS: slower, every token still the target's
+            time.sleep(self.cfg.step_sleep_ms / 1000.0)
         left = self._budget_left(req)
         k = min(self.cfg.spec_k, left - 1) if self.cfg.spec != "none" else 0
         drafts, q_rows = ([], None) if k <= 0 else self._propose(req, k)

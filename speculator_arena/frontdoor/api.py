@@ -5,6 +5,7 @@
 - `GET /api/submissions/{id}`: the owner's status, progress and evaluation link.
 - `GET /api/quota?task=&split=`: the caller's quota (a LowBArena task: LowBArena's quotas).
 - `GET /api/board?task=&split=`: the public ranking as JSON.
+- `GET /api/history?task=&split=&account=` (or `&label=` for a reference): one entry's history.
 - `GET /api/evaluations/{id}/requests.parquet[?protocol=N]`: a dev evaluation's per-request rows (403 for test).
 - `GET /api/evaluations/{id}/speculation_profile.json[?protocol=N]`: a dev evaluation's speculation profile (403 for test).
 - `POST /register`: a participant token, only while the operators have opened registration.
@@ -199,11 +200,30 @@ def create_app(home=None) -> FastAPI:
             return lowb_board_json(home, task, split)
         if task not in load_protocol().tasks:
             raise NotFound(f"unknown task {task[:64]!r}")
+        return board_json(_memo(), task, split)
+
+    def _memo():
         if "board" not in state:  # one per app: scores are kept between requests, re-scored when changed
             from speculator_arena.board.memo import BoardMemo
 
             state["board"] = BoardMemo(home)
-        return board_json(state["board"], task, split)
+        return state["board"]
+
+    @app.get("/api/history", summary="One entry's scored evaluations over time, with the regression flag")
+    def history(
+        task: str,
+        split: str = Query("test", pattern=SPLIT),
+        account: str | None = Query(None, max_length=200),
+        label: str | None = Query(None, max_length=200),
+    ):
+        from speculator_arena.board.json_rows import history_json
+        from speculator_arena.protocol import load_protocol
+
+        if task not in load_protocol().tasks:
+            raise NotFound(f"unknown task {task[:64]!r}")
+        if (account is None) == (label is None):
+            raise Refused("name one entry: account=<account id>, or label=<reference label>", status=422)
+        return history_json(_memo(), task, split, account=account, label=label)
 
     @app.post("/register", status_code=201, summary="A participant token, while registration is open")
     async def register(request: Request):

@@ -1,8 +1,8 @@
 """What one evaluation is asked to be (`EvaluationSpec`), and the one builder of it per source.
 
 Why one module: a spec is built from the CLI's arguments, a task's reference (`arena demo`), a
-submission's row (the queue), a calibration plan's run (and its m/c fit) and the kubernetes
-example pod; each source has its builder here, and nothing else calls `EvaluationSpec(...)`
+submission's row (the queue), a calibration plan's run (and its m/c fit), a sweep's point
+(`arena sweep`) and the kubernetes example pod; each source has its builder here, and nothing else calls `EvaluationSpec(...)`
 (tests/runners/test_spec.py keeps it so), so that what a field means and what it defaults to
 is decided in one place. The builders take plain values: the runner imports nothing of the
 front door, the calibration or the backends that call them.
@@ -210,6 +210,24 @@ def calibration_spec(
         solution_kind=solution_kind,
         target=target,
         protocol_version=protocol_version,
+    )
+
+
+def sweep_spec(
+    *, task_id: str, engine: str, evaluation_id: str, label: str, solution_kind: str, target: str | None
+) -> EvaluationSpec:
+    """One point of `arena sweep` (runners/sweep_plan.py): the point's engine copy against the
+    stock engine on the dev split (a sweep never reads the hidden pool), under its fixed id,
+    never a reference."""
+    return EvaluationSpec(
+        task_id=task_id,
+        engine=engine,
+        split="dev",
+        evaluation_id=evaluation_id,
+        label=label,
+        is_reference=False,
+        solution_kind=solution_kind,
+        target=target,
     )
 
 

@@ -25,11 +25,13 @@ def _snapshot(home):
 
 
 def test_scoped_scores_equal_the_whole_warehouse_and_touch_nothing(synthetic_home):
+    # the scorer's own answer first: a whole-warehouse scoring may write its request store (the
+    # board's scoped reads must not, whatever ran before them)
+    whole = scores_of_whole_warehouse(synthetic_home)
     before = _snapshot(synthetic_home)
     ids = ["ev-alpha", "ev-longer", "ev-partial"]
     scoped = data.evaluation_scores(synthetic_home, "ev-alpha")
     frames, _ = data.score_frames(synthetic_home, ids, None)
-    whole = scores_of_whole_warehouse(synthetic_home)
     w = whole.evaluations.set_index("evaluation_id")
     s = frames.evaluations.set_index("evaluation_id")
     assert sorted(s.index) == sorted(ids)

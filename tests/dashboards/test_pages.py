@@ -13,7 +13,7 @@ from .conftest import TASK, page_text, scores_of_whole_warehouse
 LATEST = load_protocol().version  # the latest shipped protocol version: what the board scores under
 PASSES = load_protocol().task(TASK).passes_per_workload  # the synthetic evaluations' passes per workload
 
-PAGES = ["board", "evaluation", "task", "references", "gap", "protocol", "data_card", "methodology"]
+PAGES = ["board", "evaluation", "task", "references", "gap", "protocol", "data_card", "methodology", "sweep"]
 
 
 def _no_exception(at):
@@ -31,6 +31,8 @@ def test_every_page_explains_an_empty_warehouse(app, empty_home, page):
         assert "What void means" in text and f"./protocol?protocol={LATEST}" in text
     elif page == "references":
         assert "dev-ngram-4" in text or "qwen" in text  # the protocol's list still shows
+    elif page == "sweep":
+        assert "No sweep in" in text and "arena sweep --task" in text
     elif page == "protocol":
         assert protocol_digest(load_protocol().version) in text
     else:
@@ -256,8 +258,10 @@ def test_evaluation_page_shows_how_the_score_was_computed(app, synthetic_home):
     # one throughput and one host-contention chart per workload, then the shown figures' five
     # (throughput against interactivity, each engine's tokens-per-chunk histogram: the synthetic
     # engines report no per-position counters; acceptance against prompt length and against the
-    # turn); memory not measured on the CPU task, with the runner's note
-    assert len(at.get("vega_lite_chart")) == 6 + 5
+    # turn), the entry's history (dashboards/history_section.py); memory not measured on the CPU
+    # task, with the runner's note
+    assert len(at.get("vega_lite_chart")) == 6 + 5 + 1
+    assert "History of this entry" in text
     assert "Host contention" in text
     assert "Not measured: no NVIDIA device (synthetic)" in text
     assert f"Run under protocol **v{LATEST}**" in text
@@ -280,7 +284,8 @@ def test_evaluation_page_plots_memory_against_the_budget(app, synthetic_home):
     total = passes["device_total_bytes"].dropna().iloc[0]
     budget = tp.engine_environment.gpu_memory_utilization * total + tp.gates.memory.slack_gib * (1 << 30)
     assert f"= {fmt.gib(budget)} (protocol section 7)" in text
-    assert len(at.get("vega_lite_chart")) == 9 + 5  # throughput, memory, host contention per workload; shown figures
+    # throughput, memory, host contention per workload; the shown figures; the entry's history
+    assert len(at.get("vega_lite_chart")) == 9 + 5 + 1
 
 
 def test_evaluation_page_explains_a_partial_evaluation(app, synthetic_home):

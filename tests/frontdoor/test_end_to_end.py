@@ -31,7 +31,7 @@ def _arena(args, env, **kw):
 @pytest.mark.engines
 def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_target, built_local):
     sys.path.insert(0, str(REPO / "tests" / "runners"))
-    from ci_profile import ENGINE_THREADS, stage_ci_protocol
+    from ci_profile import ENGINE_THREADS, stage_tiny_protocol
 
     home = tmp_path / "arena_home"
     # The session's pools (tests/pool_fixtures.py), copied: the served pool is a link into its builds.
@@ -42,22 +42,7 @@ def test_invite_submit_queue_board(tmp_path, monkeypatch, shared_data, smollm2_t
     # The statistical gates are loose (ci_profile.LOOSE_LIMITS): with this few probe items an honest
     # engine fails one of them by chance about one run in ten, and the rank asserted below is the
     # subject here.
-    version = stage_ci_protocol(
-        tmp_path / "protocol",
-        warmup_waves=0,
-        loose_gates=True,
-        passes_per_workload=1,
-        workloads={
-            "solo": {"interleave": 1, "pass_seconds": 1, "speed": "request_time"},
-            "team": {"interleave": 2, "pass_seconds": 1, "speed": "busy_window"},
-            "busy": {"interleave": 2, "pass_seconds": 2, "speed": "busy_window"},
-        },
-        gates={
-            "greedy_agreement": {"prompts": 2, "temperature": 0.0, "max_tokens": 16, "concurrency": 1},
-            "sampled_likelihood": {"replies": 4, "context_tokens": 200, "reply_chars": 300},
-            "target_fidelity": {"texts": 2},
-        },
-    )
+    version = stage_tiny_protocol(tmp_path / "protocol")
     env = dict(
         os.environ,
         ARENA_HOME=str(home),

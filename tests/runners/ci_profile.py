@@ -138,6 +138,35 @@ def stage_ci_protocol(
     return version
 
 
+# The fewest probes that leave every gate measured (with loose statistical limits: LOOSE_LIMITS).
+TINY_GATES = {
+    "greedy_agreement": {"prompts": 2, "temperature": 0.0, "max_tokens": 16, "concurrency": 1},
+    "sampled_likelihood": {"replies": 4, "context_tokens": 200, "reply_chars": 300},
+    "target_fidelity": {"texts": 2},
+}
+
+
+def stage_tiny_protocol(directory: Path, *, seconds=(1, 1, 2), passes: int = 1, **extra) -> int:
+    """The smallest real evaluation: no warm-up waves, `passes` passes per workload of `seconds`
+    (solo, team, busy), TINY_GATES with loose limits; for tests whose subject is how an evaluation
+    comes in, is stored or is shown (the front door, sweeps, an entry's history), not its speeds or
+    the gates' power (the session's real evaluation and the attack runs test those)."""
+    solo, team, busy = seconds
+    return stage_ci_protocol(
+        directory,
+        warmup_waves=0,
+        loose_gates=True,
+        passes_per_workload=passes,
+        workloads={
+            "solo": {"interleave": 1, "pass_seconds": solo, "speed": "request_time"},
+            "team": {"interleave": 2, "pass_seconds": team, "speed": "busy_window"},
+            "busy": {"interleave": 2, "pass_seconds": busy, "speed": "busy_window"},
+        },
+        gates=TINY_GATES,
+        **extra,
+    )
+
+
 def stage_lowb_ci_protocol(directory: Path, **task_overrides) -> int:
     """LowBArena's CI profile: lowb-p<latest+1>.yaml in `directory` from the latest shipped LowBArena
     version, with CI's steal allowance (as `stage_ci_protocol` says why) and `task_overrides` on

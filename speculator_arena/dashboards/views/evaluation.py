@@ -1,6 +1,7 @@
 """One evaluation: how its SpecScore was computed from its own numbers, its plots, the figures
 shown beside it (throughput against interactivity, acceptance in detail and as the context grows,
-goodput: sections of dashboards/shown_sections.py), its per-request export, its speculation
+goodput: sections of dashboards/shown_sections.py), the entry's history with its regression flag
+and acceptance spread (dashboards/history_section.py), its per-request export, its speculation
 profile and provenance.
 
 Chosen by `?evaluation=<id>` or the select box. A queued, running, void or failed evaluation is
@@ -16,7 +17,7 @@ from speculator_arena.board.data import (
     memory_budget_bytes,
     provenance,
 )
-from speculator_arena.dashboards import cached, charts
+from speculator_arena.dashboards import cached, charts, history_section
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards import shown_sections as shown
 from speculator_arena.protocol import load_protocol
@@ -380,6 +381,7 @@ def main() -> None:
     shown_rows = cached.shown_rows(sel.home, (eid,), version)
     shown.interactivity_section(shown_rows)
     shown.acceptance_section(ev, shown_rows)
+    history_section.history_section(ev, sel.home, version)
     shown.context_section(ev, shown_rows)
     shown.goodput_section(shown_rows)
     figures_section(frames.figures)

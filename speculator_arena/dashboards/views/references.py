@@ -1,12 +1,13 @@
 """The task's reference speculators (protocol section 11): what the protocol lists, and how each
-measured, exactly as submissions are, ranked apart from the participants."""
+measured, exactly as submissions are, ranked apart from the participants, and each one's history
+across engine and protocol versions (dashboards/history_section.py)."""
 
 import pandas as pd
 import streamlit as st
 
 from speculator_arena.board.data import BoardDataError
 from speculator_arena.board.ranking import board_noise
-from speculator_arena.dashboards import board_table, cached
+from speculator_arena.dashboards import board_table, cached, history_section
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.protocol import load_protocol
 
@@ -67,6 +68,9 @@ def main() -> None:
             f"{fmt.text(r.label)} misses a gate ({fmt.text(r.failed_gates)}) and stays on the board as a "
             "reference that fails."
         )
+    history_section.references_history_section(
+        sel.home, sel.task_id, sel.split, sorted(measured), frames.protocol_version or sel.protocol_version
+    )
 
 
 main()

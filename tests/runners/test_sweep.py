@@ -1,0 +1,156 @@
+"""`arena sweep` (dagster_project/sweep.py, runners/sweep_plan.py, board/sweep.py, the Sweep page).
+
+The substitution of the swept setting into a copy of launch.sh is checked on text (no
+evaluation). The sweep itself is run as an operator runs it, a real `arena sweep` process over
+DEV_ENGINE_SPEC_K=1,2,4,8 of engines/dev-ngram under a tiny staged protocol (one short pass per
+workload, a handful of probes): stopped with SIGTERM once two points are stored and the third
+is running, then run again with the same sweep id. The two finished points are kept, the
+stopped one stays stored void and a fresh attempt replaces it, and the export and the page show
+four measured values read back from the warehouse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from speculator_arena.runners.sweep_plan import SweepError, evaluation_id, substitute
+
+REPO = Path(__file__).resolve().parents[2]
+DEV_NGRAM = REPO / "engines" / "dev-ngram"
+TASK = "local-smollm2"
+SETTING = "DEV_ENGINE_SPEC_K"
+VALUES = ["1", "2", "4", "8"]
+SHELL = "#!/usr/bin/env bash\nexport DEV_ENGINE_SPEC=ngram DEV_ENGINE_SPEC_K=4 DEV_ENGINE_NGRAM_MAX=4\nexec x\n"
+JSON = """exec vllm --speculative-config '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'\n"""
+
+
+def test_the_shell_form_replaces_the_one_assignment_and_nothing_like_it():
+    out = substitute(SHELL, SETTING, "8")
+    assert "DEV_ENGINE_SPEC_K=8 " in out and "DEV_ENGINE_SPEC=ngram" in out
+    assert substitute(SHELL, "DEV_ENGINE_SPEC", "suffix").count("DEV_ENGINE_SPEC_K=4") == 1
+
+
+def test_the_json_form_keeps_numbers_bare_and_strings_quoted():
+    assert '"num_speculative_tokens": 2,' in substitute(JSON, "num_speculative_tokens", "2")
+    assert '"method": "suffix",' in substitute(JSON, "method", "suffix")
+
+
+@pytest.mark.parametrize(
+    "text, name, value, words",
+    [
+        (SHELL, "DEV_ENGINE_MISSING", "1", "does not occur"),
+        (SHELL + "DEV_ENGINE_SPEC_K=2\n", SETTING, "1", "occurs 2 times"),
+        (SHELL + JSON.replace("num_speculative_tokens", SETTING), SETTING, "1", "occurs 2 times"),
+        (SHELL, SETTING, "4; rm -rf /", "plain numbers or identifiers"),
+        (SHELL, "not a name", "1", "not a variable"),
+    ],
+)
+def test_a_setting_absent_twice_or_a_value_not_plain_is_refused(text, name, value, words):
+    with pytest.raises(SweepError, match=words):
+        substitute(text, name, value)
+
+
+def test_a_refused_sweep_stores_nothing(tmp_path):
+    """Refusals come before anything is written: a test split, a setting launch.sh lacks."""
+    from speculator_arena.dagster_project.sweep import run_sweep
+
+    for kw, words in (
+        (dict(split="test", setting=SETTING), "dev split only"),
+        (dict(setting="DEV_ENGINE_NOWHERE"), "does not occur"),
+    ):
+        with pytest.raises(SweepError, match=words):
+            run_sweep(task_id=TASK, engine=str(DEV_NGRAM), values=VALUES, home=tmp_path, sweep_id="s", **kw)
+    assert list(tmp_path.iterdir()) == []
+
+
+def _statuses(home: Path, ids: list[str]) -> dict[str, str | None]:
+    from speculator_arena.warehouse import Warehouse
+    from speculator_arena.warehouse.evaluations import current_row
+
+    wh = Warehouse(home)
+    return {i: (current_row(wh, i) or {}).get("status") for i in ids}
+
+
+@pytest.mark.engines
+def test_a_sweep_stopped_midway_keeps_its_points_and_finishes(tmp_path, built_home, monkeypatch):
+    from ci_profile import ENGINE_THREADS, stage_tiny_protocol
+
+    home = tmp_path / "arena_home"
+    shutil.copytree(built_home["home"] / "pools", home / "pools", symlinks=True)  # the served pool links its build
+    # one short pass per workload (two seconds: with one, a workload's pass may propose no draft,
+    # which blanks acceptance by position), no warm-up, the fewest probes that leave every gate
+    # measured: what is under test is the sweep (ids, resumption, the read model), not the gates
+    stage_tiny_protocol(tmp_path / "protocol", seconds=(2, 2, 2))
+    env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(tmp_path / "protocol"))
+    env["OMP_NUM_THREADS"] = ENGINE_THREADS
+    for k in ("ARENA_HOME", "ARENA_PROTOCOL_DIR"):
+        monkeypatch.setenv(k, env[k])
+    cmd = [sys.executable, "-m", "speculator_arena.cli", "sweep", "--task", TASK, "--engine", str(DEV_NGRAM)]
+    cmd += ["--setting", SETTING, "--values", ",".join(VALUES), "--sweep-id", "k", "--label", "ngram"]
+    cmd += ["--target", str(built_home["target"])]
+    first = [evaluation_id("k", SETTING, v) for v in VALUES]
+
+    t0 = time.time()
+    log = (tmp_path / "first.err").open("w")
+    run = subprocess.Popen(cmd, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True)
+    deadline = time.time() + 600
+    while True:  # SIGTERM, as an operator's Ctrl-C, once two points are stored and the third runs
+        s = _statuses(home, first[:3])
+        if s[first[0]] == "measured" and s[first[1]] == "measured" and s[first[2]] == "running":
+            break
+        assert run.poll() is None and time.time() < deadline, (s, (tmp_path / "first.err").read_text()[-3000:])
+        time.sleep(0.5)
+    run.send_signal(signal.SIGTERM)
+    assert run.wait(timeout=180) == 128 + signal.SIGTERM, (tmp_path / "first.err").read_text()[-3000:]
+    assert _statuses(home, first) == dict(zip(first, ["measured", "measured", "void", None], strict=True))
+
+    again = subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    took = time.time() - t0
+    assert again.stderr.count("already measured") == 2, again.stderr[-3000:]
+    doc = json.loads(again.stdout)
+    points = {p["value"]: p for p in doc["points"]}
+    replaced = evaluation_id("k", SETTING, "4", 2)
+    assert [points[v]["evaluation_id"] for v in VALUES] == [first[0], first[1], replaced, first[3]]
+    assert points["4"]["attempts"] == [first[2], replaced]
+    stored = _statuses(home, [*first, replaced])
+    assert sorted(stored.values()) == ["measured"] * 4 + ["void"], stored
+    for v in VALUES:
+        p = points[v]
+        assert p["status"] == "measured" and p["specscore"] is not None, p
+        assert p["interval_low"] <= p["specscore"] <= p["interval_high"], p
+        assert len(p["acceptance_by_position"]) == int(v), p  # one rate per draft position
+        assert p["memory_peak_bytes"] is None and p["memory_peak_reason"], p  # CPU: no NVML, the reason shown
+    lengths = [points[v]["mean_acceptance_length"] for v in VALUES]
+    assert 1.0 <= lengths[0] <= 2.0 and lengths[-1] > lengths[0], lengths  # one draft token: at most 2
+
+    out = tmp_path / "export"
+    exported = subprocess.run(
+        [*cmd[:3], "sweep", "export", "--sweep-id", "k", "--out", str(out)], env=env, cwd=REPO, capture_output=True
+    )
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "k.parquet").to_pylist()
+    assert [r["value"] for r in table] == VALUES and [len(r["acceptance_by_position"]) for r in table] == [1, 2, 4, 8]
+    assert json.loads((out / "k.json").read_text())["points"] == doc["points"]
+
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(REPO / "speculator_arena" / "dashboards" / "app.py"), default_timeout=180)
+    at.query_params.update({"task": TASK, "split": "dev", "sweep": "k"})
+    at.run()
+    at.switch_page("views/sweep.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = at.table[0].value
+    assert list(shown[SETTING]) == VALUES and list(shown["evaluation"]) == [points[v]["evaluation_id"] for v in VALUES]
+    print(f"sweep of four values, stopped and finished: {took:.0f} s")
