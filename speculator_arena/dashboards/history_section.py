@@ -116,6 +116,9 @@ def history_section(ev: pd.Series, home: str, version: int | None) -> None:
     st.subheader("History of this entry")
     ref = bool(ev.get("is_reference"))
     account, label = (None, fmt.text(ev.get("label"))) if ref else (fmt.text(ev.get("account_id")), None)
+    if not (account or label):  # e.g. `arena evaluate` or `arena sweep` without --account: no board entry
+        st.caption("This evaluation belongs to no account and is no reference, so it is no entry's history.")
+        return
     rows, spread = history(
         home, fmt.text(ev.get("task_id")), fmt.text(ev.get("split")), account or None, label or None, version
     )

@@ -4,90 +4,19 @@ test-artifacts/board/ (gitignored; CI uploads them)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from browser_pages import ARGS, ARTIFACTS, CHROMIUM, Served, expect  # tests/ is on sys.path (conftest)
 
 from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.dashboards.commands import streamlit_command
 
-from .conftest import REPO, scores_of_whole_warehouse
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = REPO / "test-artifacts" / "board"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-quic",
-    "--no-first-run",
-]
+from .conftest import scores_of_whole_warehouse
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed at /usr/bin/chromium"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Served:
-    """`streamlit run` of the board on a free port, in its own process group (stopped by its id)."""
-
-    def __init__(self, home: Path):
-        import httpx
-
-        self.port = _free_port()
-        env = dict(os.environ, ARENA_HOME=str(home), OMP_NUM_THREADS="1")
-        self.proc = subprocess.Popen(
-            streamlit_command(self.port),
-            env=env,
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited: {self.proc.stdout.read().decode()[-2000:]}")
-            try:
-                if httpx.get(f"{self.url}/_stcore/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError("streamlit did not answer /_stcore/health within 90 s")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-
-
-def expect(locator):
-    from playwright.sync_api import expect as pw_expect
-
-    return pw_expect(locator)
 
 
 @pytest.fixture(scope="module")

@@ -176,6 +176,22 @@ def test_evaluation_page_shows_the_history(runs, monkeypatch):
     assert not at.exception, [e.value for e in at.exception]
 
 
+def test_the_history_seen_in_a_browser(runs):
+    """The participant's page, served and loaded in headless Chromium: the section, the flag on the
+    third evaluation (naming the one it fell below) and its SpecScore."""
+    from browser_pages import page_shows
+
+    from speculator_arena.dashboards import formatting as fmt
+
+    third = _history(runs).rows.set_index("evaluation_id").loc[runs["ids"][2]]
+    page_shows(
+        runs["home"],
+        f"/evaluation?task={TASK}&split=dev&evaluation={runs['ids'][2]}",
+        ["History of this entry", f"yes, below {runs['ids'][1]}", fmt.score(third["specscore"])],
+        "history-evaluation",
+    )
+
+
 def test_the_step_sleep_is_off_unless_asked_and_checked(tmp_path):
     """DEV_ENGINE_STEP_SLEEP_MS (docs/engine.md): 0 unless an engine directory sets it, and only
     engines/attacks/dev-slow-ngram does."""

@@ -153,4 +153,21 @@ def test_a_sweep_stopped_midway_keeps_its_points_and_finishes(tmp_path, built_ho
     assert not at.exception, [e.value for e in at.exception]
     shown = at.table[0].value
     assert list(shown[SETTING]) == VALUES and list(shown["evaluation"]) == [points[v]["evaluation_id"] for v in VALUES]
+    at.query_params.update({"evaluation": first[1]})  # a point's own page carries the sweep's curve
+    at.switch_page("views/evaluation.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert f"Sweep k: {SETTING}" in [s.value for s in at.subheader]
+    assert any(f"`{SETTING}` = 2 of a sweep" in c.value for c in at.caption)
+    from browser_pages import page_shows
+
+    from speculator_arena.dashboards import formatting as fmt
+
+    page_shows(  # the same page, served and loaded in headless Chromium
+        home,
+        f"/sweep?task={TASK}&split=dev&sweep=k",
+        ["SpecScore and mean acceptance length", "Acceptance by draft position"]
+        + [points[v]["evaluation_id"] for v in VALUES]
+        + [fmt.score(points[v]["specscore"]) for v in VALUES],
+        "sweep",
+    )
     print(f"sweep of four values, stopped and finished: {took:.0f} s")

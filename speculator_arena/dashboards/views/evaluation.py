@@ -17,7 +17,7 @@ from speculator_arena.board.data import (
     memory_budget_bytes,
     provenance,
 )
-from speculator_arena.dashboards import cached, charts, history_section
+from speculator_arena.dashboards import cached, charts, history_section, sweep_charts
 from speculator_arena.dashboards import formatting as fmt
 from speculator_arena.dashboards import shown_sections as shown
 from speculator_arena.protocol import load_protocol
@@ -382,6 +382,7 @@ def main() -> None:
     shown.interactivity_section(shown_rows)
     shown.acceptance_section(ev, shown_rows)
     history_section.history_section(ev, sel.home, version)
+    sweep_charts.sweep_section(sel.home, eid, version)
     shown.context_section(ev, shown_rows)
     shown.goodput_section(shown_rows)
     figures_section(frames.figures)

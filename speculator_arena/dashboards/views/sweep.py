@@ -8,7 +8,6 @@ sweeps are dev evaluations only, so nothing here comes from the hidden pool.
 
 import json
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
@@ -16,7 +15,7 @@ from speculator_arena.board.export import ExportRefused, file_name
 from speculator_arena.board.sweep import sweep_parquet
 from speculator_arena.dashboards import cached
 from speculator_arena.dashboards import formatting as fmt
-from speculator_arena.protocol.model import WORKLOADS
+from speculator_arena.dashboards.sweep_charts import curve, positions_chart, table
 
 
 def pick(sel) -> str | None:
@@ -42,87 +41,6 @@ def pick(sel) -> str | None:
     if choice != wanted:
         st.query_params["sweep"] = choice
     return choice
-
-
-def _axis(points: pd.DataFrame, setting: str) -> alt.X:
-    numeric = pd.to_numeric(points["value"], errors="coerce").notna().all()
-    return alt.X("x:Q" if numeric else "x:O", title=setting, scale=alt.Scale(zero=False) if numeric else alt.Undefined)
-
-
-def curve(points: pd.DataFrame, setting: str) -> alt.HConcatChart:
-    """SpecScore with its interval, and mean acceptance length, against the value."""
-    df = points.assign(x=pd.to_numeric(points["value"], errors="coerce").fillna(points["value"]))
-    x = _axis(points, setting)
-    score = alt.Chart(df.dropna(subset=["specscore"]))
-    score = score.mark_errorbar(ticks=True).encode(
-        x=x, y=alt.Y("interval_low:Q", title="SpecScore"), y2="interval_high:Q"
-    ) + score.mark_line(point=True).encode(
-        x=x,
-        y="specscore:Q",
-        tooltip=["value", "evaluation_id", alt.Tooltip("specscore:Q", format=".3f"), "interval_low", "interval_high"],
-    )
-    al = (
-        alt.Chart(df.dropna(subset=["mean_acceptance_length"]))
-        .mark_line(point=True, color="#d62728")
-        .encode(
-            x=x,
-            y=alt.Y("mean_acceptance_length:Q", title="mean acceptance length"),
-            tooltip=["value", alt.Tooltip("mean_acceptance_length:Q", format=".3f")],
-        )
-    )
-    return alt.hconcat(score.properties(height=240, width=320), al.properties(height=240, width=320))
-
-
-def positions_chart(points: pd.DataFrame, setting: str) -> alt.Chart | None:
-    rows = [
-        {setting: str(r.value), "position": k, "acceptance": a}
-        for r in points.itertuples()
-        for k, a in enumerate(r.acceptance_by_position or [])
-    ]
-    if not rows:
-        return None
-    return (
-        alt.Chart(pd.DataFrame(rows))
-        .mark_line(point=True)
-        .encode(
-            x=alt.X("position:O", title="draft position"),
-            y=alt.Y("acceptance:Q", title="accepted / drafts", scale=alt.Scale(domain=[0, 1])),
-            color=alt.Color(f"{setting}:N"),
-            tooltip=[setting, "position", alt.Tooltip("acceptance:Q", format=".3f")],
-        )
-        .properties(height=240, width=420)
-    )
-
-
-def table(points: pd.DataFrame, setting: str) -> pd.DataFrame:
-    def ratio(r, w):
-        lo, hi = r[f"r_{w}_pass_min"], r[f"r_{w}_pass_max"]
-        spread = "" if fmt.missing(lo) or lo == hi else f" (passes {fmt.ratio(lo)}–{fmt.ratio(hi)})"
-        return fmt.ratio(r[f"r_{w}"]) + spread
-
-    out = pd.DataFrame({setting: points["value"].astype(str)})
-    out["SpecScore"] = points["specscore"].map(fmt.score)
-    out["interval"] = [
-        fmt.BLANK if fmt.missing(lo) else f"[{fmt.score(lo)}, {fmt.score(hi)}]"
-        for lo, hi in zip(points["interval_low"], points["interval_high"])
-    ]
-    for w in WORKLOADS:
-        out[f"r_{w}"] = [ratio(r, w) for _, r in points.iterrows()]
-    out["mean acceptance length"] = [
-        fmt.general(v) if not fmt.missing(v) else f"blank: {fmt.text(why)}"
-        for v, why in zip(points["mean_acceptance_length"], points["mean_acceptance_length_reason"])
-    ]
-    out["acceptance by position"] = [
-        ", ".join(f"{a:.2f}" for a in acc) if len(acc) else f"blank: {fmt.text(why)}"
-        for acc, why in zip(points["acceptance_by_position"], points["acceptance_reason"])
-    ]
-    out["peak memory"] = [
-        fmt.gib(v) if not fmt.missing(v) else f"blank: {fmt.text(why)}"
-        for v, why in zip(points["memory_peak_bytes"], points["memory_peak_reason"])
-    ]
-    out["status"] = [f"{s}: {fmt.text(w)}" if fmt.text(w) else s for s, w in zip(points["status"], points["why"])]
-    out["evaluation"] = points["evaluation_id"].map(fmt.text)
-    return out
 
 
 def main() -> None:
