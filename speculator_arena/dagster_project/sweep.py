@@ -196,12 +196,12 @@ def run_sweep(
         from speculator_arena.checkpoints import prepare_checkpoint
 
         target = str(prepare_checkpoint(task_id, home=home))
-    wh = Warehouse(home)
+    wh, memo = Warehouse(home), BoardMemo(home)  # one memo: it re-reads only what changed
     points = {p["value"]: p for p in manifest["points"]}
     for k, value in enumerate(values, 1):
         point, head = points[value], f"{setting}={value} ({k}/{len(values)})"
         stored = [i for i in point["evaluation_ids"] if current_row(wh, i) is not None]
-        done = measured(BoardMemo(home).scores(stored, protocol_version), stored) if stored else []
+        done = measured(memo.scores(stored, protocol_version), stored) if stored else []
         if done:
             say(f"{head}: already measured ({done[-1]}), kept")
             continue
