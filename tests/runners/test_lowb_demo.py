@@ -139,39 +139,52 @@ def test_analysts_file_and_api(lowb_demo, monkeypatch):
     assert rows["rtn-w2-g64-lossy"]["reason"] == "contract" and rows["bf16"]["section"] == "references"
 
 
-def test_calibration_sets_the_aa_noise_from_bf16_beside_itself(lowb_demo, tmp_path):
-    """`arena calibrate --task lowb-smollm2 --aa 2` in a copy of the demo's home: the demo's A/A
-    counts, one more is made, and the candidate's `aa_noise` is the two runs' largest deviations
-    widened by a quarter; `arena protocol publish` puts it in force unchanged."""
+@pytest.fixture(scope="module")
+def calibrated(lowb_demo, tmp_path_factory) -> dict:
+    """`arena calibrate --task lowb-smollm2 --aa 2` in a copy of the demo's home (the demo's A/A
+    counts, one more is made), then `arena protocol publish` of the candidate version it wrote."""
     import os
     import shutil
     import subprocess
 
-    from speculator_arena.protocol.lowb import load_lowb_protocol
-    from speculator_arena.scoring.lowb import score_lowb
-    from speculator_arena.warehouse import Warehouse
-
-    home = tmp_path / "home"
+    home = tmp_path_factory.mktemp("lowb_calibration") / "home"
     shutil.copytree(lowb_demo.home, home, symlinks=True)
     env = dict(os.environ, ARENA_HOME=str(home), ARENA_PROTOCOL_DIR=str(lowb_demo.protocol_dir))
     arena = str(Path(sys.executable).parent / "arena")
     cal = subprocess.run(
         [arena, "calibrate", "--task", "lowb-smollm2", "--aa", "2"], env=env, capture_output=True, text=True
     )
-    assert cal.returncode == 0, cal.stdout[-2000:] + cal.stderr[-2000:]
-    assert "1 A/A run(s) already measured" in cal.stdout
     version = lowb_demo.version + 1
     pub = [arena, "protocol", "publish", "--task", "lowb-smollm2", "--candidate", str(version)]
-    p = subprocess.run(pub, env=env, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr[-2000:]
+    published = subprocess.run(pub, env=env, capture_output=True, text=True) if cal.returncode == 0 else None
+    return {"home": home, "env": env, "calibrate": cal, "publish": pub, "published": published, "version": version}
+
+
+def test_calibration_sets_the_aa_noise_from_bf16_beside_itself(lowb_demo, calibrated):
+    """The candidate's `aa_noise` is the two A/A runs' largest deviations widened by a quarter;
+    `arena protocol publish` puts it in force unchanged."""
+    from speculator_arena.protocol.lowb import load_lowb_protocol
+    from speculator_arena.scoring.lowb import score_lowb
+    from speculator_arena.warehouse import Warehouse
+
+    cal, published = calibrated["calibrate"], calibrated["published"]
+    assert cal.returncode == 0, cal.stdout[-2000:] + cal.stderr[-2000:]
+    assert "1 A/A run(s) already measured" in cal.stdout
+    assert published.returncode == 0, published.stderr[-2000:]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("ARENA_HOME", str(home))
+        mp.setenv("ARENA_HOME", str(calibrated["home"]))
         mp.setenv("ARENA_PROTOCOL_DIR", str(lowb_demo.protocol_dir))
-        noise = load_lowb_protocol(version).task("lowb-smollm2").aa_noise
-        ev = score_lowb(Warehouse(home), version=lowb_demo.version).evaluations
+        noise = load_lowb_protocol(calibrated["version"]).task("lowb-smollm2").aa_noise
+        ev = score_lowb(Warehouse(calibrated["home"]), version=lowb_demo.version).evaluations
     aa = ev[ev["label"] == "bf16"]
     assert len(aa) == 2 and noise.runs == 2
     assert noise.max_abs_error == pytest.approx(round(1.25 * (aa["lowbscore"] - 1).abs().max(), 3), abs=1e-12)
     assert noise.speed_max_abs_error == pytest.approx(round(1.25 * (aa["speed_gmean"] - 1).abs().max(), 3), abs=1e-12)
-    again = subprocess.run(pub, env=env, capture_output=True, text=True)
+
+
+def test_a_published_calibration_is_never_replaced(calibrated):
+    import subprocess
+
+    assert calibrated["published"] is not None and calibrated["published"].returncode == 0
+    again = subprocess.run(calibrated["publish"], env=calibrated["env"], capture_output=True, text=True)
     assert again.returncode != 0 and "never replaced" in again.stderr  # versions are immutable
