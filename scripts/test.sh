@@ -21,7 +21,7 @@ ok() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ]; }  # 5: the selection was empty
 start=$(date +%s)
 # ARENA_TEST_REPORTS=DIR: each half's JUnit XML there (every test's time: docs/benchmarks/tests.md)
 report() { [ -n "${ARENA_TEST_REPORTS:-}" ] && echo "--junitxml=$ARENA_TEST_REPORTS/$1.xml"; }
-python -m pytest "${common[@]}" -n 2 --dist loadgroup -m "not serial" --durations=15 $(report parallel)
+python -m pytest "${common[@]}" -n 2 -m "not serial" --durations=15 $(report parallel)
 first=$?
 middle=$(date +%s)
 # the serial half copies the local pools the first half built (tests/pool_fixtures.py) instead of building again

@@ -108,10 +108,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if is_serial(item):
             item.add_marker(pytest.mark.serial)
-        elif "built_local" in getattr(item, "fixturenames", ()):
-            # one worker of the first half builds the local pools (a minute of both cores), not
-            # each worker its own: scripts/test.sh runs it with --dist loadgroup
-            item.add_marker(pytest.mark.xdist_group("local-pools"))
     refused = engine_refusal()
     if refused:
         skip_engines = pytest.mark.skip(reason=f"engines refused from this clone: {refused[:300]}")

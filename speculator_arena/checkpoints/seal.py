@@ -81,9 +81,14 @@ def seal(directory: Path) -> None:
 
 
 def unseal(directory: Path) -> None:
-    """Give the owner write access again (to replace a torn directory)."""
+    """Give the owner write access to the tree's folders again, so that it can be removed (a torn or
+    stale directory is replaced whole). The files keep their modes: removing a file takes a writable
+    folder, not a writable file, and a target copied from the checkpoint cache shares its files'
+    inodes with the cache and every other copy (prepare.py links them), whose modes a chmod here
+    would change under them."""
     for path in [directory, *directory.rglob("*")]:
         try:
-            os.chmod(path, path.stat().st_mode | stat.S_IWUSR | stat.S_IRUSR | (stat.S_IXUSR if path.is_dir() else 0))
+            if path.is_dir() and not path.is_symlink():
+                os.chmod(path, path.stat().st_mode | stat.S_IWUSR | stat.S_IRUSR | stat.S_IXUSR)
         except OSError:
             pass

@@ -78,6 +78,26 @@ def test_new_home_copies_from_the_cache_and_a_torn_directory_is_rebuilt(tmp_path
     assert verify_manifest(again) == [] and (again / "tokenizer.json").is_file()
 
 
+def test_replacing_a_copy_leaves_the_files_it_shares_sealed(tmp_path, smollm2_target):
+    """A target copied from the checkpoint cache links the cache's files (one inode for every copy);
+    removing a copy (a torn or stale target is replaced whole) must not make them writable under
+    the cache and the other copies, which another process may be checking or serving."""
+    import shutil
+
+    from speculator_arena.checkpoints.prepare import _copy_tree
+    from speculator_arena.checkpoints.seal import seal, unseal
+
+    copy = tmp_path / "copy"
+    _copy_tree(smollm2_target, copy)  # how a target is copied from the cache
+    seal(copy)
+    assert (copy / "tokenizer_config.json").stat().st_ino == (smollm2_target / "tokenizer_config.json").stat().st_ino
+    before = {p.name: p.stat().st_mode for p in smollm2_target.iterdir()}
+    unseal(copy)
+    shutil.rmtree(copy)
+    assert not copy.exists()
+    assert {p.name: p.stat().st_mode for p in smollm2_target.iterdir()} == before
+
+
 def test_a_changed_byte_is_found_by_full_verification(tmp_path, smollm2_target):
     import shutil
 
