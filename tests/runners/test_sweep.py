@@ -30,7 +30,7 @@ DEV_NGRAM = REPO / "engines" / "dev-ngram"
 TASK = "local-smollm2"
 SETTING = "DEV_ENGINE_SPEC_K"
 # CI sweeps two values (three evaluations: one kept, one stopped, one made again); a full run
-# (ARENA_TEST_PROFILE=full) the four of the issue's example (five evaluations)
+# (ARENA_TEST_PROFILE=full) the four of docs/participants/sweeps.md's example (five evaluations)
 VALUES = ["1", "2", "4", "8"] if full_profile() else ["1", "4"]
 SHELL = "#!/usr/bin/env bash\nexport DEV_ENGINE_SPEC=ngram DEV_ENGINE_SPEC_K=4 DEV_ENGINE_NGRAM_MAX=4\nexec x\n"
 JSON = """exec vllm --speculative-config '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}'\n"""
