@@ -18,7 +18,8 @@ import pytest
 from .conftest import DEV_NGRAM, REPO, TASK
 from .test_server import ApiServer
 
-pytestmark = pytest.mark.slow
+# one module fixture: the queue runs the submission's evaluation, which the three tests read
+pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.engines]
 
 
 def _arena(args, env, **kw):
@@ -93,8 +94,6 @@ def door(tmp_path_factory, shared_data, smollm2_target, built_local):
     }
 
 
-@pytest.mark.serial  # the queue runs the submission's evaluation
-@pytest.mark.engines
 def test_an_invited_participant_submits_and_watches_it_measured(door):
     assert door["token"].startswith("sa_") and "shown once" in door["invited"].stderr
     status, err = door["status"], door["err"]
@@ -104,8 +103,6 @@ def test_an_invited_participant_submits_and_watches_it_measured(door):
         assert word in err  # the participant watched it move
 
 
-@pytest.mark.serial
-@pytest.mark.engines
 def test_the_board_ranks_the_submission_as_a_participant(door):
     status, entry, board = door["status"], door["entry"], door["board"]
     assert entry is not None and entry["section"] == "participants" and entry["is_reference"] is False
@@ -117,8 +114,6 @@ def test_the_board_ranks_the_submission_as_a_participant(door):
     assert ours[0]["ranked"] and ours[0]["rank"] == 1, (ours[0].get("failed_gates"), ours[0])
 
 
-@pytest.mark.serial
-@pytest.mark.engines
 def test_the_warehouse_and_the_evaluation_page_carry_the_sealed_digest(door, monkeypatch):
     from speculator_arena.warehouse import Warehouse
     from speculator_arena.warehouse.evaluations import current_row

@@ -140,6 +140,12 @@ def sweep_doc(stopped_and_finished) -> dict:
     return json.loads(again.stdout)
 
 
+@pytest.fixture(scope="module")
+def points(sweep_doc) -> dict[str, dict]:
+    """The sweep's points by value."""
+    return {p["value"]: p for p in sweep_doc["points"]}
+
+
 @pytest.mark.engines
 def test_a_stopped_sweep_keeps_its_points_and_the_stopped_one_is_void(stopped_and_finished):
     r = stopped_and_finished
@@ -152,11 +158,10 @@ def test_a_stopped_sweep_keeps_its_points_and_the_stopped_one_is_void(stopped_an
 
 
 @pytest.mark.engines
-def test_the_same_command_again_makes_only_what_is_missing(stopped_and_finished, sweep_doc):
+def test_the_same_command_again_makes_only_what_is_missing(stopped_and_finished, points):
     r = stopped_and_finished
     first, kept = r["first"], r["kept"]
     assert r["again"].stderr.count("already measured") == kept, r["again"].stderr[-3000:]
-    points = {p["value"]: p for p in sweep_doc["points"]}
     replaced = evaluation_id("k", SETTING, VALUES[kept], 2)
     assert [points[v]["evaluation_id"] for v in VALUES] == [*first[:kept], replaced, *first[kept + 1 :]]
     assert points[VALUES[kept]]["attempts"] == [first[kept], replaced]
@@ -165,8 +170,7 @@ def test_the_same_command_again_makes_only_what_is_missing(stopped_and_finished,
 
 
 @pytest.mark.engines
-def test_each_point_reads_back_its_score_acceptance_and_memory(sweep_doc):
-    points = {p["value"]: p for p in sweep_doc["points"]}
+def test_each_point_reads_back_its_score_acceptance_and_memory(points):
     for v in VALUES:
         p = points[v]
         assert p["status"] == "measured" and p["specscore"] is not None, p
@@ -197,11 +201,10 @@ def test_the_export_is_the_sweeps_document(stopped_and_finished, sweep_doc, tmp_
 
 
 @pytest.mark.engines
-def test_the_sweep_page_and_each_points_page_show_the_curve(stopped_and_finished, sweep_doc, monkeypatch):
+def test_the_sweep_page_and_each_points_page_show_the_curve(stopped_and_finished, points, monkeypatch):
     r = stopped_and_finished
     for k in ("ARENA_HOME", "ARENA_PROTOCOL_DIR"):
         monkeypatch.setenv(k, r["env"][k])
-    points = {p["value"]: p for p in sweep_doc["points"]}
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(REPO / "speculator_arena" / "dashboards" / "app.py"), default_timeout=180)
